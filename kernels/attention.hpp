@@ -1,0 +1,45 @@
+#pragma once
+#include "kernels/status.hpp"
+#include "kernels/stream.hpp"
+#include "kernels/tensor.hpp"
+
+namespace aerie::kernels {
+
+/// Attention over a paged KV cache for a ragged batch: every sequence b contributes
+/// q rows [qo_indptr[b], qo_indptr[b+1]) (its new tokens: a whole prompt, an extend
+/// chunk, one decode token, or draft tokens) and attends over its KV slots
+/// kv_indices[kv_indptr[b] .. kv_indptr[b+1]) in position order (the new tokens' K/V are
+/// already written there). Prefill/extend and decode sequences mix freely in one batch.
+///
+/// Without custom_mask the mask is causal: query i of a sequence with q_len new tokens
+/// and kv_len slots sits at position kv_len - q_len + i and sees slots 0..that position.
+/// With custom_mask (tree verification), sequence b's mask is a row-major
+/// [q_len, kv_len] u8 block starting at mask_indptr[b]; 1 means "may attend".
+/// A query row that may attend to nothing produces zeros.
+struct AttentionParams {
+  TensorView q;                 // [tokens, q_heads, head_dim]
+  TensorView k_cache;           // [slots, kv_heads, head_dim]
+  TensorView v_cache;           // [slots, kv_heads, head_dim]
+  TensorView out;               // [tokens, q_heads, head_dim]
+  TensorView qo_indptr;         // [batch + 1] i32
+  TensorView kv_indptr;         // [batch + 1] i32
+  TensorView kv_indices;        // [kv_indptr[batch]] i32 slot ids
+  TensorView custom_mask = {};  // [mask_indptr[batch]] u8, optional
+  TensorView mask_indptr = {};  // [batch + 1] i32, with custom_mask
+  float scale = 1.0f;           // usually 1/sqrt(head_dim)
+  void validate() const;
+};
+Status attention(const AttentionParams& p, const Stream& stream);
+
+/// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].
+struct KvWriteParams {
+  TensorView k;         // [tokens, kv_heads, head_dim]
+  TensorView v;         // [tokens, kv_heads, head_dim]
+  TensorView slots;     // [tokens] i32 (out_cache_loc)
+  TensorView k_cache;   // [num_slots, kv_heads, head_dim]
+  TensorView v_cache;   // [num_slots, kv_heads, head_dim]
+  void validate() const;
+};
+Status kv_write(const KvWriteParams& p, const Stream& stream);
+
+}  // namespace aerie::kernels

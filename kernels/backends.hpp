@@ -1,0 +1,32 @@
+#pragma once
+// Backend entry points behind the op entries. The CPU functions are the plain,
+// deterministic, fp32-accumulating reference; the CUDA functions launch on the stream
+// handle (a cudaStream_t). Host header: no CUDA includes.
+#include "kernels/attention.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/rms_norm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/sampling.hpp"
+#include "kernels/silu_mul.hpp"
+
+namespace aerie::kernels {
+
+#define AERIE_DECLARE_BACKEND(ns, ...)                          \
+  namespace ns {                                                \
+  Status embedding(const EmbeddingParams& p __VA_ARGS__);       \
+  Status rms_norm(const RmsNormParams& p __VA_ARGS__);          \
+  Status rope(const RopeParams& p __VA_ARGS__);                 \
+  Status matmul(const MatmulParams& p __VA_ARGS__);             \
+  Status silu_mul(const SiluMulParams& p __VA_ARGS__);          \
+  Status attention(const AttentionParams& p __VA_ARGS__);       \
+  Status kv_write(const KvWriteParams& p __VA_ARGS__);          \
+  Status sample(const SampleParams& p __VA_ARGS__);             \
+  Status log_softmax(const LogSoftmaxParams& p __VA_ARGS__);    \
+  }
+
+AERIE_DECLARE_BACKEND(cpu)
+AERIE_DECLARE_BACKEND(cuda, , void* stream)
+#undef AERIE_DECLARE_BACKEND
+
+}  // namespace aerie::kernels

@@ -1,0 +1,22 @@
+// Built only when this build has no CUDA kernels: every CUDA op says so instead of running.
+#include "kernels/backends.hpp"
+
+namespace aerie::kernels::cuda {
+
+namespace {
+Status unavailable(const char* op) {
+  return Status::error(std::string(op) + ": this build of Aerie has no CUDA kernels (configure with AERIE_WITH_CUDA=ON)");
+}
+}  // namespace
+
+Status embedding(const EmbeddingParams&, void*) { return unavailable("embedding"); }
+Status rms_norm(const RmsNormParams&, void*) { return unavailable("rms_norm"); }
+Status rope(const RopeParams&, void*) { return unavailable("rope"); }
+Status matmul(const MatmulParams&, void*) { return unavailable("matmul"); }
+Status silu_mul(const SiluMulParams&, void*) { return unavailable("silu_mul"); }
+Status attention(const AttentionParams&, void*) { return unavailable("attention"); }
+Status kv_write(const KvWriteParams&, void*) { return unavailable("kv_write"); }
+Status sample(const SampleParams&, void*) { return unavailable("sample"); }
+Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }
+
+}  // namespace aerie::kernels::cuda

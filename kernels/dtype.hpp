@@ -1,0 +1,55 @@
+#pragma once
+// Element types of tensors: f32, bf16, f16 for values; i32, i64, u8 for ids and masks.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace aerie {
+
+enum class DType : uint8_t { kF32, kBF16, kF16, kI32, kI64, kU8 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "f32", "bf16", ...
+bool is_floating(DType t);
+// Parses our own names and the usual aliases ("float32", "bfloat16", "float16", "half").
+DType parse_dtype(std::string_view name);
+
+// Conversions with round-to-nearest-even, matching torch's .to(bfloat16) / .to(float16).
+inline float bf16_to_float(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float f16_to_float(uint16_t v);
+uint16_t float_to_f16(float f);
+
+// Reads element i of a buffer of floating dtype t as float.
+inline float load_as_float(const void* data, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(data)[i];
+    case DType::kBF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16: return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    default: return 0.0f;
+  }
+}
+inline void store_from_float(void* data, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(data)[i] = v; break;
+    case DType::kBF16: static_cast<uint16_t*>(data)[i] = float_to_bf16(v); break;
+    case DType::kF16: static_cast<uint16_t*>(data)[i] = float_to_f16(v); break;
+    default: break;
+  }
+}
+// Converts n elements of a floating dtype to float.
+void convert_to_float(const void* src, DType t, int64_t n, float* dst);
+
+}  // namespace aerie

@@ -1,0 +1,41 @@
+#pragma once
+#include <cstdint>
+
+#include "kernels/status.hpp"
+#include "kernels/stream.hpp"
+#include "kernels/tensor.hpp"
+
+namespace aerie::kernels {
+
+/// Logits processing and sampling, one row per request:
+///  - temperature == 0: greedy (argmax; ties go to the lowest id, as torch.argmax).
+///  - otherwise probs = softmax(logits / temperature), then keep the top_k most likely
+///    (top_k <= 0: all), then the smallest prefix whose mass reaches top_p, then drop
+///    tokens with p < min_p * p_max, renormalise and draw one token with a uniform number
+///    from philox_uniform(seed, step): the same (seed, step) gives the same token.
+struct SampleParams {
+  TensorView logits;       // [batch, vocab] f32 (not modified)
+  TensorView temperature;  // [batch] f32
+  TensorView top_p;        // [batch] f32 in (0, 1]
+  TensorView top_k;        // [batch] i32 (<= 0 means no limit)
+  TensorView min_p;        // [batch] f32 in [0, 1]
+  TensorView seed;         // [batch] i64
+  TensorView step;         // [batch] i64: how many tokens the request has sampled so far
+  TensorView out;          // [batch] i32
+  void validate() const;
+};
+Status sample(const SampleParams& p, const Stream& stream);
+
+/// Counter-based uniform number in [0, 1) from (seed, step): stateless, so CPU and GPU
+/// draw the same number for a request at a step.
+float philox_uniform(uint64_t seed, uint64_t step);
+
+/// log-softmax of each row (for logprobs): out[b, v] = logits[b, v] - logsumexp(logits[b]).
+struct LogSoftmaxParams {
+  TensorView logits;  // [batch, vocab] f32
+  TensorView out;     // [batch, vocab] f32
+  void validate() const;
+};
+Status log_softmax(const LogSoftmaxParams& p, const Stream& stream);
+
+}  // namespace aerie::kernels

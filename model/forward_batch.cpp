@@ -1,0 +1,27 @@
+#include "model/forward_batch.hpp"
+
+#include "kernels/error.hpp"
+
+namespace aerie::model {
+
+void ForwardBatch::validate() const {
+  const auto t = input_ids.size();
+  AERIE_CHECK(t > 0, "forward batch has no tokens");
+  AERIE_CHECK(positions.size() == t && out_cache_loc.size() == t,
+              "forward batch: positions and out_cache_loc must have one entry per token");
+  AERIE_CHECK(qo_indptr.size() == kv_indptr.size() && qo_indptr.size() >= 2,
+              "forward batch: qo_indptr and kv_indptr must have batch + 1 entries");
+  AERIE_CHECK(qo_indptr.front() == 0 && static_cast<size_t>(qo_indptr.back()) == t,
+              "forward batch: qo_indptr must run from 0 to the token count");
+  AERIE_CHECK(kv_indptr.front() == 0 && static_cast<size_t>(kv_indptr.back()) == kv_indices.size(),
+              "forward batch: kv_indptr must run from 0 to the size of kv_indices");
+  for (size_t b = 0; b + 1 < qo_indptr.size(); ++b) {
+    AERIE_CHECK(qo_indptr[b + 1] >= qo_indptr[b] && kv_indptr[b + 1] >= kv_indptr[b], "forward batch: indptr decreases");
+  }
+  for (int32_t r : logit_rows)
+    AERIE_CHECK(r >= 0 && static_cast<size_t>(r) < t, "forward batch: logit row " << r << " is not a token row");
+  if (!custom_mask.empty())
+    AERIE_CHECK(mask_indptr.size() == qo_indptr.size(), "forward batch: custom_mask needs mask_indptr");
+}
+
+}  // namespace aerie::model

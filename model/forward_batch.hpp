@@ -1,0 +1,27 @@
+#pragma once
+// ForwardBatch: everything one model forward over a ragged batch needs, as host arrays.
+// Sequence b contributes tokens [qo_indptr[b], qo_indptr[b+1]) and attends over KV slots
+// kv_indices[kv_indptr[b] .. kv_indptr[b+1]) (its whole context, new tokens included).
+#include <cstdint>
+#include <vector>
+
+namespace aerie::model {
+
+struct ForwardBatch {
+  std::vector<int32_t> input_ids;      // [tokens]
+  std::vector<int32_t> positions;      // [tokens]
+  std::vector<int32_t> out_cache_loc;  // [tokens] KV slot each new token writes
+  std::vector<int32_t> qo_indptr{0};   // [batch + 1]
+  std::vector<int32_t> kv_indptr{0};   // [batch + 1]
+  std::vector<int32_t> kv_indices;     // [kv_indptr.back()]
+  std::vector<int32_t> logit_rows;     // token rows whose logits are returned
+  std::vector<uint8_t> custom_mask;    // optional tree mask (see kernels/attention.hpp)
+  std::vector<int32_t> mask_indptr;    // [batch + 1] with custom_mask
+
+  int64_t num_tokens() const { return static_cast<int64_t>(input_ids.size()); }
+  int64_t batch_size() const { return static_cast<int64_t>(qo_indptr.size()) - 1; }
+  // Throws aerie::Error when the arrays disagree with each other.
+  void validate() const;
+};
+
+}  // namespace aerie::model

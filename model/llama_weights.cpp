@@ -1,0 +1,132 @@
+#include "model/llama_weights.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "kernels/error.hpp"
+#include "model/safetensors.hpp"
+
+namespace aerie::model {
+
+namespace {
+
+// Copies host tensors, converted to `dtype`, into consecutive rows of one new buffer.
+Buffer concat_rows(const std::vector<TensorView>& parts, Device device, DType dtype) {
+  int64_t rows = 0;
+  const int64_t cols = parts.front().ndim == 2 ? parts.front().dim(1) : 1;
+  for (const auto& p : parts) rows += p.dim(0);
+  std::vector<int64_t> shape = parts.front().ndim == 2 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
+  std::vector<unsigned char> host(static_cast<size_t>(rows * cols) * dtype_size(dtype));
+  int64_t at = 0;
+  for (const auto& p : parts) {
+    const int64_t n = p.numel();
+    if (p.dtype == dtype) {
+      std::memcpy(host.data() + at * static_cast<int64_t>(dtype_size(dtype)), p.data, static_cast<size_t>(p.nbytes()));
+    } else {
+      for (int64_t i = 0; i < n; ++i) store_from_float(host.data(), dtype, at + i, load_as_float(p.data, p.dtype, i));
+    }
+    at += n;
+  }
+  Buffer b(device, dtype, shape);
+  b.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
+  return b;
+}
+
+Buffer copy_of(const TensorView& t, Device device, DType dtype) { return concat_rows({t}, device, dtype); }
+
+void check_float_tensor(const CheckpointReader& ckpt, const std::string& name, const TensorView& t) {
+  AERIE_CHECK(is_floating(t.dtype), ckpt.file_of(name) << ": tensor '" << name << "' has dtype " << dtype_name(t.dtype)
+                                                       << ", expected F32, BF16 or F16");
+}
+
+}  // namespace
+
+LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype) {
+  CheckpointReader ckpt(dir);
+  auto get = [&](const std::string& name, std::initializer_list<int64_t> shape) {
+    AERIE_CHECK(ckpt.has(name), dir.string() << ": checkpoint has no tensor '" << name << "'");
+    TensorView t = ckpt.get(name, shape);
+    check_float_tensor(ckpt, name, t);
+    return t;
+  };
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  LlamaWeights w;
+  w.embed = copy_of(get("model.embed_tokens.weight", {c.vocab_size, h}), device, dtype);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LlamaLayerWeights L;
+    L.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
+    L.qkv = concat_rows({get(p + "self_attn.q_proj.weight", {q, h}), get(p + "self_attn.k_proj.weight", {kv, h}),
+                         get(p + "self_attn.v_proj.weight", {kv, h})},
+                        device, dtype);
+    L.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
+    if (c.attention_bias) {
+      L.qkv_bias = concat_rows({get(p + "self_attn.q_proj.bias", {q}), get(p + "self_attn.k_proj.bias", {kv}),
+                                get(p + "self_attn.v_proj.bias", {kv})},
+                               device, dtype);
+      L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);
+    }
+    L.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
+    L.gate_up = concat_rows({get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h})},
+                            device, dtype);
+    L.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
+    if (c.mlp_bias) {
+      L.gate_up_bias = concat_rows({get(p + "mlp.gate_proj.bias", {inter}), get(p + "mlp.up_proj.bias", {inter})}, device, dtype);
+      L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
+    }
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm = copy_of(get("model.norm.weight", {h}), device, dtype);
+  if (!c.tie_word_embeddings) w.lm_head = copy_of(get("lm_head.weight", {c.vocab_size, h}), device, dtype);
+  return w;
+}
+
+namespace {
+
+// Fills a buffer with N(0, std) (or a constant) from a seeded generator.
+Buffer random_buffer(std::mt19937_64& rng, std::vector<int64_t> shape, float std, Device device, DType dtype,
+                     float constant = 0.0f) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  std::vector<unsigned char> host(static_cast<size_t>(n) * dtype_size(dtype));
+  std::normal_distribution<float> normal(0.0f, std > 0 ? std : 1.0f);
+  for (int64_t i = 0; i < n; ++i) store_from_float(host.data(), dtype, i, std > 0 ? normal(rng) : constant);
+  Buffer b(device, dtype, shape);
+  b.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
+  return b;
+}
+
+}  // namespace
+
+LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype) {
+  std::mt19937_64 rng(seed);
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  constexpr float kStd = 0.02f;  // transformers' initializer_range
+  LlamaWeights w;
+  w.embed = random_buffer(rng, {c.vocab_size, h}, kStd, device, dtype);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LlamaLayerWeights L;
+    L.input_norm = random_buffer(rng, {h}, 0.0f, device, dtype, 1.0f);
+    L.qkv = random_buffer(rng, {q + 2 * kv, h}, kStd, device, dtype);
+    L.o_proj = random_buffer(rng, {h, q}, kStd, device, dtype);
+    if (c.attention_bias) {
+      L.qkv_bias = random_buffer(rng, {q + 2 * kv}, kStd, device, dtype);
+      L.o_bias = random_buffer(rng, {h}, kStd, device, dtype);
+    }
+    L.post_norm = random_buffer(rng, {h}, 0.0f, device, dtype, 1.0f);
+    L.gate_up = random_buffer(rng, {2 * inter, h}, kStd, device, dtype);
+    L.down = random_buffer(rng, {h, inter}, kStd, device, dtype);
+    if (c.mlp_bias) {
+      L.gate_up_bias = random_buffer(rng, {2 * inter}, kStd, device, dtype);
+      L.down_bias = random_buffer(rng, {h}, kStd, device, dtype);
+    }
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm = random_buffer(rng, {h}, 0.0f, device, dtype, 1.0f);
+  if (!c.tie_word_embeddings) w.lm_head = random_buffer(rng, {c.vocab_size, h}, kStd, device, dtype);
+  return w;
+}
+
+}  // namespace aerie::model

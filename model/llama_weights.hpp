@@ -1,0 +1,40 @@
+#pragma once
+// The weights of a Llama-family model, on one device, laid out for the forward:
+// q/k/v merged into one projection and gate/up into another (one GEMM each).
+#include <filesystem>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+#include "model/config.hpp"
+
+namespace aerie::model {
+
+struct LlamaLayerWeights {
+  Buffer input_norm;     // [hidden]
+  Buffer qkv;            // [q_size + 2 * kv_size, hidden]
+  Buffer qkv_bias;       // [q_size + 2 * kv_size], when attention_bias
+  Buffer o_proj;         // [hidden, q_size]
+  Buffer o_bias;         // [hidden], when attention_bias
+  Buffer post_norm;      // [hidden]
+  Buffer gate_up;        // [2 * intermediate, hidden]
+  Buffer gate_up_bias;   // [2 * intermediate], when mlp_bias
+  Buffer down;           // [hidden, intermediate]
+  Buffer down_bias;      // [hidden], when mlp_bias
+};
+
+struct LlamaWeights {
+  Buffer embed;                          // [vocab, hidden]
+  std::vector<LlamaLayerWeights> layers;
+  Buffer final_norm;                     // [hidden]
+  Buffer lm_head;                        // [vocab, hidden]; empty when tied to embed
+  const TensorView& lm_head_view() const { return lm_head.data() ? lm_head.view() : embed.view(); }
+};
+
+// Loads model.safetensors (or its shards) from dir. Weights are stored in `dtype` on
+// `device`. Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
+LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype);
+
+// Seeded random weights (normal, std 0.02; norms 1), for --load-format dummy.
+LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype);
+
+}  // namespace aerie::model

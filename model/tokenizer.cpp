@@ -1,0 +1,43 @@
+#include "model/tokenizer.hpp"
+
+#include <sentencepiece_processor.h>
+
+#include "kernels/error.hpp"
+
+namespace aerie::model {
+
+bool Tokenizer::available(const std::filesystem::path& dir) { return std::filesystem::exists(dir / "tokenizer.model"); }
+
+Tokenizer::Tokenizer(const std::filesystem::path& dir, int32_t bos_token_id)
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), bos_token_id_(bos_token_id) {
+  const auto path = dir / "tokenizer.model";
+  AERIE_CHECK(std::filesystem::exists(path), path.string() << ": missing (text prompts need a sentencepiece tokenizer)");
+  const auto status = sp_->Load(path.string());
+  AERIE_CHECK(status.ok(), path.string() << ": cannot load sentencepiece model (" << status.ToString() << ")");
+}
+
+Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(text, &ids);
+  AERIE_CHECK(status.ok(), "tokenizer: cannot encode text (" << status.ToString() << ")");
+  std::vector<int32_t> out;
+  if (bos_token_id_ >= 0) out.push_back(bos_token_id_);
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::vector<int> in;
+  for (int32_t id : ids)
+    if (id >= 0 && id < sp_->GetPieceSize()) in.push_back(id);  // ids the tokenizer lacks decode to nothing
+  std::string text;
+  const auto status = sp_->Decode(in, &text);
+  AERIE_CHECK(status.ok(), "tokenizer: cannot decode (" << status.ToString() << ")");
+  return text;
+}
+
+int64_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+}  // namespace aerie::model
