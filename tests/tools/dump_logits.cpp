@@ -1,0 +1,56 @@
+// aerie-dump-logits: teacher-forced logits of every position of one prompt, as JSON
+// ({"logits": [[...], ...]}), for the fidelity tests against transformers.
+//   aerie-dump-logits MODEL_DIR 1,5,7 [chunk]
+// With `chunk`, the prompt is fed in pieces of that many tokens (extend over a cache
+// that already holds the earlier pieces), which must give the same logits.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.hpp"
+#include "launch/generate_options.hpp"
+#include "model/llama_model.hpp"
+
+int main(int argc, char** argv) {
+  using namespace aerie;
+  try {
+    AERIE_CHECK(argc == 3 || argc == 4, "usage: aerie-dump-logits MODEL_DIR IDS [CHUNK]");
+    const std::string dir = argv[1];
+    const auto ids = launch::parse_id_list(argv[2]);
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t chunk = argc == 4 ? std::stoll(argv[3]) : n;
+    AERIE_CHECK(chunk > 0, "chunk must be positive");
+    auto config = model::LlamaConfig::load(dir);
+    auto weights = model::load_llama_weights(dir, config, Device::kCpu, config.dtype);
+    model::KvCache kv(config, model::kv_shape_for_tokens(n, 4), Device::kCpu, DType::kF32);
+    model::LlamaModel llama(config, std::move(weights), Stream::cpu(), DType::kF32);
+    // Scatter the prompt over pages in reverse order so the page table is exercised.
+    std::vector<int32_t> slots;
+    const int64_t pages = kv.shape().num_pages;
+    for (int64_t p = 0; p < n; ++p) slots.push_back(static_cast<int32_t>((pages - 1 - p / 4) * 4 + p % 4));
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      const int64_t end = std::min(n, begin + chunk);
+      model::ForwardBatch b;
+      for (int64_t p = begin; p < end; ++p) {
+        b.input_ids.push_back(ids[static_cast<size_t>(p)]);
+        b.positions.push_back(static_cast<int32_t>(p));
+        b.out_cache_loc.push_back(slots[static_cast<size_t>(p)]);
+        b.logit_rows.push_back(static_cast<int32_t>(p - begin));
+      }
+      b.kv_indices.assign(slots.begin(), slots.begin() + end);
+      b.qo_indptr = {0, static_cast<int32_t>(end - begin)};
+      b.kv_indptr = {0, static_cast<int32_t>(end)};
+      Buffer logits = llama.forward(b, kv);
+      const int64_t vocab = config.vocab_size;
+      for (int64_t r = 0; r < end - begin; ++r) {
+        const float* row = logits.view().ptr<float>() + r * vocab;
+        rows.push_back(std::vector<float>(row, row + vocab));
+      }
+    }
+    std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "aerie-dump-logits: error: " << e.what() << "\n";
+    return 2;
+  }
+}
