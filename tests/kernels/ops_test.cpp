@@ -1,0 +1,156 @@
+// Every CPU op against an independent double-precision computation, over random shapes
+// and dtypes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/attention.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/rms_norm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/silu_mul.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using namespace aerie::kernels;
+using aerie::testing::random_buffer;
+using aerie::testing::rel_error;
+using aerie::testing::to_double;
+
+namespace {
+const Stream kCpu = Stream::cpu();
+// fp32 results land near 1e-6; bf16/f16 outputs are rounded once at the end.
+double tolerance(DType out) { return out == DType::kF32 ? 1e-5 : out == DType::kF16 ? 2e-3 : 1e-2; }
+}  // namespace
+
+class OpsByDType : public ::testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(AllFloat, OpsByDType, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_P(OpsByDType, MatmulMatchesReference) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 6; ++trial) {
+    const int64_t m = 1 + rng() % 9, k = 1 + rng() % 70, n = 1 + rng() % 40;
+    Buffer x = random_buffer(rng, GetParam(), {m, k}), w = random_buffer(rng, GetParam(), {n, k});
+    Buffer bias = random_buffer(rng, GetParam(), {n});
+    Buffer y(Device::kCpu, GetParam(), {m, n});
+    const bool with_bias = trial % 2;
+    ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = with_bias ? bias.view() : TensorView(), .y = y.view()}, kCpu).is_ok());
+    auto xd = to_double(x.view()), wd = to_double(w.view()), bd = to_double(bias.view());
+    std::vector<double> ref(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = with_bias ? bd[static_cast<size_t>(j)] : 0.0;
+        for (int64_t c = 0; c < k; ++c) s += xd[static_cast<size_t>(i * k + c)] * wd[static_cast<size_t>(j * k + c)];
+        ref[static_cast<size_t>(i * n + j)] = s;
+      }
+    EXPECT_LT(rel_error(to_double(y.view()), ref), tolerance(GetParam())) << m << "x" << k << "x" << n;
+  }
+}
+
+TEST_P(OpsByDType, RmsNormWithAndWithoutResidual) {
+  std::mt19937 rng(12);
+  const int64_t rows = 5, hidden = 48;
+  Buffer x = random_buffer(rng, GetParam(), {rows, hidden}), w = random_buffer(rng, GetParam(), {hidden});
+  Buffer res = random_buffer(rng, GetParam(), {rows, hidden});
+  auto xd = to_double(x.view()), wd = to_double(w.view()), rd = to_double(res.view());
+  for (bool with_residual : {false, true}) {
+    Buffer y(Device::kCpu, GetParam(), {rows, hidden});
+    ASSERT_TRUE(rms_norm({.x = x.view(), .weight = w.view(), .residual = with_residual ? res.view() : TensorView(),
+                          .y = y.view(), .eps = 1e-5f}, kCpu).is_ok());
+    std::vector<double> ref(static_cast<size_t>(rows * hidden)), new_res(ref.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < hidden; ++i) {
+        const size_t at = static_cast<size_t>(r * hidden + i);
+        new_res[at] = xd[at] + (with_residual ? rd[at] : 0.0);
+        ss += new_res[at] * new_res[at];
+      }
+      const double inv = 1.0 / std::sqrt(ss / hidden + 1e-5);
+      for (int64_t i = 0; i < hidden; ++i) {
+        const size_t at = static_cast<size_t>(r * hidden + i);
+        ref[at] = new_res[at] * inv * wd[static_cast<size_t>(i)];
+      }
+    }
+    EXPECT_LT(rel_error(to_double(y.view()), ref), tolerance(GetParam()));
+    if (with_residual) {
+      EXPECT_LT(rel_error(to_double(res.view()), new_res), tolerance(GetParam()));
+    }
+  }
+}
+
+TEST_P(OpsByDType, RopeRotatesHalvesByPosition) {
+  std::mt19937 rng(13);
+  const int64_t tokens = 6, qh = 4, kh = 2, dim = 16;
+  Buffer q = random_buffer(rng, GetParam(), {tokens, qh, dim}), k = random_buffer(rng, GetParam(), {tokens, kh, dim});
+  auto q0 = to_double(q.view()), k0 = to_double(k.view());
+  std::vector<int32_t> pos = {0, 1, 7, 100, 2047, 5};
+  std::vector<float> inv(dim / 2);
+  for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
+  Buffer pos_b(Device::kCpu, DType::kI32, {tokens}), inv_b(Device::kCpu, DType::kF32, {dim / 2});
+  pos_b.copy_from_host(pos.data(), pos_b.nbytes());
+  inv_b.copy_from_host(inv.data(), inv_b.nbytes());
+  ASSERT_TRUE(rope({.q = q.view(), .k = k.view(), .positions = pos_b.view(), .inv_freq = inv_b.view()}, kCpu).is_ok());
+  auto expect = [&](const std::vector<double>& x0, int64_t heads, const TensorView& got) {
+    std::vector<double> ref(x0.size());
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < dim / 2; ++i) {
+          const double a = static_cast<double>(pos[static_cast<size_t>(t)]) * inv[static_cast<size_t>(i)];
+          const size_t b = static_cast<size_t>((t * heads + h) * dim);
+          const double x1 = x0[b + i], x2 = x0[b + i + dim / 2];
+          ref[b + i] = x1 * std::cos(a) - x2 * std::sin(a);
+          ref[b + i + dim / 2] = x2 * std::cos(a) + x1 * std::sin(a);
+        }
+    EXPECT_LT(rel_error(to_double(got), ref), tolerance(GetParam()) * 2);
+  };
+  expect(q0, qh, q.view());
+  expect(k0, kh, k.view());
+}
+
+TEST_P(OpsByDType, SiluMulAndEmbedding) {
+  std::mt19937 rng(14);
+  Buffer gu = random_buffer(rng, GetParam(), {3, 20}), out(Device::kCpu, GetParam(), {3, 10});
+  ASSERT_TRUE(silu_mul({.gate_up = gu.view(), .out = out.view()}, kCpu).is_ok());
+  auto g = to_double(gu.view());
+  std::vector<double> ref(30);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 10; ++i) {
+      const double a = g[static_cast<size_t>(r * 20 + i)], u = g[static_cast<size_t>(r * 20 + 10 + i)];
+      ref[static_cast<size_t>(r * 10 + i)] = a / (1 + std::exp(-a)) * u;
+    }
+  EXPECT_LT(rel_error(to_double(out.view()), ref), tolerance(GetParam()));
+
+  Buffer table = random_buffer(rng, GetParam(), {7, 5}), emb(Device::kCpu, DType::kF32, {3, 5});
+  std::vector<int32_t> ids = {6, 0, 3};
+  Buffer ids_b(Device::kCpu, DType::kI32, {3});
+  ids_b.copy_from_host(ids.data(), ids_b.nbytes());
+  ASSERT_TRUE(embedding({.ids = ids_b.view(), .table = table.view(), .out = emb.view()}, kCpu).is_ok());
+  auto t = to_double(table.view()), e = to_double(emb.view());
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 5; ++c) EXPECT_EQ(e[static_cast<size_t>(r * 5 + c)], t[static_cast<size_t>(ids[static_cast<size_t>(r)] * 5 + c)]);
+}
+
+TEST(Ops, EmbeddingRejectsIdsOutsideTheVocabulary) {
+  Buffer table(Device::kCpu, DType::kF32, {4, 2}), out(Device::kCpu, DType::kF32, {1, 2});
+  table.zero();
+  int32_t bad = 4;
+  Buffer ids(Device::kCpu, DType::kI32, {1});
+  ids.copy_from_host(&bad, 4);
+  Status s = embedding({.ids = ids.view(), .table = table.view(), .out = out.view()}, Stream::cpu());
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos);
+}
+
+TEST(Ops, ValidateNamesTheWrongField) {
+  Buffer x(Device::kCpu, DType::kF32, {2, 3}), w(Device::kCpu, DType::kF32, {4, 5}), y(Device::kCpu, DType::kF32, {2, 4});
+  try {
+    (void)matmul({.x = x.view(), .w = w.view(), .y = y.view()}, Stream::cpu());
+    FAIL() << "mismatched k accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("disagree on k"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = {}}, Stream::cpu()), Error);
+}

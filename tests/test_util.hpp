@@ -1,0 +1,35 @@
+#pragma once
+// Helpers shared by the C++ tests: seeded random host tensors and error measures.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+
+namespace aerie::testing {
+
+inline Buffer random_buffer(std::mt19937& rng, DType dtype, std::initializer_list<int64_t> shape, float scale = 1.0f) {
+  Buffer b(Device::kCpu, dtype, shape);
+  std::normal_distribution<float> n(0.0f, scale);
+  for (int64_t i = 0; i < b.view().numel(); ++i) store_from_float(b.data(), dtype, i, n(rng));
+  return b;
+}
+
+inline std::vector<double> to_double(const TensorView& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = load_as_float(t.data, t.dtype, i);
+  return out;
+}
+
+// ||a - b|| / ||b||
+inline double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1.0));
+}
+
+}  // namespace aerie::testing
