@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs Aerie's dependencies (Debian 12, as root or with sudo), builds it, and runs the
+# main job on the embedded default: a seeded random tiny Llama (--load-format dummy).
+#   tools/setup.sh            # build into ./build
+#   BUILD_DIR=out tools/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+SUDO=""
+[[ $(id -u) -eq 0 ]] || SUDO="sudo"
+
+if [[ -z "${AERIE_SKIP_APT:-}" ]]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    build-essential cmake ninja-build pkg-config python3 python3-pip \
+    libcaf-dev libzmq3-dev cppzmq-dev libcereal-dev libopenmpi-dev openmpi-bin \
+    libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev \
+    libspdlog-dev libsentencepiece-dev prometheus-cpp-dev >/dev/null
+fi
+
+# nvcc from the CUDA toolkit is used when present (CUDA code then compiles for sm_90).
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH=/usr/local/cuda/bin:$PATH; fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+
+echo "== main job: aerie-generate on the embedded default (dummy tiny Llama) =="
+"$BUILD_DIR"/launch/aerie-generate --load-format dummy --input-ids 1,5,7 --input-ids 9,2,4,4,8 \
+  --max-new-tokens 16 --temperature 0 --output json

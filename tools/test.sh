@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the test-only Python packages (CPU torch + transformers, the reference) and runs
+# the whole test suite of an existing build (tools/setup.sh makes it). Tests labelled gpu
+# skip cleanly on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+[[ -d "$BUILD_DIR" ]] || { echo "no build in $BUILD_DIR: run tools/setup.sh first" >&2; exit 2; }
+if [[ -z "${AERIE_SKIP_PIP:-}" ]]; then
+  python3 -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+fi
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" "$@"
