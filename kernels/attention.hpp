@@ -27,8 +27,18 @@ struct AttentionParams {
   TensorView custom_mask = {};  // [mask_indptr[batch]] u8, optional
   TensorView mask_indptr = {};  // [batch + 1] i32, with custom_mask
   float scale = 1.0f;           // usually 1/sqrt(head_dim)
+  // Flash-decoding: each query's visible KV is cut into num_splits parts processed in
+  // parallel and combined; needs a workspace of attention_workspace_floats() f32 (CUDA;
+  // the CPU reference ignores both). The grid depends only on tokens and num_splits, so
+  // a captured graph stays valid as sequences grow.
+  int num_splits = 1;
+  TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
   void validate() const;
 };
+constexpr int kMaxAttentionSplits = 64;
+int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
+// A split count that fills the GPU for `tokens` queries over up to `max_kv_len` keys.
+int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms);
 Status attention(const AttentionParams& p, const Stream& stream);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

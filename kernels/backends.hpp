@@ -7,8 +7,10 @@
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/rope_kv_write.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/silu_mul.hpp"
+#include "kernels/topk.hpp"
 
 namespace aerie::kernels {
 
@@ -23,6 +25,9 @@ namespace aerie::kernels {
   Status kv_write(const KvWriteParams& p __VA_ARGS__);          \
   Status sample(const SampleParams& p __VA_ARGS__);             \
   Status log_softmax(const LogSoftmaxParams& p __VA_ARGS__);    \
+  Status rope_kv_write(const RopeKvWriteParams& p __VA_ARGS__);  \
+  Status topk(const TopKParams& p __VA_ARGS__);                 \
+  Status fill_normal(const FillNormalParams& p __VA_ARGS__);    \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/device_memory.hpp"
+#include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie {

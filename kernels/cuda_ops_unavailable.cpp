@@ -18,5 +18,8 @@ Status attention(const AttentionParams&, void*) { return unavailable("attention"
 Status kv_write(const KvWriteParams&, void*) { return unavailable("kv_write"); }
 Status sample(const SampleParams&, void*) { return unavailable("sample"); }
 Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }
+Status rope_kv_write(const RopeKvWriteParams&, void*) { return unavailable("rope_kv_write"); }
+Status topk(const TopKParams&, void*) { return unavailable("topk"); }
+Status fill_normal(const FillNormalParams&, void*) { return unavailable("fill_normal"); }
 
 }  // namespace aerie::kernels::cuda

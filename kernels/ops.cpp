@@ -3,6 +3,8 @@
 #include "kernels/backends.hpp"
 #include "kernels/error.hpp"
 
+#include <algorithm>
+
 namespace aerie::kernels {
 
 namespace {
@@ -148,6 +150,25 @@ void AttentionParams::validate() const {
     check_dtype(mask_indptr, "mask_indptr", DType::kI32);
     AERIE_CHECK(mask_indptr.dim(0) == qo_indptr.dim(0), "mask_indptr must have batch + 1 entries");
   }
+  AERIE_CHECK(num_splits >= 1 && num_splits <= kMaxAttentionSplits, "num_splits " << num_splits << " outside [1, " << kMaxAttentionSplits << "]");
+  AERIE_CHECK(q.dim(2) <= 256, "head_dim " << q.dim(2) << " above 256 is not supported");
+  if (num_splits > 1 && d == Device::kCuda) {
+    check_tensor(workspace, "workspace", 1, d);
+    check_dtype(workspace, "workspace", DType::kF32);
+    AERIE_CHECK(workspace.dim(0) >= attention_workspace_floats(q.dim(0), q.dim(1), q.dim(2), num_splits),
+                "workspace " << workspace.describe() << " is too small for " << num_splits << " splits");
+  }
+}
+
+int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits) {
+  return tokens * q_heads * num_splits * (head_dim + 2);
+}
+
+int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms) {
+  const int64_t blocks = std::max<int64_t>(1, tokens * kv_heads);
+  int64_t splits = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about two blocks per SM
+  splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);                  // at least 32 keys per split
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }
 Status attention(const AttentionParams& p, const Stream& s) {
   return dispatch(p, s, p.q.device, cpu::attention,
@@ -208,6 +229,63 @@ void LogSoftmaxParams::validate() const {
 Status log_softmax(const LogSoftmaxParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::log_softmax,
                   [](const LogSoftmaxParams& q, void* h) { return cuda::log_softmax(q, h); });
+}
+
+void RopeKvWriteParams::validate() const {
+  Device d = qkv.device;
+  check_tensor(qkv, "qkv", 2, d);
+  check_floating(qkv, "qkv");
+  check_tensor(positions, "positions", 1, d);
+  check_dtype(positions, "positions", DType::kI32);
+  check_tensor(inv_freq, "inv_freq", 1, d);
+  check_dtype(inv_freq, "inv_freq", DType::kF32);
+  check_tensor(slots, "slots", 1, d);
+  check_dtype(slots, "slots", DType::kI32);
+  check_tensor(q_out, "q_out", 3, d);
+  check_floating(q_out, "q_out");
+  check_tensor(k_cache, "k_cache", 3, d);
+  check_floating(k_cache, "k_cache");
+  check_tensor(v_cache, "v_cache", 3, d);
+  check_dtype(v_cache, "v_cache", k_cache.dtype);
+  check_rows_match(qkv, "qkv", positions, "positions");
+  check_rows_match(qkv, "qkv", slots, "slots");
+  check_rows_match(qkv, "qkv", q_out, "q_out");
+  const int64_t dim = q_out.dim(2);
+  AERIE_CHECK(dim % 2 == 0 && k_cache.dim(2) == dim, "q_out " << q_out.describe() << " and k_cache " << k_cache.describe()
+                                                             << " need the same even head_dim");
+  AERIE_CHECK(qkv.dim(1) == (q_out.dim(1) + 2 * k_cache.dim(1)) * dim,
+              "qkv " << qkv.describe() << " must hold q_heads + 2 * kv_heads heads of " << dim);
+  AERIE_CHECK(inv_freq.dim(0) == dim / 2, "inv_freq " << inv_freq.describe() << " must have head_dim/2 entries");
+}
+Status rope_kv_write(const RopeKvWriteParams& p, const Stream& s) {
+  return dispatch(p, s, p.qkv.device, cpu::rope_kv_write,
+                  [](const RopeKvWriteParams& q, void* h) { return cuda::rope_kv_write(q, h); });
+}
+
+void TopKParams::validate() const {
+  Device d = x.device;
+  check_tensor(x, "x", 2, d);
+  check_dtype(x, "x", DType::kF32);
+  check_tensor(values, "values", 2, d);
+  check_dtype(values, "values", DType::kF32);
+  check_tensor(indices, "indices", 2, d);
+  check_dtype(indices, "indices", DType::kI32);
+  const int64_t k = values.dim(1);
+  AERIE_CHECK(values.dim(0) == x.dim(0) && indices.dim(0) == x.dim(0) && indices.dim(1) == k,
+              "values " << values.describe() << " and indices " << indices.describe() << " must be [rows, k]");
+  AERIE_CHECK(k >= 1 && k <= x.dim(1) && k <= kMaxTopK, "k=" << k << " must be in [1, min(n=" << x.dim(1) << ", " << kMaxTopK << ")]");
+}
+Status topk(const TopKParams& p, const Stream& s) {
+  return dispatch(p, s, p.x.device, cpu::topk, [](const TopKParams& q, void* h) { return cuda::topk(q, h); });
+}
+
+void FillNormalParams::validate() const {
+  AERIE_CHECK(x.defined(), "x is not set");
+  check_floating(x, "x");
+  AERIE_CHECK(std >= 0.0f, "std must be >= 0");
+}
+Status fill_normal(const FillNormalParams& p, const Stream& s) {
+  return dispatch(p, s, p.x.device, cpu::fill_normal, [](const FillNormalParams& q, void* h) { return cuda::fill_normal(q, h); });
 }
 
 }  // namespace aerie::kernels

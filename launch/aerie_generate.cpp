@@ -6,6 +6,7 @@
 #include "actors/core/generation_engine.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/error.hpp"
+#include "kernels/staging.hpp"
 #include "launch/generate_options.hpp"
 #include "model/tokenizer.hpp"
 
@@ -47,9 +48,10 @@ int run(const launch::GenerateOptions& o) {
   for (const auto& r : requests) needed += static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
   const int64_t pool_tokens = o.max_total_tokens > 0 ? o.max_total_tokens : needed;
   model::KvCache kv(config, model::kv_shape_for_tokens(pool_tokens, o.page_size), device, act_dtype);
-  model::LlamaModel llama(config, std::move(weights), device == Device::kCpu ? Stream::cpu() : Stream::cuda(nullptr),
-                          act_dtype);
-  core::GenerationEngine engine(llama, kv, {.max_running_requests = o.max_running_requests});
+  OwnedStream stream(device);
+  model::LlamaModel llama(config, std::move(weights), stream.get(), act_dtype);
+  core::GenerationEngine engine(llama, kv, {.max_running_requests = o.max_running_requests,
+                                            .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
   const auto results = engine.generate(requests);
 
   for (size_t i = 0; i < results.size(); ++i) {

@@ -54,6 +54,9 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--page-size", o.page_size, "tokens per KV page")->check(CLI::PositiveNumber);
   app.add_option("--max-running-requests", o.max_running_requests, "requests decoded together at most")
       ->check(CLI::PositiveNumber);
+  app.add_option("--cuda-graph-max-bs", o.cuda_graph_max_bs, "capture decode CUDA graphs for batch sizes up to this")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--disable-cuda-graph", o.disable_cuda_graph, "run every step eagerly");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -26,6 +26,8 @@ struct GenerateOptions {
   int64_t max_total_tokens = 0;         // KV pool size in tokens; 0 = what the prompts need
   int64_t page_size = 1;
   int64_t max_running_requests = 256;
+  int64_t cuda_graph_max_bs = 256;      // decode graphs for batches up to this size (CUDA)
+  bool disable_cuda_graph = false;
 };
 
 // Parses argv; throws aerie::Error with a clear message on bad input. Returns nothing

@@ -1,14 +1,17 @@
 #include "model/llama_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/attention.hpp"
+#include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
-#include "kernels/rope.hpp"
+#include "kernels/rope_kv_write.hpp"
 #include "kernels/silu_mul.hpp"
+#include "kernels/staging.hpp"
 
 namespace aerie::model {
 
@@ -21,75 +24,78 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, 
   inv_freq_ = Buffer(stream_.device(), DType::kF32, {static_cast<int64_t>(rope.inv_freq.size())});
   inv_freq_.copy_from_host(rope.inv_freq.data(), inv_freq_.nbytes());
   attention_scaling_ = rope.attention_scaling;
+  weight_bytes_ = weights_.total_bytes();
+  num_sms_ = stream_.device() == Device::kCuda ? cuda_runtime::sm_count() : 1;
 }
 
-Buffer LlamaModel::upload(const std::vector<int32_t>& v) const {
-  Buffer b(stream_.device(), DType::kI32, {static_cast<int64_t>(v.size())});
-  if (!v.empty()) b.copy_from_host(v.data(), b.nbytes());
-  return b;
+int LlamaModel::attention_splits(int64_t tokens, int64_t max_kv_len) const {
+  if (stream_.device() == Device::kCpu) return 1;
+  return ops::attention_splits_for(tokens, config_.num_kv_heads, max_kv_len, num_sms_);
 }
 
-Buffer LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
+TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
   batch.validate();
-  const Device dev = stream_.device();
-  const auto& c = config_;
-  const int64_t T = batch.num_tokens(), H = c.hidden_size, Q = c.q_size(), KV = c.kv_size();
-  const int64_t I = c.intermediate_size, R = static_cast<int64_t>(batch.logit_rows.size());
-
-  Buffer ids = upload(batch.input_ids), positions = upload(batch.positions), slots = upload(batch.out_cache_loc);
-  Buffer qo_indptr = upload(batch.qo_indptr), kv_indptr = upload(batch.kv_indptr), kv_indices = upload(batch.kv_indices);
-  Buffer mask_indptr, mask;
-  if (!batch.custom_mask.empty()) {
-    mask_indptr = upload(batch.mask_indptr);
-    mask = Buffer(dev, DType::kU8, {static_cast<int64_t>(batch.custom_mask.size())});
-    mask.copy_from_host(batch.custom_mask.data(), mask.nbytes());
+  int64_t max_kv = 1;
+  for (int64_t b = 0; b < batch.batch_size(); ++b)
+    max_kv = std::max<int64_t>(max_kv, batch.kv_indptr[static_cast<size_t>(b + 1)] - batch.kv_indptr[static_cast<size_t>(b)]);
+  const int splits = attention_splits(batch.num_tokens(), max_kv);
+  if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
+    // Grow to at least twice the old capacity so a stream of growing batches reallocates rarely.
+    ForwardCapacity cap;
+    const ForwardCapacity old = eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{};
+    cap.max_tokens = std::max<int64_t>(batch.num_tokens(), 2 * old.max_tokens);
+    cap.max_seqs = std::max<int64_t>(batch.batch_size(), 2 * old.max_seqs);
+    cap.max_kv_indices = std::max<int64_t>(static_cast<int64_t>(batch.kv_indices.size()), 2 * old.max_kv_indices);
+    cap.max_logit_rows = std::max<int64_t>(std::max<size_t>(1, batch.logit_rows.size()), 2 * old.max_logit_rows);
+    cap.max_mask = std::max<int64_t>(static_cast<int64_t>(batch.custom_mask.size()), old.max_mask);
+    cap.max_splits = std::max(splits, old.max_splits);
+    synchronize(stream_);  // the old workspace may still be in use
+    eager_ws_ = std::make_unique<ForwardWorkspace>(config_, cap, stream_.device(), act_dtype_);
   }
+  eager_ws_->upload(batch, stream_);
+  return run(*eager_ws_, kv,
+             {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
+              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits});
+}
 
-  Buffer hidden(dev, act_dtype_, {T, H}), residual(dev, act_dtype_, {T, H}), normed(dev, act_dtype_, {T, H});
-  Buffer q(dev, act_dtype_, {T, Q}), k(dev, act_dtype_, {T, KV}), v(dev, act_dtype_, {T, KV});
-  Buffer attn(dev, act_dtype_, {T, Q}), gate_up(dev, act_dtype_, {T, 2 * I}), act(dev, act_dtype_, {T, I});
-  residual.zero();
-
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ids.view(), .table = weights_.embed.view(), .out = hidden.view()}, stream_));
+TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& d) {
+  const auto& c = config_;
+  const int64_t T = d.tokens, R = d.logit_rows;
+  AERIE_CHECK(T > 0 && T <= ws.capacity().max_tokens && d.seqs <= ws.capacity().max_seqs && R <= ws.capacity().max_logit_rows &&
+                  d.num_splits <= ws.capacity().max_splits,
+              "forward dims exceed the workspace");
+  auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
+  const TensorView hidden = rows(ws.hidden, T), residual = rows(ws.residual, T), normed = rows(ws.normed, T);
+  const TensorView qkv = rows(ws.qkv, T), q = rows(ws.q, T), attn = rows(ws.attn, T);
+  const TensorView gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = weights_.embed.view(), .out = hidden}, stream_));
+  zero_async(residual, stream_);  // layer 0 adds the embeddings to zero
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
-    // residual += hidden; normed = rmsnorm(residual)
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden.view(), .weight = L.input_norm.view(), .residual = residual.view(),
-                                      .y = normed.view(), .eps = c.rms_norm_eps}, stream_));
-    // q, k, v from row slices of the merged projection.
-    auto bias_slice = [&](int64_t b, int64_t e) { return L.qkv_bias.data() ? L.qkv_bias.view().slice_rows(b, e) : TensorView(); };
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed.view(), .w = L.qkv.view().slice_rows(0, Q), .bias = bias_slice(0, Q), .y = q.view()}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed.view(), .w = L.qkv.view().slice_rows(Q, Q + KV), .bias = bias_slice(Q, Q + KV), .y = k.view()}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed.view(), .w = L.qkv.view().slice_rows(Q + KV, Q + 2 * KV),
-                                    .bias = bias_slice(Q + KV, Q + 2 * KV), .y = v.view()}, stream_));
-    const TensorView q3 = q.view().reshape({T, c.num_heads, c.head_dim});
-    const TensorView k3 = k.view().reshape({T, c.num_kv_heads, c.head_dim});
-    const TensorView v3 = v.view().reshape({T, c.num_kv_heads, c.head_dim});
-    AERIE_CHECK_STATUS(ops::rope({.q = q3, .k = k3, .positions = positions.view(), .inv_freq = inv_freq_.view(),
-                                  .attention_scaling = attention_scaling_}, stream_));
-    AERIE_CHECK_STATUS(ops::kv_write({.k = k3, .v = v3, .slots = slots.view(), .k_cache = kv.k(l), .v_cache = kv.v(l)}, stream_));
-    AERIE_CHECK_STATUS(ops::attention({.q = q3, .k_cache = kv.k(l), .v_cache = kv.v(l),
-                                       .out = attn.view().reshape({T, c.num_heads, c.head_dim}),
-                                       .qo_indptr = qo_indptr.view(), .kv_indptr = kv_indptr.view(),
-                                       .kv_indices = kv_indices.view(), .custom_mask = mask.view(),
-                                       .mask_indptr = mask_indptr.view(), .scale = scale}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = attn.view(), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden.view()}, stream_));
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden.view(), .weight = L.post_norm.view(), .residual = residual.view(),
-                                      .y = normed.view(), .eps = c.rms_norm_eps}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed.view(), .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .y = gate_up.view()}, stream_));
-    AERIE_CHECK_STATUS(ops::silu_mul({.gate_up = gate_up.view(), .out = act.view()}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = act.view(), .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden.view()}, stream_));
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .y = qkv}, stream_));
+    AERIE_CHECK_STATUS(ops::rope_kv_write({.qkv = qkv, .positions = ws.positions(T), .inv_freq = inv_freq_.view(), .slots = ws.slots(T),
+                                           .q_out = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
+    AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .out = attn, .qo_indptr = ws.qo_indptr(d.seqs),
+                                       .kv_indptr = ws.kv_indptr(d.seqs), .kv_indices = ws.kv_indices(),
+                                       .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
+                                       .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .scale = scale,
+                                       .num_splits = d.num_splits, .workspace = ws.attn_partial.view()}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden}, stream_));
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .y = gate_up}, stream_));
+    AERIE_CHECK_STATUS(ops::silu_mul({.gate_up = gate_up, .out = act}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden}, stream_));
   }
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden.view(), .weight = weights_.final_norm.view(), .residual = residual.view(),
-                                    .y = normed.view(), .eps = c.rms_norm_eps}, stream_));
-  Buffer logits(dev, DType::kF32, {R, c.vocab_size});
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+  const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head.
-  Buffer rows = upload(batch.logit_rows);
-  Buffer selected(dev, act_dtype_, {R, H});
-  AERIE_CHECK_STATUS(ops::embedding({.ids = rows.view(), .table = normed.view(), .out = selected.view()}, stream_));
-  AERIE_CHECK_STATUS(ops::matmul({.x = selected.view(), .w = weights_.lm_head_view(), .y = logits.view()}, stream_));
+  const TensorView selected = rows(ws.selected, R);
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = normed, .out = selected}, stream_));
+  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = weights_.lm_head_view(), .y = logits}, stream_));
   return logits;
 }
 

@@ -28,6 +28,7 @@ struct LlamaWeights {
   Buffer final_norm;                     // [hidden]
   Buffer lm_head;                        // [vocab, hidden]; empty when tied to embed
   const TensorView& lm_head_view() const { return lm_head.data() ? lm_head.view() : embed.view(); }
+  int64_t total_bytes() const;  // what a forward reads (the LM head once even when tied)
 };
 
 // Loads model.safetensors (or its shards) from dir. Weights are stored in `dtype` on

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "kernels/error.hpp"
-#include "kernels/sampling.hpp"
 
 namespace aerie::core {
 
@@ -11,10 +10,16 @@ GenerationEngine::GenerationEngine(model::LlamaModel& model, model::KvCache& kv,
     : model_(model),
       kv_(kv),
       options_(options),
+      sampler_(model.stream().device(), options.max_running_requests),
       allocator_(kv.shape().num_pages),
       pages_(allocator_, kv.shape().page_size) {
   AERIE_CHECK(options_.max_running_requests > 0, "max running requests must be positive");
   AERIE_CHECK(options_.max_prefill_tokens > 0, "max prefill tokens must be positive");
+  if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda) {
+    const int64_t max_bs = std::min(options_.cuda_graph_max_bs, options_.max_running_requests);
+    graphs_ = std::make_unique<spec::DecodeGraphRunner>(model, kv, max_bs,
+                                                        std::min(model.config().max_position_embeddings, kv.shape().usable_tokens()));
+  }
 }
 
 void GenerationEngine::check_fits(const GenerationRequest& r) const {
@@ -91,38 +96,20 @@ bool GenerationEngine::step(const std::vector<GenerationRequest>& requests, std:
     batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
     batch.logit_rows.push_back(static_cast<int32_t>(batch.input_ids.size()) - 1);
   }
-  Buffer logits = model_.forward(batch, kv_);
+  const bool replay = graphs_ && graphs_->can_run(batch);
+  const TensorView logits = replay ? graphs_->replay(batch) : model_.forward(batch, kv_);
+  stats_.graph_replays += replay ? 1 : 0;
   ++stats_.forward_steps;
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(running_.size()));
 
   // 4. Sample one token per request (seeded by request seed and output position).
-  const int64_t B = static_cast<int64_t>(running_.size());
-  const Device dev = model_.stream().device();
-  std::vector<float> temperature, top_p, min_p;
-  std::vector<int32_t> top_k;
-  std::vector<int64_t> seed, step;
+  std::vector<model::SamplingRow> rows;
   for (const auto& r : running_) {
     const auto& s = requests[r.index].sampling;
-    temperature.push_back(s.temperature);
-    top_p.push_back(s.top_p);
-    top_k.push_back(s.top_k);
-    min_p.push_back(s.min_p);
-    seed.push_back(s.seed);
-    step.push_back(static_cast<int64_t>(results[r.index].output_ids.size()));
+    rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+                    .step = static_cast<int64_t>(results[r.index].output_ids.size())});
   }
-  auto upload = [&](const auto& v, DType t) {
-    Buffer b(dev, t, {B});
-    b.copy_from_host(v.data(), b.nbytes());
-    return b;
-  };
-  Buffer t_b = upload(temperature, DType::kF32), p_b = upload(top_p, DType::kF32), k_b = upload(top_k, DType::kI32);
-  Buffer m_b = upload(min_p, DType::kF32), s_b = upload(seed, DType::kI64), st_b = upload(step, DType::kI64);
-  Buffer out(dev, DType::kI32, {B});
-  AERIE_CHECK_STATUS(kernels::sample({.logits = logits.view(), .temperature = t_b.view(), .top_p = p_b.view(),
-                                      .top_k = k_b.view(), .min_p = m_b.view(), .seed = s_b.view(), .step = st_b.view(),
-                                      .out = out.view()}, model_.stream()));
-  std::vector<int32_t> next(static_cast<size_t>(B));
-  out.copy_to_host(next.data(), out.nbytes());
+  const std::vector<int32_t> next = sampler_.sample(logits, rows, model_.stream());
 
   // 5. Commit, and retire finished requests (their pages go back to the pool).
   const auto& eos = model_.config().eos_token_ids;

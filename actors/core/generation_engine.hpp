@@ -12,18 +12,22 @@
 #include "actors/core/generation_request.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
+#include "model/sampler.hpp"
+#include "spec/decode_graph_runner.hpp"
 
 namespace aerie::core {
 
 struct EngineOptions {
   int64_t max_running_requests = 256;
   int64_t max_prefill_tokens = 16384;  // prompt tokens admitted per step (at least one prompt)
+  int64_t cuda_graph_max_bs = 0;       // > 0 on CUDA: capture decode graphs up to this batch size
 };
 
 struct EngineStats {
   int64_t forward_steps = 0;
   int64_t preemptions = 0;
   int64_t max_batch = 0;
+  int64_t graph_replays = 0;
 };
 
 class GenerationEngine {
@@ -47,6 +51,8 @@ class GenerationEngine {
   model::LlamaModel& model_;
   model::KvCache& kv_;
   EngineOptions options_;
+  std::unique_ptr<spec::DecodeGraphRunner> graphs_;
+  model::Sampler sampler_;
   model::PageAllocator allocator_;
   model::RequestPageTable pages_;
   std::deque<Running> waiting_;

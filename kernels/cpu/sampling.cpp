@@ -6,27 +6,11 @@
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/philox.hpp"
 
 namespace aerie::kernels {
 
-float philox_uniform(uint64_t seed, uint64_t step) {
-  // Philox4x32-10 (Salmon et al. 2011): key = seed, counter = (step, 0).
-  uint32_t c0 = static_cast<uint32_t>(step), c1 = static_cast<uint32_t>(step >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    c1 = static_cast<uint32_t>(p1);
-    c3 = static_cast<uint32_t>(p0);
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return static_cast<float>(c0 >> 8) * (1.0f / 16777216.0f);  // 24 random bits
-}
+float philox_uniform(uint64_t seed, uint64_t step) { return philox_uniform_inline(seed, step); }
 
 namespace cpu {
 

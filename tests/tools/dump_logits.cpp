@@ -1,28 +1,32 @@
 // aerie-dump-logits: teacher-forced logits of every position of one prompt, as JSON
 // ({"logits": [[...], ...]}), for the fidelity tests against transformers.
-//   aerie-dump-logits MODEL_DIR 1,5,7 [chunk]
-// With `chunk`, the prompt is fed in pieces of that many tokens (extend over a cache
-// that already holds the earlier pieces), which must give the same logits.
+//   aerie-dump-logits MODEL_DIR 1,5,7 [CHUNK [cpu|cuda]]
+// With CHUNK, the prompt is fed in pieces of that many tokens (extend over a cache that
+// already holds the earlier pieces), which must give the same logits. On cuda the model
+// runs in its checkpoint dtype; on cpu in fp32.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.hpp"
 #include "launch/generate_options.hpp"
+#include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie;
   try {
-    AERIE_CHECK(argc == 3 || argc == 4, "usage: aerie-dump-logits MODEL_DIR IDS [CHUNK]");
+    AERIE_CHECK(argc >= 3 && argc <= 5, "usage: aerie-dump-logits MODEL_DIR IDS [CHUNK [cpu|cuda]]");
     const std::string dir = argv[1];
     const auto ids = launch::parse_id_list(argv[2]);
     const int64_t n = static_cast<int64_t>(ids.size());
-    const int64_t chunk = argc == 4 ? std::stoll(argv[3]) : n;
-    AERIE_CHECK(chunk > 0, "chunk must be positive");
+    const int64_t chunk = argc >= 4 && std::stoll(argv[3]) > 0 ? std::stoll(argv[3]) : n;
+    const Device device = parse_device(argc == 5 ? argv[4] : "cpu");
+    const DType act = device == Device::kCpu ? DType::kF32 : DType::kBF16;
     auto config = model::LlamaConfig::load(dir);
-    auto weights = model::load_llama_weights(dir, config, Device::kCpu, config.dtype);
-    model::KvCache kv(config, model::kv_shape_for_tokens(n, 4), Device::kCpu, DType::kF32);
-    model::LlamaModel llama(config, std::move(weights), Stream::cpu(), DType::kF32);
+    auto weights = model::load_llama_weights(dir, config, device, device == Device::kCpu ? config.dtype : act);
+    model::KvCache kv(config, model::kv_shape_for_tokens(n, 4), device, act);
+    OwnedStream stream(device);
+    model::LlamaModel llama(config, std::move(weights), stream.get(), act);
     // Scatter the prompt over pages in reverse order so the page table is exercised.
     std::vector<int32_t> slots;
     const int64_t pages = kv.shape().num_pages;
@@ -40,12 +44,13 @@ int main(int argc, char** argv) {
       b.kv_indices.assign(slots.begin(), slots.begin() + end);
       b.qo_indptr = {0, static_cast<int32_t>(end - begin)};
       b.kv_indptr = {0, static_cast<int32_t>(end)};
-      Buffer logits = llama.forward(b, kv);
+      const TensorView logits = llama.forward(b, kv);
       const int64_t vocab = config.vocab_size;
-      for (int64_t r = 0; r < end - begin; ++r) {
-        const float* row = logits.view().ptr<float>() + r * vocab;
-        rows.push_back(std::vector<float>(row, row + vocab));
-      }
+      std::vector<float> host(static_cast<size_t>(logits.numel()));
+      copy_async(host.data(), logits.data, host.size() * 4, stream.get());
+      synchronize(stream.get());
+      for (int64_t r = 0; r < end - begin; ++r)
+        rows.push_back(std::vector<float>(host.begin() + r * vocab, host.begin() + (r + 1) * vocab));
     }
     std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
     return 0;

@@ -1,0 +1,204 @@
+// Embedding, fused residual-add + RMSNorm, RoPE, KV write, fused RoPE + KV write,
+// SiLU-and-multiply.
+#include "kernels/cuda/common.cuh"
+
+namespace aerie::kernels::cuda {
+
+namespace {
+
+template <class TT, class TO>
+__global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, int64_t vocab, int64_t hidden) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  const bool ok = id >= 0 && id < vocab;  // an id outside the vocabulary reads nothing: zeros
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
+    out[t * hidden + h] = from_float<TO>(ok ? to_float(table[id * hidden + h]) : 0.0f);
+}
+
+template <class T, class TW, class TR>
+__global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v = to_float(x[r * hidden + i]);
+    if (residual) {
+      v += to_float(residual[r * hidden + i]);
+      const TR stored = from_float<TR>(v);
+      residual[r * hidden + i] = stored;
+      v = to_float(stored);  // what the next layer reads
+    }
+    ss += v * v;
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
+  // Second pass re-reads the row (this thread wrote the residual elements it reads).
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float v = residual ? to_float(residual[r * hidden + i]) : to_float(x[r * hidden + i]);
+    y[r * hidden + i] = from_float<T>(to_float(w[i]) * (v * inv));
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void rotate_pair(T* x, int64_t i, int64_t half, float c, float s) {
+  const float x1 = to_float(x[i]), x2 = to_float(x[i + half]);
+  x[i] = from_float<T>(x1 * c - x2 * s);
+  x[i + half] = from_float<T>(x2 * c + x1 * s);
+}
+
+template <class T>
+__global__ void rope_kernel(T* q, T* k, const int32_t* pos, const float* inv_freq, int64_t qh, int64_t kh, int64_t dim,
+                            float scaling) {
+  const int64_t t = blockIdx.x, half = dim / 2;
+  const float p = static_cast<float>(pos[t]);
+  for (int64_t idx = threadIdx.x; idx < (qh + kh) * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    float s, c;
+    sincosf(p * inv_freq[i], &s, &c);
+    c *= scaling;
+    s *= scaling;
+    if (h < qh) rotate_pair(q + (t * qh + h) * dim, i, half, c, s);
+    else rotate_pair(k + (t * kh + (h - qh)) * dim, i, half, c, s);
+  }
+}
+
+template <class TI, class TC>
+__global__ void kv_write_kernel(const TI* k, const TI* v, const int32_t* slots, TC* kc, TC* vc, int64_t row, int64_t num_slots) {
+  const int64_t t = blockIdx.x;
+  const int32_t s = slots[t];
+  if (s < 0 || s >= num_slots) return;  // never write outside the cache
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    kc[s * row + i] = from_float<TC>(to_float(k[t * row + i]));
+    vc[s * row + i] = from_float<TC>(to_float(v[t * row + i]));
+  }
+}
+
+// One block per token: rotates q and k straight out of the merged qkv row, writes q to
+// q_out and k, v to their cache slot.
+template <class T, class TC>
+__global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const float* inv_freq, const int32_t* slots, T* q_out,
+                                     TC* kc, TC* vc, int64_t qh, int64_t kh, int64_t dim, float scaling, int64_t num_slots) {
+  const int64_t t = blockIdx.x, half = dim / 2, width = (qh + 2 * kh) * dim;
+  const T* src = qkv + t * width;
+  const float p = static_cast<float>(pos[t]);
+  const int32_t slot = slots[t];
+  const bool slot_ok = slot >= 0 && slot < num_slots;
+  for (int64_t idx = threadIdx.x; idx < (qh + kh) * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    float s, c;
+    sincosf(p * inv_freq[i], &s, &c);
+    c *= scaling;
+    s *= scaling;
+    const T* x = src + h * dim;  // q heads, then k heads
+    const float x1 = to_float(x[i]), x2 = to_float(x[i + half]);
+    const float o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
+    if (h < qh) {
+      T* q = q_out + (t * qh + h) * dim;
+      q[i] = from_float<T>(o1);
+      q[i + half] = from_float<T>(o2);
+    } else if (slot_ok) {
+      TC* kd = kc + (static_cast<int64_t>(slot) * kh + (h - qh)) * dim;
+      // Round through the activation dtype first, as the unfused rope + kv_write does.
+      kd[i] = from_float<TC>(to_float(from_float<T>(o1)));
+      kd[i + half] = from_float<TC>(to_float(from_float<T>(o2)));
+    }
+  }
+  if (!slot_ok) return;
+  const T* vs = src + (qh + kh) * dim;
+  for (int64_t i = threadIdx.x; i < kh * dim; i += blockDim.x) vc[static_cast<int64_t>(slot) * kh * dim + i] = from_float<TC>(to_float(vs[i]));
+}
+
+template <class T>
+__global__ void silu_mul_kernel(const T* gu, T* out, int64_t rows, int64_t inter) {
+  const int64_t n = rows * inter;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = idx / inter, i = idx % inter;
+    const float g = to_float(gu[r * 2 * inter + i]), u = to_float(gu[r * 2 * inter + inter + i]);
+    out[idx] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+int threads_for(int64_t n) { return n >= 512 ? 512 : n >= 256 ? 256 : 128; }
+
+}  // namespace
+
+Status embedding(const EmbeddingParams& p, void* stream) {
+  const int64_t tokens = p.ids.dim(0);
+  if (tokens == 0) return Status::ok();
+  const int64_t hidden = p.table.dim(1), vocab = p.table.dim(0);
+  AERIE_DISPATCH_FLOAT(p.table.dtype, TT, [&] {
+    AERIE_DISPATCH_FLOAT(p.out.dtype, TO, [&] {
+      embedding_kernel<TT, TO><<<static_cast<unsigned>(tokens), threads_for(hidden), 0, as_stream(stream)>>>(
+          p.ids.ptr<int32_t>(), p.table.ptr<TT>(), p.out.ptr<TO>(), vocab, hidden);
+    });
+  });
+  return launch_status("embedding");
+}
+
+Status rms_norm(const RmsNormParams& p, void* stream) {
+  if (p.x.dtype != p.y.dtype) return Status::error("rms_norm (cuda): x and y must share a dtype");
+  if (p.residual.defined() && p.residual.dtype != p.x.dtype) return Status::error("rms_norm (cuda): residual must have x's dtype");
+  const int64_t rows = p.x.dim(0), hidden = p.x.dim(1);
+  if (rows == 0) return Status::ok();
+  AERIE_DISPATCH_FLOAT(p.x.dtype, T, [&] {
+    AERIE_DISPATCH_FLOAT(p.weight.dtype, TW, [&] {
+      rms_norm_kernel<T, TW, T><<<static_cast<unsigned>(rows), threads_for(hidden), 0, as_stream(stream)>>>(
+          p.x.ptr<T>(), p.weight.ptr<TW>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
+    });
+  });
+  return launch_status("rms_norm");
+}
+
+Status rope(const RopeParams& p, void* stream) {
+  if (p.q.dtype != p.k.dtype) return Status::error("rope (cuda): q and k must share a dtype");
+  const int64_t tokens = p.q.dim(0);
+  if (tokens == 0) return Status::ok();
+  AERIE_DISPATCH_FLOAT(p.q.dtype, T, [&] {
+    rope_kernel<T><<<static_cast<unsigned>(tokens), 128, 0, as_stream(stream)>>>(
+        p.q.ptr<T>(), p.k.ptr<T>(), p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.q.dim(1), p.k.dim(1), p.q.dim(2),
+        p.attention_scaling);
+  });
+  return launch_status("rope");
+}
+
+Status kv_write(const KvWriteParams& p, void* stream) {
+  if (p.k.dtype != p.v.dtype) return Status::error("kv_write (cuda): k and v must share a dtype");
+  const int64_t tokens = p.k.dim(0);
+  if (tokens == 0) return Status::ok();
+  const int64_t row = p.k.dim(1) * p.k.dim(2);
+  AERIE_DISPATCH_FLOAT(p.k.dtype, TI, [&] {
+    AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
+      kv_write_kernel<TI, TC><<<static_cast<unsigned>(tokens), threads_for(row), 0, as_stream(stream)>>>(
+          p.k.ptr<TI>(), p.v.ptr<TI>(), p.slots.ptr<int32_t>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), row, p.k_cache.dim(0));
+    });
+  });
+  return launch_status("kv_write");
+}
+
+Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
+  if (p.qkv.dtype != p.q_out.dtype) return Status::error("rope_kv_write (cuda): qkv and q_out must share a dtype");
+  const int64_t tokens = p.qkv.dim(0);
+  if (tokens == 0) return Status::ok();
+  AERIE_DISPATCH_FLOAT(p.qkv.dtype, T, [&] {
+    AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
+      rope_kv_write_kernel<T, TC><<<static_cast<unsigned>(tokens), 256, 0, as_stream(stream)>>>(
+          p.qkv.ptr<T>(), p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
+          p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.attention_scaling,
+          p.k_cache.dim(0));
+    });
+  });
+  return launch_status("rope_kv_write");
+}
+
+Status silu_mul(const SiluMulParams& p, void* stream) {
+  if (p.gate_up.dtype != p.out.dtype) return Status::error("silu_mul (cuda): gate_up and out must share a dtype");
+  const int64_t rows = p.out.dim(0), inter = p.out.dim(1);
+  if (rows * inter == 0) return Status::ok();
+  const int64_t blocks = std::min<int64_t>((rows * inter + 255) / 256, 4096);
+  AERIE_DISPATCH_FLOAT(p.out.dtype, T, [&] {
+    silu_mul_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(p.gate_up.ptr<T>(), p.out.ptr<T>(), rows, inter);
+  });
+  return launch_status("silu_mul");
+}
+
+}  // namespace aerie::kernels::cuda

@@ -1,0 +1,227 @@
+// Sampling (greedy, temperature, top-k, top-p, min-p), log-softmax, top-k, and the
+// Philox normal fill. One block per row; everything stays on the device (graph-safe).
+#include "kernels/cuda/common.cuh"
+#include "kernels/philox.hpp"
+
+namespace aerie::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 1024;
+
+struct ArgMax {
+  float v;
+  int32_t i;
+};
+__device__ __forceinline__ ArgMax better(ArgMax a, ArgMax b) {
+  // Larger value wins; equal values: the lower index (torch.argmax, the CPU reference).
+  if (b.v > a.v || (b.v == a.v && b.i < a.i) || (a.i < 0 && b.i >= 0)) return b;
+  return a;
+}
+__device__ ArgMax block_argmax(ArgMax x, ArgMax* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    ArgMax y{__shfl_xor_sync(0xffffffffu, x.v, o), __shfl_xor_sync(0xffffffffu, x.i, o)};
+    x = better(x, y);
+  }
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < warps ? scratch[lane] : ArgMax{-INFINITY, -1};
+  for (int o = 16; o > 0; o >>= 1) {
+    ArgMax y{__shfl_xor_sync(0xffffffffu, x.v, o), __shfl_xor_sync(0xffffffffu, x.i, o)};
+    x = better(x, y);
+  }
+  return x;
+}
+
+// The smallest probability value v among tokens such that pred(v) holds for the set
+// {p >= v}, found by bisection over values then snapped to an actual probability.
+template <class Pred>
+__device__ float threshold_search(const float* row, int64_t vocab, float mx, float inv_z, float inv_t, float p_max, Pred pred,
+                                  float* scratch) {
+  float lo = 0.0f, hi = p_max;  // pred(lo) holds; pred(p_max + eps) need not
+  for (int it = 0; it < 40; ++it) {
+    const float mid = 0.5f * (lo + hi);
+    float count = 0.0f, mass = 0.0f;
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      const float p = __expf((row[v] - mx) * inv_t) * inv_z;
+      if (p >= mid) {
+        count += 1.0f;
+        mass += p;
+      }
+    }
+    count = block_sum(count, scratch);
+    mass = block_sum(mass, scratch);
+    if (pred(count, mass)) lo = mid;
+    else hi = mid;
+  }
+  // Snap to the smallest probability >= lo (it is a real token's probability).
+  float snap = INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const float p = __expf((row[v] - mx) * inv_t) * inv_z;
+    if (p >= lo) snap = fminf(snap, p);
+  }
+  return -block_max(-snap, scratch);
+}
+
+__global__ void sample_kernel(const float* logits, int64_t vocab, const float* temperature, const float* top_p, const int32_t* top_k,
+                              const float* min_p, const int64_t* seed, const int64_t* step, int32_t* out) {
+  __shared__ float scratch[32];
+  __shared__ ArgMax am_scratch[32];
+  __shared__ float chunk_sums[kThreads];
+  const int64_t b = blockIdx.x;
+  const float* row = logits + b * vocab;
+  ArgMax best{-INFINITY, -1};
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+  best = block_argmax(best, am_scratch);
+  const float temp = temperature[b];
+  if (!(temp > 0.0f)) {  // greedy (validated on the host: never negative or NaN)
+    if (threadIdx.x == 0) out[b] = best.i < 0 ? 0 : best.i;
+    return;
+  }
+  const float mx = best.v, inv_t = 1.0f / temp;
+  float z = 0.0f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) z += __expf((row[v] - mx) * inv_t);
+  z = block_sum(z, scratch);
+  const float inv_z = 1.0f / z, p_max = inv_z;
+  float tau = min_p[b] * p_max;
+  const int32_t k = top_k[b];
+  if (k > 0 && k < vocab) {
+    const float fk = static_cast<float>(k);
+    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float count, float) { return count >= fk; }, scratch));
+  }
+  const float tp = top_p[b];
+  if (tp < 1.0f) {
+    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float, float mass) { return mass >= tp; }, scratch));
+  }
+  tau = fminf(tau, p_max);  // the most likely token always survives
+  // Contiguous chunks per thread, so a prefix over threads is a prefix over ids.
+  const int64_t per = (vocab + blockDim.x - 1) / blockDim.x;
+  const int64_t begin = threadIdx.x * per, end = min64(vocab, begin + per);
+  float local = 0.0f;
+  int32_t last_kept = -1;
+  for (int64_t v = begin; v < end; ++v) {
+    const float p = __expf((row[v] - mx) * inv_t) * inv_z;
+    if (p >= tau) {
+      local += p;
+      last_kept = static_cast<int32_t>(v);
+    }
+  }
+  chunk_sums[threadIdx.x] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {  // serial scan of 1024 sums: deterministic and cheap next to the row passes
+    float run = 0.0f;
+    for (int i = 0; i < static_cast<int>(blockDim.x); ++i) {
+      const float c = chunk_sums[i];
+      chunk_sums[i] = run;
+      run += c;
+    }
+    scratch[0] = run;
+  }
+  __syncthreads();
+  const float kept = scratch[0];
+  const float u = philox_uniform_inline(static_cast<uint64_t>(seed[b]), static_cast<uint64_t>(step[b])) * kept;
+  // The last kept token overall is the fallback against rounding at the top end.
+  ArgMax last{static_cast<float>(last_kept), last_kept};
+  last = block_argmax(last, am_scratch);
+  __shared__ int32_t chosen;
+  if (threadIdx.x == 0) chosen = -1;
+  __syncthreads();
+  float run = chunk_sums[threadIdx.x];
+  if (u >= run && u < run + local) {  // at most one thread's range holds u
+    for (int64_t v = begin; v < end; ++v) {
+      const float p = __expf((row[v] - mx) * inv_t) * inv_z;
+      if (p < tau) continue;
+      run += p;
+      if (u < run) {
+        chosen = static_cast<int32_t>(v);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  // Nobody claimed u (rounding at the top end): the last kept token.
+  if (threadIdx.x == 0) out[b] = chosen >= 0 ? chosen : last.i;
+}
+
+__global__ void log_softmax_kernel(const float* logits, float* out, int64_t vocab) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * vocab;
+  float mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, row[v]);
+  mx = block_max(mx, scratch);
+  float s = 0.0f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) s += __expf(row[v] - mx);
+  s = block_sum(s, scratch);
+  const float lse = mx + __logf(s);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[blockIdx.x * vocab + v] = row[v] - lse;
+}
+
+__global__ void topk_kernel(const float* x, int64_t n, int64_t k, float* values, int32_t* indices) {
+  __shared__ ArgMax scratch[32];
+  const float* row = x + blockIdx.x * n;
+  ArgMax prev{INFINITY, -1};
+  for (int64_t r = 0; r < k; ++r) {
+    ArgMax best{-INFINITY, -1};
+    for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+      const float xv = row[v];
+      // Only elements after `prev` in (value desc, index asc) order are still eligible.
+      const bool eligible = xv < prev.v || (xv == prev.v && v > prev.i);
+      if (eligible) best = better(best, ArgMax{xv, static_cast<int32_t>(v)});
+    }
+    best = block_argmax(best, scratch);
+    if (threadIdx.x == 0) {
+      values[blockIdx.x * k + r] = best.v;
+      indices[blockIdx.x * k + r] = best.i;
+    }
+    prev = best;
+  }
+}
+
+template <class T>
+__global__ void fill_normal_kernel(T* x, int64_t n, uint64_t seed, float mean, float std) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float u1 = 1.0f - philox_uniform_inline(seed, static_cast<uint64_t>(i) * 2);
+    const float u2 = philox_uniform_inline(seed, static_cast<uint64_t>(i) * 2 + 1);
+    const float z = sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
+    x[i] = from_float<T>(mean + std * z);
+  }
+}
+
+}  // namespace
+
+Status sample(const SampleParams& p, void* stream) {
+  const int64_t batch = p.logits.dim(0);
+  if (batch == 0) return Status::ok();
+  sample_kernel<<<static_cast<unsigned>(batch), kThreads, 0, as_stream(stream)>>>(
+      p.logits.ptr<float>(), p.logits.dim(1), p.temperature.ptr<float>(), p.top_p.ptr<float>(), p.top_k.ptr<int32_t>(),
+      p.min_p.ptr<float>(), p.seed.ptr<int64_t>(), p.step.ptr<int64_t>(), p.out.ptr<int32_t>());
+  return launch_status("sample");
+}
+
+Status log_softmax(const LogSoftmaxParams& p, void* stream) {
+  if (p.logits.dim(0) == 0) return Status::ok();
+  log_softmax_kernel<<<static_cast<unsigned>(p.logits.dim(0)), 1024, 0, as_stream(stream)>>>(p.logits.ptr<float>(), p.out.ptr<float>(),
+                                                                                             p.logits.dim(1));
+  return launch_status("log_softmax");
+}
+
+Status topk(const TopKParams& p, void* stream) {
+  if (p.x.dim(0) == 0) return Status::ok();
+  topk_kernel<<<static_cast<unsigned>(p.x.dim(0)), 1024, 0, as_stream(stream)>>>(p.x.ptr<float>(), p.x.dim(1), p.values.dim(1),
+                                                                                 p.values.ptr<float>(), p.indices.ptr<int32_t>());
+  return launch_status("topk");
+}
+
+Status fill_normal(const FillNormalParams& p, void* stream) {
+  const int64_t n = p.x.numel();
+  if (n == 0) return Status::ok();
+  const int64_t blocks = min64((n + 255) / 256, 65536);
+  AERIE_DISPATCH_FLOAT(p.x.dtype, T, [&] {
+    fill_normal_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(p.x.ptr<T>(), n, p.seed, p.mean, p.std);
+  });
+  return launch_status("fill_normal");
+}
+
+}  // namespace aerie::kernels::cuda

@@ -1,0 +1,39 @@
+#pragma once
+// Host-side facade of the CUDA runtime: memory, streams, events, CUDA graphs. Implemented
+// in cuda/device_runtime.cu when CUDA is built, in device_runtime_stub.cpp otherwise (where
+// every call reports that this build has no CUDA). Host header: no CUDA includes; handles
+// are opaque pointers.
+#include <cstddef>
+
+namespace aerie::cuda_runtime {
+
+bool available();
+int sm_count();                      // multiprocessors of the current device
+void* malloc_device(size_t bytes);
+void free_device(void* p);
+void* malloc_host_pinned(size_t bytes);
+void free_host_pinned(void* p);
+void memset_device(void* p, int value, size_t bytes);
+void memset_async(void* p, int value, size_t bytes, void* stream);
+void copy_host_to_device(void* dst, const void* src, size_t bytes);
+void copy_device_to_host(void* dst, const void* src, size_t bytes);
+void copy_device_to_device(void* dst, const void* src, size_t bytes);
+void copy_async(void* dst, const void* src, size_t bytes, void* stream);  // any direction
+void* create_stream();               // a non-blocking stream (capturable)
+void destroy_stream(void* stream);
+void synchronize(void* stream);
+void device_synchronize();
+
+// CUDA graphs: capture everything enqueued on `stream` between the two calls.
+void begin_capture(void* stream);
+void* end_capture(void* stream);     // an instantiated executable graph
+void launch_graph(void* graph_exec, void* stream);
+void destroy_graph(void* graph_exec);
+
+// Events, for timing with the device clock.
+void* create_event();
+void destroy_event(void* event);
+void record_event(void* event, void* stream);
+float elapsed_ms(void* start, void* end);  // synchronizes on `end`
+
+}  // namespace aerie::cuda_runtime

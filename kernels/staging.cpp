@@ -1,0 +1,62 @@
+#include "kernels/staging.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/device_runtime.hpp"
+#include "kernels/error.hpp"
+
+namespace aerie {
+
+HostStaging::HostStaging(Device device, size_t bytes) : bytes_(bytes) {
+  const size_t alloc = (bytes + 63) / 64 * 64 + 64;
+  if (device == Device::kCuda) {
+    data_ = cuda_runtime::malloc_host_pinned(alloc);
+    pinned_ = true;
+  } else {
+    data_ = std::aligned_alloc(64, alloc);
+    AERIE_CHECK(data_, "out of host memory allocating " << bytes << " bytes");
+  }
+}
+HostStaging::~HostStaging() { release(); }
+HostStaging::HostStaging(HostStaging&& o) noexcept : data_(o.data_), bytes_(o.bytes_), pinned_(o.pinned_) { o.data_ = nullptr; }
+HostStaging& HostStaging::operator=(HostStaging&& o) noexcept {
+  if (this != &o) {
+    release();
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    pinned_ = o.pinned_;
+    o.data_ = nullptr;
+  }
+  return *this;
+}
+void HostStaging::release() {
+  if (!data_) return;
+  if (pinned_) cuda_runtime::free_host_pinned(data_);
+  else std::free(data_);
+  data_ = nullptr;
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
+  if (bytes == 0) return;
+  if (stream.device() == Device::kCpu) std::memcpy(dst, src, bytes);
+  else cuda_runtime::copy_async(dst, src, bytes, stream.handle());
+}
+
+void synchronize(const Stream& stream) {
+  if (stream.device() == Device::kCuda) cuda_runtime::synchronize(stream.handle());
+}
+
+void zero_async(const TensorView& t, const Stream& stream) {
+  if (t.nbytes() == 0) return;
+  if (stream.device() == Device::kCpu) std::memset(t.data, 0, static_cast<size_t>(t.nbytes()));
+  else cuda_runtime::memset_async(t.data, 0, static_cast<size_t>(t.nbytes()), stream.handle());
+}
+
+OwnedStream::OwnedStream(Device device)
+    : stream_(device == Device::kCpu ? Stream::cpu() : Stream::cuda(cuda_runtime::create_stream())) {}
+OwnedStream::~OwnedStream() {
+  if (stream_.device() == Device::kCuda) cuda_runtime::destroy_stream(stream_.handle());
+}
+
+}  // namespace aerie

@@ -1,0 +1,52 @@
+#pragma once
+// Host memory for uploads: page-locked on CUDA builds running on a GPU (so copies are
+// asynchronous and capture-safe), plain aligned memory for the CPU backend.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/stream.hpp"
+
+namespace aerie {
+
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(Device device, size_t bytes);
+  ~HostStaging();
+  HostStaging(HostStaging&& o) noexcept;
+  HostStaging& operator=(HostStaging&& o) noexcept;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+
+ private:
+  void release();
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool pinned_ = false;
+};
+
+// Copies bytes between host and device memory in stream order (a plain memcpy for CPU
+// streams).
+void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
+void synchronize(const Stream& stream);
+// Sets bytes to zero in stream order.
+void zero_async(const TensorView& t, const Stream& stream);
+
+// A stream this object owns: a created CUDA stream (capturable), or the CPU stream.
+class OwnedStream {
+ public:
+  explicit OwnedStream(Device device);
+  ~OwnedStream();
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  const Stream& get() const { return stream_; }
+
+ private:
+  Stream stream_;
+};
+
+}  // namespace aerie
