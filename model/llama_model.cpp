@@ -28,6 +28,12 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, 
   num_sms_ = stream_.device() == Device::kCuda ? cuda_runtime::sm_count() : 1;
 }
 
+int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
+  if (config_.tie_word_embeddings) return weight_bytes_;
+  const int64_t row = config_.hidden_size * static_cast<int64_t>(dtype_size(weights_.embed.view().dtype));
+  return weight_bytes_ - weights_.embed.nbytes() + tokens * row;
+}
+
 int LlamaModel::attention_splits(int64_t tokens, int64_t max_kv_len) const {
   if (stream_.device() == Device::kCpu) return 1;
   return ops::attention_splits_for(tokens, config_.num_kv_heads, max_kv_len, num_sms_);

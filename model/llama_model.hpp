@@ -27,6 +27,9 @@ class LlamaModel {
   const Stream& stream() const { return stream_; }
   DType act_dtype() const { return act_dtype_; }
   int64_t weight_bytes() const { return weight_bytes_; }
+  // Weight bytes one decode step must read: everything but the embedding table, of which
+  // only `tokens` rows are read (unless it is tied to the LM head).
+  int64_t weight_bytes_per_step(int64_t tokens) const;
 
   // Runs the batch eagerly, writing the new tokens' K/V into `kv`. Returns the logits of
   // batch.logit_rows, [rows, vocab] f32 on the model's device, valid until the next call.

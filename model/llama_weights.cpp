@@ -107,11 +107,11 @@ Buffer random_buffer(uint64_t seed, std::vector<int64_t> shape, float std, Devic
 
 }  // namespace
 
-LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype) {
+LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype, float init_std) {
   uint64_t tensor = 0;  // each tensor gets its own Philox key
   auto next_seed = [&] { return seed * 0x9E3779B97F4A7C15ull + (++tensor); };
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
-  constexpr float kStd = 0.02f;  // transformers' initializer_range
+  const float kStd = init_std;
   LlamaWeights w;
   w.embed = random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype);
   for (int64_t l = 0; l < c.num_layers; ++l) {

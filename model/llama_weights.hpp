@@ -35,7 +35,8 @@ struct LlamaWeights {
 // `device`. Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype);
 
-// Seeded random weights (normal, std 0.02; norms 1), for --load-format dummy.
-LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype);
+// Seeded random weights (normal with std init_std, transformers' 0.02 by default; norms
+// 1), for --load-format dummy. The same seed gives the same weights on CPU and GPU.
+LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype, float init_std = 0.02f);
 
 }  // namespace aerie::model

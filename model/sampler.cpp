@@ -8,10 +8,10 @@
 namespace aerie::model {
 
 namespace {
-// Layout, in units of max_batch entries: temperature f32, top_p f32, min_p f32, top_k i32,
-// out i32, seed i64, step i64 (the i64 arrays last, 8-byte aligned).
+// Layout, in units of max_batch entries: seed i64, step i64 (first, so 8-byte aligned),
+// then temperature f32, top_p f32, min_p f32, top_k i32, out i32.
 constexpr int64_t kFourByteArrays = 5;
-int64_t packed_bytes(int64_t b) { return b * (kFourByteArrays * 4 + 2 * 8); }
+int64_t packed_bytes(int64_t b) { return b * (2 * 8 + kFourByteArrays * 4); }
 }  // namespace
 
 Sampler::Sampler(Device device, int64_t max_batch)
@@ -28,9 +28,12 @@ std::vector<int32_t> Sampler::sample(const TensorView& logits, std::span<const S
   std::vector<int32_t> out(static_cast<size_t>(B));
   if (B == 0) return out;
   char* h = staging_.as<char>();
-  auto f32 = [&](int64_t a) { return reinterpret_cast<float*>(h + a * M * 4); };
-  auto i32 = [&](int64_t a) { return reinterpret_cast<int32_t*>(h + a * M * 4); };
-  auto i64 = [&](int64_t a) { return reinterpret_cast<int64_t*>(h + kFourByteArrays * M * 4 + a * M * 8); };
+  // Byte offsets of the arrays.
+  auto i64_at = [&](int64_t a) { return a * M * 8; };
+  auto b4_at = [&](int64_t a) { return 2 * M * 8 + a * M * 4; };
+  auto f32 = [&](int64_t a) { return reinterpret_cast<float*>(h + b4_at(a)); };
+  auto i32 = [&](int64_t a) { return reinterpret_cast<int32_t*>(h + b4_at(a)); };
+  auto i64 = [&](int64_t a) { return reinterpret_cast<int64_t*>(h + i64_at(a)); };
   synchronize(stream);  // the staging area may still feed the previous copy
   for (int64_t i = 0; i < B; ++i) {
     const auto& r = rows[static_cast<size_t>(i)];
@@ -45,11 +48,10 @@ std::vector<int32_t> Sampler::sample(const TensorView& logits, std::span<const S
   char* d = static_cast<char*>(device_.data());
   const Device dev = logits.device;
   auto view = [&](int64_t offset, DType t) { return TensorView(d + offset, t, {B}, dev); };
-  const TensorView out_view = view(4 * M * 4, DType::kI32);
-  AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = view(0, DType::kF32), .top_p = view(M * 4, DType::kF32),
-                                      .top_k = view(3 * M * 4, DType::kI32), .min_p = view(2 * M * 4, DType::kF32),
-                                      .seed = view(kFourByteArrays * M * 4, DType::kI64),
-                                      .step = view(kFourByteArrays * M * 4 + M * 8, DType::kI64), .out = out_view},
+  const TensorView out_view = view(b4_at(4), DType::kI32);
+  AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = view(b4_at(0), DType::kF32), .top_p = view(b4_at(1), DType::kF32),
+                                      .top_k = view(b4_at(3), DType::kI32), .min_p = view(b4_at(2), DType::kF32),
+                                      .seed = view(i64_at(0), DType::kI64), .step = view(i64_at(1), DType::kI64), .out = out_view},
                                      stream));
   copy_async(h, out_view.data, static_cast<size_t>(B) * 4, stream);
   synchronize(stream);

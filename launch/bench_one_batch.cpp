@@ -1,0 +1,165 @@
+#include "launch/bench_one_batch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "kernels/device_runtime.hpp"
+#include "kernels/error.hpp"
+#include "kernels/staging.hpp"
+#include "model/llama_model.hpp"
+#include "model/sampler.hpp"
+#include "spec/decode_graph_runner.hpp"
+
+namespace aerie::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Device-to-device copy bandwidth, counting bytes read plus bytes written (METHOD.md).
+double measure_copy_bandwidth(Device device) {
+  const size_t bytes = device == Device::kCuda ? (size_t{2} << 30) : (size_t{256} << 20);
+  Buffer a(device, DType::kU8, {static_cast<int64_t>(bytes)}), b(device, DType::kU8, {static_cast<int64_t>(bytes)});
+  a.zero();
+  b.zero();
+  const int reps = device == Device::kCuda ? 20 : 3;
+  if (device == Device::kCpu) {
+    auto t = Clock::now();
+    for (int i = 0; i < reps; ++i) std::memcpy(b.data(), a.data(), bytes);
+    return 2.0 * bytes * reps / (ms_since(t) * 1e-3);
+  }
+  OwnedStream s(device);
+  cuda_runtime::copy_async(b.data(), a.data(), bytes, s.get().handle());  // warm-up
+  void* e0 = cuda_runtime::create_event();
+  void* e1 = cuda_runtime::create_event();
+  std::vector<double> runs;
+  for (int i = 0; i < reps; ++i) {
+    cuda_runtime::record_event(e0, s.get().handle());
+    cuda_runtime::copy_async(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes, s.get().handle());
+    cuda_runtime::record_event(e1, s.get().handle());
+    runs.push_back(2.0 * bytes / (cuda_runtime::elapsed_ms(e0, e1) * 1e-3));
+  }
+  cuda_runtime::destroy_event(e0);
+  cuda_runtime::destroy_event(e1);
+  return median(runs);
+}
+
+struct Sequences {
+  model::PageAllocator allocator;
+  model::RequestPageTable pages;
+  Sequences(int64_t num_pages, int64_t page_size) : allocator(num_pages), pages(allocator, page_size) {}
+};
+
+}  // namespace
+
+int run_one_batch(const OneBatchOptions& o) {
+  const Device device = parse_device(o.device);
+  AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device");
+  model::LlamaConfig config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
+  const DType wdt = parse_dtype(o.dtype);
+  const DType act = device == Device::kCpu ? DType::kF32 : wdt;
+  const double bandwidth = measure_copy_bandwidth(device);
+  std::fprintf(stderr, "copy bandwidth (read + write): %.1f GB/s\nloading weights...\n", bandwidth / 1e9);
+  auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.seed, device, wdt)
+                                          : model::load_llama_weights(o.model_path, config, device, wdt);
+  OwnedStream stream(device);
+  model::LlamaModel llama(config, std::move(weights), stream.get(), act);
+  const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
+  const int64_t ctx = o.input_len + o.output_len;
+  const int64_t page = 16;
+  model::KvCache kv(config, model::kv_shape_for_tokens(max_bs * (ctx + page), page), device, act);
+  model::Sampler sampler(device, max_bs);
+  std::vector<bool> modes;
+  if (o.cuda_graph != "on" || device == Device::kCpu) modes.push_back(false);
+  if (o.cuda_graph != "off" && device == Device::kCuda) modes.push_back(true);
+  std::unique_ptr<spec::DecodeGraphRunner> runner;
+  if (std::find(modes.begin(), modes.end(), true) != modes.end()) {
+    auto t = Clock::now();
+    runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, ctx);
+    std::fprintf(stderr, "captured %zu decode graphs in %.0f ms\n", runner->buckets().size(), ms_since(t));
+  }
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("model %s, %s, weights %.2f GB, copy bandwidth %.0f GB/s, input %lld, output %lld\n",
+              o.model_path.empty() ? o.model_shape.c_str() : o.model_path.c_str(), dtype_name(act), llama.weight_bytes() / 1e9,
+              bandwidth / 1e9, static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
+  std::printf("%6s %6s %12s %14s %12s %12s %12s %9s\n", "batch", "graph", "prefill_ms", "prefill_tok/s", "decode_ms",
+              "decode_tok/s", "floor_ms", "of_floor");
+  for (int64_t bs : o.batch_sizes) {
+    Sequences seqs(kv.shape().num_pages, page);
+    model::ForwardBatch pre;
+    std::vector<model::SamplingRow> rows(static_cast<size_t>(bs));
+    for (int64_t r = 0; r < bs; ++r) {
+      AERIE_CHECK(seqs.pages.reserve(static_cast<uint64_t>(r), ctx), "KV pool too small for the benchmark");
+      for (int64_t p = 0; p < o.input_len; ++p) {
+        pre.input_ids.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+        pre.positions.push_back(static_cast<int32_t>(p));
+      }
+      seqs.pages.append_slots(static_cast<uint64_t>(r), 0, o.input_len, pre.out_cache_loc);
+      seqs.pages.append_slots(static_cast<uint64_t>(r), 0, o.input_len, pre.kv_indices);
+      pre.qo_indptr.push_back(static_cast<int32_t>(pre.input_ids.size()));
+      pre.kv_indptr.push_back(static_cast<int32_t>(pre.kv_indices.size()));
+      pre.logit_rows.push_back(static_cast<int32_t>(pre.input_ids.size()) - 1);
+    }
+    // Prefill: one warm-up, then the timed run (includes sampling the first token).
+    std::vector<double> prefill_runs;
+    std::vector<int32_t> first;
+    for (int rep = 0; rep < 2; ++rep) {
+      auto t = Clock::now();
+      first = sampler.sample(llama.forward(pre, kv), rows, stream.get());
+      if (rep > 0) prefill_runs.push_back(ms_since(t));
+    }
+    const double prefill_ms = median(prefill_runs);
+    for (bool graph : modes) {
+      std::vector<int32_t> tokens = first;
+      std::vector<double> steps;
+      for (int64_t s = 0; s < o.output_len; ++s) {
+        model::ForwardBatch dec;
+        const int64_t pos = o.input_len + s;
+        for (int64_t r = 0; r < bs; ++r) {
+          dec.input_ids.push_back(tokens[static_cast<size_t>(r)]);
+          dec.positions.push_back(static_cast<int32_t>(pos));
+          dec.out_cache_loc.push_back(seqs.pages.slot(static_cast<uint64_t>(r), pos));
+          seqs.pages.append_slots(static_cast<uint64_t>(r), 0, pos + 1, dec.kv_indices);
+          dec.qo_indptr.push_back(static_cast<int32_t>(r + 1));
+          dec.kv_indptr.push_back(static_cast<int32_t>(dec.kv_indices.size()));
+          dec.logit_rows.push_back(static_cast<int32_t>(r));
+        }
+        auto t = Clock::now();
+        const TensorView logits = graph ? runner->replay(dec) : llama.forward(dec, kv);
+        tokens = sampler.sample(logits, rows, stream.get());
+        if (s > 0) steps.push_back(ms_since(t));  // the first step warms up
+      }
+      const double step_ms = median(steps);
+      const int64_t kv_read = bs * (ctx - o.output_len / 2) * model::kv_bytes_per_token(config, act);
+      const double floor_ms = static_cast<double>(llama.weight_bytes_per_step(bs) + kv_read) / bandwidth * 1e3;
+      std::printf("%6lld %6s %12.2f %14.0f %12.3f %12.1f %12.3f %8.1f%%\n", static_cast<long long>(bs), graph ? "on" : "off",
+                  prefill_ms, bs * o.input_len / (prefill_ms * 1e-3), step_ms, bs / (step_ms * 1e-3), floor_ms,
+                  100.0 * floor_ms / step_ms);
+      std::fflush(stdout);
+      results.push_back({{"batch_size", bs}, {"cuda_graph", graph}, {"prefill_ms", prefill_ms},
+                         {"prefill_tok_s", bs * o.input_len / (prefill_ms * 1e-3)}, {"decode_step_ms", step_ms},
+                         {"decode_tok_s", bs / (step_ms * 1e-3)}, {"floor_ms", floor_ms}, {"fraction_of_floor", floor_ms / step_ms}});
+    }
+    for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)},
+                          {"weight_bytes", llama.weight_bytes()}, {"copy_bandwidth_bytes_per_s", bandwidth},
+                          {"input_len", o.input_len}, {"output_len", o.output_len}, {"results", results}};
+    std::ofstream(o.json_path) << doc.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace aerie::launch

@@ -1,0 +1,25 @@
+#pragma once
+// aerie-bench one-batch: prefill and decode latency of one static batch, as sglang's
+// bench_one_batch measures it, next to the HBM bandwidth floor measured in the same run.
+#include <string>
+#include <vector>
+
+namespace aerie::launch {
+
+struct OneBatchOptions {
+  std::string model_path;
+  std::string load_format = "auto";
+  std::string model_shape = "llama-3.1-8b";
+  std::string device = "cuda";
+  std::string dtype = "bf16";
+  std::vector<int64_t> batch_sizes = {1, 8, 32, 128};
+  int64_t input_len = 512;
+  int64_t output_len = 32;
+  std::string cuda_graph = "both";  // on | off | both
+  std::string json_path;            // write results here too
+  uint64_t seed = 0;
+};
+
+int run_one_batch(const OneBatchOptions& options);
+
+}  // namespace aerie::launch

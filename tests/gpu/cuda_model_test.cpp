@@ -1,0 +1,149 @@
+// The model on the GPU: against the CPU reference, graph replay against eager for every
+// bucket (and batches that need padding), and the engine with and without graphs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "actors/core/generation_engine.hpp"
+#include "kernels/staging.hpp"
+#include "kernels/topk.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using aerie::testing::rel_error;
+
+namespace {
+
+constexpr float kInitStd = 0.1f;  // larger than transformers' 0.02, so greedy margins are wide
+
+struct GpuModel {
+  model::LlamaConfig config = model::LlamaConfig::named_shape("tiny");
+  OwnedStream stream{Device::kCuda};
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<model::KvCache> kv;
+  GpuModel(DType act, int64_t kv_tokens = 8192) {
+    model = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, 11, Device::kCuda, act, kInitStd),
+                                                stream.get(), act);
+    kv = std::make_unique<model::KvCache>(config, model::kv_shape_for_tokens(kv_tokens, 4), Device::kCuda, act);
+  }
+};
+
+std::vector<double> host_copy(const TensorView& t, const Stream& s) {
+  std::vector<float> h(static_cast<size_t>(t.numel()));
+  copy_async(h.data(), t.data, h.size() * 4, s);
+  synchronize(s);
+  return std::vector<double>(h.begin(), h.end());
+}
+
+std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < l.size() / static_cast<size_t>(vocab); ++r)
+    out.push_back(std::max_element(l.begin() + static_cast<int64_t>(r) * vocab, l.begin() + static_cast<int64_t>(r + 1) * vocab) -
+                  (l.begin() + static_cast<int64_t>(r) * vocab));
+  return out;
+}
+
+// A prefill of one prompt into pages 1.., logits of every position.
+model::ForwardBatch prefill(const std::vector<int32_t>& ids) {
+  model::ForwardBatch b;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    b.input_ids.push_back(ids[p]);
+    b.positions.push_back(static_cast<int32_t>(p));
+    b.out_cache_loc.push_back(static_cast<int32_t>(4 + p));
+    b.kv_indices.push_back(static_cast<int32_t>(4 + p));
+    b.logit_rows.push_back(static_cast<int32_t>(p));
+  }
+  b.qo_indptr = {0, static_cast<int32_t>(ids.size())};
+  b.kv_indptr = {0, static_cast<int32_t>(ids.size())};
+  return b;
+}
+
+class CudaModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+}  // namespace
+
+TEST_F(CudaModel, ForwardMatchesTheCpuReference) {
+  auto cfg = model::LlamaConfig::named_shape("tiny");
+  model::LlamaModel cpu(cfg, model::random_llama_weights(cfg, 11, Device::kCpu, DType::kF32, kInitStd), Stream::cpu(), DType::kF32);
+  model::KvCache cpu_kv(cfg, model::kv_shape_for_tokens(8192, 4), Device::kCpu, DType::kF32);
+  std::vector<int32_t> ids;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 300; ++i) ids.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
+  const TensorView ref_view = cpu.forward(prefill(ids), cpu_kv);
+  const std::vector<double> ref = aerie::testing::to_double(ref_view);
+  for (DType act : {DType::kF32, DType::kBF16}) {
+    GpuModel g(act);
+    const auto got = host_copy(g.model->forward(prefill(ids), *g.kv), g.stream.get());
+    const double err = rel_error(got, ref);
+    EXPECT_LT(err, act == DType::kF32 ? 1e-4 : 3e-2) << dtype_name(act);
+    if (act == DType::kF32) EXPECT_EQ(row_argmax(got, cfg.vocab_size), row_argmax(ref, cfg.vocab_size));
+  }
+}
+
+TEST_F(CudaModel, GraphReplayEqualsEagerForEveryBucketAndPaddedBatches) {
+  GpuModel g(DType::kF32, 256 * 64 + 64);
+  spec::DecodeGraphRunner runner(*g.model, *g.kv, 256, 4096);
+  ASSERT_EQ(runner.buckets().size(), 51u);
+  std::mt19937 rng(6);
+  // Random K/V everywhere, so every context is meaningful.
+  for (int64_t l = 0; l < g.config.num_layers; ++l) {
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->k(l), .seed = 100 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->v(l), .seed = 200 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t b : runner.buckets()) {
+    sizes.push_back(b);
+    if (b > 1) sizes.push_back(b - 1);  // needs padding up to b
+  }
+  for (int64_t bs : sizes) {
+    model::ForwardBatch batch;
+    int32_t next_slot = 4;  // page 0 is the dummy page
+    for (int64_t i = 0; i < bs; ++i) {
+      const int32_t len = 1 + static_cast<int32_t>(rng() % 60);
+      for (int32_t p = 0; p < len; ++p) batch.kv_indices.push_back(next_slot + p);
+      batch.input_ids.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
+      batch.positions.push_back(len - 1);
+      batch.out_cache_loc.push_back(next_slot + len - 1);
+      batch.qo_indptr.push_back(static_cast<int32_t>(i + 1));
+      batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
+      batch.logit_rows.push_back(static_cast<int32_t>(i));
+      next_slot += 64;
+    }
+    ASSERT_TRUE(runner.can_run(batch)) << bs;
+    const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
+    const auto graph = host_copy(runner.replay(batch), g.stream.get());
+    ASSERT_EQ(graph.size(), eager.size()) << bs;
+    EXPECT_LT(rel_error(graph, eager), 1e-5) << "batch " << bs << " bucket " << runner.bucket_for(bs);
+    EXPECT_EQ(row_argmax(graph, g.config.vocab_size), row_argmax(eager, g.config.vocab_size)) << bs;
+  }
+}
+
+TEST_F(CudaModel, EngineOutputsMatchCpuWithAndWithoutGraphs) {
+  std::mt19937 rng(7);
+  std::vector<core::GenerationRequest> reqs;
+  for (int i = 0; i < 24; ++i) {
+    core::GenerationRequest r;
+    const int len = 1 + static_cast<int>(rng() % 40);
+    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
+    r.max_new_tokens = 8 + static_cast<int64_t>(rng() % 16);
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  auto cfg = model::LlamaConfig::named_shape("tiny");
+  model::LlamaModel cpu(cfg, model::random_llama_weights(cfg, 11, Device::kCpu, DType::kF32, kInitStd), Stream::cpu(), DType::kF32);
+  model::KvCache cpu_kv(cfg, model::kv_shape_for_tokens(4096, 4), Device::kCpu, DType::kF32);
+  const auto ref = core::GenerationEngine(cpu, cpu_kv, {}).generate(reqs);
+  for (int64_t graph_bs : {0, 32}) {
+    GpuModel g(DType::kF32, 4096);
+    core::GenerationEngine engine(*g.model, *g.kv, {.cuda_graph_max_bs = graph_bs});
+    const auto got = engine.generate(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].output_ids, ref[i].output_ids) << "request " << i << " graphs " << graph_bs;
+    if (graph_bs > 0) EXPECT_GT(engine.stats().graph_replays, 0);
+  }
+}

@@ -1,0 +1,299 @@
+// Every CUDA op against the CPU reference over random shapes and dtypes (label gpu; skips
+// without a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/attention.hpp"
+#include "kernels/device_runtime.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/rms_norm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/rope_kv_write.hpp"
+#include "kernels/sampling.hpp"
+#include "kernels/silu_mul.hpp"
+#include "kernels/staging.hpp"
+#include "kernels/topk.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using namespace aerie::kernels;
+using aerie::testing::random_buffer;
+using aerie::testing::rel_error;
+using aerie::testing::to_double;
+
+namespace {
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+    stream_ = std::make_unique<OwnedStream>(Device::kCuda);
+  }
+  const Stream& gpu() const { return stream_->get(); }
+  std::unique_ptr<OwnedStream> stream_;
+};
+
+Buffer to_gpu(const Buffer& host) {
+  Buffer d(Device::kCuda, host.view().dtype, std::vector<int64_t>(host.view().shape.begin(), host.view().shape.begin() + host.view().ndim));
+  d.copy_from_host(host.data(), host.nbytes());
+  return d;
+}
+Buffer like_gpu(const Buffer& host) {
+  Buffer d(Device::kCuda, host.view().dtype, std::vector<int64_t>(host.view().shape.begin(), host.view().shape.begin() + host.view().ndim));
+  // Poison: every element the kernel should write must be written.
+  cuda_runtime::memset_device(d.data(), 0x7f, static_cast<size_t>(d.nbytes()));
+  return d;
+}
+Buffer to_cpu(const Buffer& dev) {
+  cuda_runtime::device_synchronize();
+  Buffer h(Device::kCpu, dev.view().dtype, std::vector<int64_t>(dev.view().shape.begin(), dev.view().shape.begin() + dev.view().ndim));
+  dev.copy_to_host(h.data(), dev.nbytes());
+  return h;
+}
+Buffer ints(const std::vector<int32_t>& v) {
+  Buffer b(Device::kCpu, DType::kI32, {static_cast<int64_t>(v.size())});
+  if (!v.empty()) b.copy_from_host(v.data(), b.nbytes());
+  return b;
+}
+double tol(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kF16 ? 3e-3 : 2e-2; }
+
+}  // namespace
+
+TEST_F(CudaOps, MatmulMatchesCpu) {
+  std::mt19937 rng(1);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1, 4096, 1024}, {3, 77, 45}, {17, 256, 512}, {128, 512, 128}}) {
+      Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}), bias = random_buffer(rng, t, {n});
+      for (DType out : {t, DType::kF32}) {
+        Buffer y(Device::kCpu, out, {m, n});
+        ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = bias.view(), .y = y.view()}, Stream::cpu()).is_ok());
+        Buffer dx = to_gpu(x), dw = to_gpu(w), db = to_gpu(bias), dy = like_gpu(y);
+        ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .bias = db.view(), .y = dy.view()}, gpu()).is_ok());
+        EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(out == DType::kF32 ? t : out))
+            << dtype_name(t) << " " << m << "x" << k << "x" << n;
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, NormRopeSiluEmbeddingMatchCpu) {
+  std::mt19937 rng(2);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const int64_t rows = 7, hidden = 4096;
+    Buffer x = random_buffer(rng, t, {rows, hidden}), w = random_buffer(rng, t, {hidden}), res = random_buffer(rng, t, {rows, hidden});
+    Buffer y(Device::kCpu, t, {rows, hidden});
+    Buffer dx = to_gpu(x), dw = to_gpu(w), dres = to_gpu(res), dy = like_gpu(y);
+    ASSERT_TRUE(rms_norm({.x = x.view(), .weight = w.view(), .residual = res.view(), .y = y.view()}, Stream::cpu()).is_ok());
+    ASSERT_TRUE(rms_norm({.x = dx.view(), .weight = dw.view(), .residual = dres.view(), .y = dy.view()}, gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(t)) << dtype_name(t);
+    EXPECT_LT(rel_error(to_double(to_cpu(dres).view()), to_double(res.view())), tol(t)) << dtype_name(t);
+
+    Buffer gu = random_buffer(rng, t, {5, 2 * 300}), o(Device::kCpu, t, {5, 300});
+    Buffer dgu = to_gpu(gu), dout = like_gpu(o);
+    ASSERT_TRUE(silu_mul({.gate_up = gu.view(), .out = o.view()}, Stream::cpu()).is_ok());
+    ASSERT_TRUE(silu_mul({.gate_up = dgu.view(), .out = dout.view()}, gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(o.view())), tol(t));
+
+    const int64_t tokens = 9, qh = 8, kh = 2, dim = 128;
+    Buffer qkv = random_buffer(rng, t, {tokens, (qh + 2 * kh) * dim});
+    std::vector<int32_t> pos = {0, 1, 2, 100, 4095, 17, 8000, 3, 65000};
+    std::vector<int32_t> slots = {3, 9, 0, 4, 7, 11, 2, 5, 1};
+    std::vector<float> inv(dim / 2);
+    for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(500000.0f, 2.0f * i / dim);
+    Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
+    inv_b.copy_from_host(inv.data(), inv_b.nbytes());
+    Buffer pos_b = ints(pos), slot_b = ints(slots), q(Device::kCpu, t, {tokens, qh, dim});
+    Buffer kc(Device::kCpu, t, {12, kh, dim}), vc(Device::kCpu, t, {12, kh, dim});
+    kc.zero();
+    vc.zero();
+    Buffer dqkv = to_gpu(qkv), dpos = to_gpu(pos_b), dslot = to_gpu(slot_b), dinv = to_gpu(inv_b), dq = like_gpu(q);
+    Buffer dkc = to_gpu(kc), dvc = to_gpu(vc);
+    ASSERT_TRUE(rope_kv_write({.qkv = qkv.view(), .positions = pos_b.view(), .inv_freq = inv_b.view(), .slots = slot_b.view(),
+                               .q_out = q.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
+    ASSERT_TRUE(rope_kv_write({.qkv = dqkv.view(), .positions = dpos.view(), .inv_freq = dinv.view(), .slots = dslot.view(),
+                               .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()}, gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), tol(t) * 2) << dtype_name(t);
+    EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), tol(t) * 2) << dtype_name(t);
+    EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 1e-7) << dtype_name(t);
+
+    // The unfused rope agrees with the fused one.
+    Buffer q2 = random_buffer(rng, t, {tokens, qh, dim}), k2 = random_buffer(rng, t, {tokens, kh, dim});
+    Buffer dq2 = to_gpu(q2), dk2 = to_gpu(k2);
+    ASSERT_TRUE(rope({.q = q2.view(), .k = k2.view(), .positions = pos_b.view(), .inv_freq = inv_b.view()}, Stream::cpu()).is_ok());
+    ASSERT_TRUE(rope({.q = dq2.view(), .k = dk2.view(), .positions = dpos.view(), .inv_freq = dinv.view()}, gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dq2).view()), to_double(q2.view())), tol(t) * 2);
+    EXPECT_LT(rel_error(to_double(to_cpu(dk2).view()), to_double(k2.view())), tol(t) * 2);
+
+    Buffer table = random_buffer(rng, t, {1000, 64}), ids = ints({999, 0, 5, 5}), emb(Device::kCpu, t, {4, 64});
+    Buffer dtable = to_gpu(table), dids = to_gpu(ids), demb = like_gpu(emb);
+    ASSERT_TRUE(embedding({.ids = ids.view(), .table = table.view(), .out = emb.view()}, Stream::cpu()).is_ok());
+    ASSERT_TRUE(embedding({.ids = dids.view(), .table = dtable.view(), .out = demb.view()}, gpu()).is_ok());
+    EXPECT_EQ(to_double(to_cpu(demb).view()), to_double(emb.view()));
+  }
+}
+
+TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
+  std::mt19937 rng(3);
+  struct Shape { int64_t qh, kh, dim; };
+  for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{32, 2, 128}, Shape{8, 1, 256}}) {
+    for (DType t : {DType::kBF16, DType::kF32}) {
+      for (bool masked : {false, true}) {
+        for (int splits : {1, 3, 16}) {
+          // prefill 37, extend 5 over 300, decode over 700, decode over 1.
+          std::vector<int32_t> q_lens = {37, 5, 1, 1}, kv_lens = {37, 300, 700, 1};
+          const int64_t slots = 1100;
+          std::vector<int32_t> perm(slots);
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          std::vector<int32_t> qo = {0}, kvp = {0}, kvi, mi = {0};
+          std::vector<uint8_t> mask;
+          size_t next = 0;
+          for (size_t b = 0; b < q_lens.size(); ++b) {
+            qo.push_back(qo.back() + q_lens[b]);
+            kvp.push_back(kvp.back() + kv_lens[b]);
+            for (int32_t j = 0; j < kv_lens[b]; ++j) kvi.push_back(perm[next++]);
+            for (int32_t i = 0; masked && i < q_lens[b] * kv_lens[b]; ++i) mask.push_back(rng() % 4 != 0);
+            mi.push_back(static_cast<int32_t>(mask.size()));
+          }
+          const int64_t T = qo.back();
+          Buffer q = random_buffer(rng, t, {T, s.qh, s.dim}), kc = random_buffer(rng, t, {slots, s.kh, s.dim});
+          Buffer vc = random_buffer(rng, t, {slots, s.kh, s.dim}), out(Device::kCpu, t, {T, s.qh, s.dim});
+          Buffer qo_b = ints(qo), kvp_b = ints(kvp), kvi_b = ints(kvi), mi_b = ints(mi);
+          Buffer mask_b(Device::kCpu, DType::kU8, {static_cast<int64_t>(std::max<size_t>(1, mask.size()))});
+          if (masked) mask_b.copy_from_host(mask.data(), static_cast<int64_t>(mask.size()));
+          const float scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
+          ASSERT_TRUE(attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(), .qo_indptr = qo_b.view(),
+                                 .kv_indptr = kvp_b.view(), .kv_indices = kvi_b.view(), .custom_mask = masked ? mask_b.view() : TensorView(),
+                                 .mask_indptr = masked ? mi_b.view() : TensorView(), .scale = scale}, Stream::cpu()).is_ok());
+          Buffer dq = to_gpu(q), dkc = to_gpu(kc), dvc = to_gpu(vc), dout = like_gpu(out), dqo = to_gpu(qo_b), dkvp = to_gpu(kvp_b);
+          Buffer dkvi = to_gpu(kvi_b), dmi = to_gpu(mi_b), dmask = to_gpu(mask_b);
+          Buffer ws(Device::kCuda, DType::kF32, {attention_workspace_floats(T, s.qh, s.dim, splits)});
+          ASSERT_TRUE(attention({.q = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view(), .out = dout.view(), .qo_indptr = dqo.view(),
+                                 .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(), .custom_mask = masked ? dmask.view() : TensorView(),
+                                 .mask_indptr = masked ? dmi.view() : TensorView(), .scale = scale, .num_splits = splits,
+                                 .workspace = ws.view()}, gpu()).is_ok());
+          EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), t == DType::kF32 ? 1e-5 : 1e-2)
+              << "heads " << s.qh << "/" << s.kh << " dim " << s.dim << " " << dtype_name(t) << " masked " << masked << " splits " << splits;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {
+  std::mt19937 rng(4);
+  const int64_t B = 6, V = 128256;
+  Buffer logits = random_buffer(rng, DType::kF32, {B, V}, 3.0f);
+  logits.view().ptr<float>()[2 * V + 77] = logits.view().ptr<float>()[2 * V + 76] = 50.0f;  // a tie: lower id wins
+  Buffer dlogits = to_gpu(logits);
+  auto host_vec = [](auto v, DType t, int64_t n) {
+    Buffer b(Device::kCpu, t, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      if (t == DType::kF32) b.view().ptr<float>()[i] = static_cast<float>(v);
+      if (t == DType::kI32) b.view().ptr<int32_t>()[i] = static_cast<int32_t>(v);
+      if (t == DType::kI64) b.view().ptr<int64_t>()[i] = static_cast<int64_t>(v) + i;
+    }
+    return b;
+  };
+  Buffer temp = host_vec(0.0, DType::kF32, B), tp = host_vec(1.0, DType::kF32, B), tk = host_vec(-1, DType::kI32, B);
+  Buffer mp = host_vec(0.0, DType::kF32, B), sd = host_vec(5, DType::kI64, B), st = host_vec(0, DType::kI64, B);
+  Buffer out(Device::kCpu, DType::kI32, {B});
+  ASSERT_TRUE(sample({.logits = logits.view(), .temperature = temp.view(), .top_p = tp.view(), .top_k = tk.view(), .min_p = mp.view(),
+                      .seed = sd.view(), .step = st.view(), .out = out.view()}, Stream::cpu()).is_ok());
+  Buffer dtemp = to_gpu(temp), dtp = to_gpu(tp), dtk = to_gpu(tk), dmp = to_gpu(mp), dsd = to_gpu(sd), dst = to_gpu(st), dout = like_gpu(out);
+  ASSERT_TRUE(sample({.logits = dlogits.view(), .temperature = dtemp.view(), .top_p = dtp.view(), .top_k = dtk.view(), .min_p = dmp.view(),
+                      .seed = dsd.view(), .step = dst.view(), .out = dout.view()}, gpu()).is_ok());
+  Buffer got = to_cpu(dout);
+  for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got.view().ptr<int32_t>()[b], out.view().ptr<int32_t>()[b]) << b;
+  EXPECT_EQ(got.view().ptr<int32_t>()[2], 76);
+
+  for (int64_t k : {1, 5, 64}) {
+    Buffer vals(Device::kCpu, DType::kF32, {B, k}), idx(Device::kCpu, DType::kI32, {B, k});
+    ASSERT_TRUE(topk({.x = logits.view(), .values = vals.view(), .indices = idx.view()}, Stream::cpu()).is_ok());
+    Buffer dvals = like_gpu(vals), didx = like_gpu(idx);
+    ASSERT_TRUE(topk({.x = dlogits.view(), .values = dvals.view(), .indices = didx.view()}, gpu()).is_ok());
+    EXPECT_EQ(to_double(to_cpu(didx).view()), to_double(idx.view())) << "k=" << k;
+    EXPECT_EQ(to_double(to_cpu(dvals).view()), to_double(vals.view())) << "k=" << k;
+  }
+
+  Buffer ls(Device::kCpu, DType::kF32, {B, V}), dls = like_gpu(ls);
+  ASSERT_TRUE(log_softmax({.logits = logits.view(), .out = ls.view()}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(log_softmax({.logits = dlogits.view(), .out = dls.view()}, gpu()).is_ok());
+  EXPECT_LT(rel_error(to_double(to_cpu(dls).view()), to_double(ls.view())), 1e-5);
+
+  Buffer f(Device::kCpu, DType::kF32, {100000}), df = like_gpu(f);
+  ASSERT_TRUE(fill_normal({.x = f.view(), .seed = 9, .std = 0.5f}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(fill_normal({.x = df.view(), .seed = 9, .std = 0.5f}, gpu()).is_ok());
+  EXPECT_LT(rel_error(to_double(to_cpu(df).view()), to_double(f.view())), 1e-5);
+}
+
+TEST_F(CudaOps, SamplingFollowsTheFilteredDistribution) {
+  // 8-token logits, many seeded draws per configuration, chi-square at 99.9%.
+  const std::vector<float> lg = {2.0f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, 1.5f, 0.2f};
+  const double chi999[] = {0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32};
+  struct Knobs { float t, p, mp; int32_t k; };
+  for (Knobs kn : {Knobs{1.0f, 1.0f, 0.0f, -1}, Knobs{0.7f, 1.0f, 0.0f, 3}, Knobs{1.0f, 0.6f, 0.0f, -1}, Knobs{1.0f, 1.0f, 0.3f, -1}}) {
+    const int64_t B = 4096, V = 8;
+    const int rounds = 8;
+    Buffer l(Device::kCpu, DType::kF32, {B, V}), t(Device::kCpu, DType::kF32, {B}), p(Device::kCpu, DType::kF32, {B});
+    Buffer k(Device::kCpu, DType::kI32, {B}), m(Device::kCpu, DType::kF32, {B}), sd(Device::kCpu, DType::kI64, {B}), st(Device::kCpu, DType::kI64, {B});
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy(lg.begin(), lg.end(), l.view().ptr<float>() + b * V);
+      t.view().ptr<float>()[b] = kn.t;
+      p.view().ptr<float>()[b] = kn.p;
+      k.view().ptr<int32_t>()[b] = kn.k;
+      m.view().ptr<float>()[b] = kn.mp;
+      sd.view().ptr<int64_t>()[b] = 100 + b;
+    }
+    Buffer dl = to_gpu(l), dt = to_gpu(t), dp = to_gpu(p), dk = to_gpu(k), dm = to_gpu(m), dsd = to_gpu(sd);
+    Buffer dout(Device::kCuda, DType::kI32, {B});
+    std::vector<int64_t> counts(V, 0);
+    for (int r = 0; r < rounds; ++r) {
+      for (int64_t b = 0; b < B; ++b) st.view().ptr<int64_t>()[b] = r;
+      Buffer dst = to_gpu(st);
+      ASSERT_TRUE(sample({.logits = dl.view(), .temperature = dt.view(), .top_p = dp.view(), .top_k = dk.view(), .min_p = dm.view(),
+                          .seed = dsd.view(), .step = dst.view(), .out = dout.view()}, gpu()).is_ok());
+      Buffer got = to_cpu(dout);
+      for (int64_t b = 0; b < B; ++b) ++counts[static_cast<size_t>(got.view().ptr<int32_t>()[b])];
+    }
+    // Expected: softmax(l / t), filtered as the CPU reference filters, renormalised.
+    std::vector<double> pr(V);
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += (pr[static_cast<size_t>(v)] = std::exp((lg[static_cast<size_t>(v)] - 2.0) / kn.t));
+    for (auto& x : pr) x /= z;
+    std::vector<size_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pr[a] > pr[b]; });
+    size_t keep = kn.k > 0 ? static_cast<size_t>(kn.k) : V;
+    double cum = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      cum += pr[order[i]];
+      if (cum >= kn.p) { keep = i + 1; break; }
+    }
+    while (keep > 1 && pr[order[keep - 1]] < kn.mp * pr[order[0]]) --keep;
+    std::vector<double> expect(V, 0.0);
+    double kept = 0;
+    for (size_t i = 0; i < keep; ++i) kept += pr[order[i]];
+    for (size_t i = 0; i < keep; ++i) expect[order[i]] = pr[order[i]] / kept;
+    const double n = static_cast<double>(B) * rounds;
+    double chi = 0;
+    int dof = -1;
+    for (int64_t v = 0; v < V; ++v) {
+      if (expect[static_cast<size_t>(v)] == 0) {
+        EXPECT_EQ(counts[static_cast<size_t>(v)], 0) << "filtered token " << v << " was drawn";
+        continue;
+      }
+      const double e = expect[static_cast<size_t>(v)] * n;
+      chi += (counts[static_cast<size_t>(v)] - e) * (counts[static_cast<size_t>(v)] - e) / e;
+      ++dof;
+    }
+    if (dof > 0) {
+      EXPECT_LT(chi, chi999[dof]) << "t=" << kn.t << " p=" << kn.p << " k=" << kn.k << " min_p=" << kn.mp;
+    }
+  }
+}
