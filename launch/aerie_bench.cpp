@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "kernels/error.hpp"
+#include "launch/bench_kernels.hpp"
 #include "launch/bench_one_batch.hpp"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,12 @@ int main(int argc, char** argv) {
   one->add_option("--cuda-graph", ob.cuda_graph, "decode with graphs: on, off or both")->check(CLI::IsMember({"on", "off", "both"}));
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");
+  KernelBenchOptions kb;
+  auto* kern = app.add_subcommand("kernels", "each op of a decode step alone, at a model's shapes (CUDA)");
+  kern->add_option("--model-shape", kb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b");
+  kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
+  kern->add_option("--context", kb.context, "context length of every sequence")->check(CLI::PositiveNumber);
+  kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -34,6 +41,7 @@ int main(int argc, char** argv) {
       for (auto b : ob.batch_sizes) AERIE_CHECK(b > 0, "batch sizes must be positive");
       return run_one_batch(ob);
     }
+    if (*kern) return run_kernel_bench(kb);
   } catch (const std::exception& e) {
     std::cerr << "aerie-bench: error: " << e.what() << "\n";
     return 2;
