@@ -34,4 +34,8 @@ AERIE_DECLARE_BACKEND(cpu)
 AERIE_DECLARE_BACKEND(cuda, , void* stream)
 #undef AERIE_DECLARE_BACKEND
 
+namespace cuda {
+void set_gemv_max_rows(int rows);
+}
+
 }  // namespace aerie::kernels

@@ -100,6 +100,8 @@ void MatmulParams::validate() const {
     AERIE_CHECK(bias.dim(0) == w.dim(0), "bias " << bias.describe() << " must have n=" << w.dim(0) << " entries");
   }
 }
+void set_gemv_max_rows(int rows) { cuda::set_gemv_max_rows(rows); }
+
 Status matmul(const MatmulParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::matmul, [](const MatmulParams& q, void* h) { return cuda::matmul(q, h); });
 }
@@ -152,6 +154,9 @@ void AttentionParams::validate() const {
   }
   AERIE_CHECK(num_splits >= 1 && num_splits <= kMaxAttentionSplits, "num_splits " << num_splits << " outside [1, " << kMaxAttentionSplits << "]");
   AERIE_CHECK(q.dim(2) <= 256, "head_dim " << q.dim(2) << " above 256 is not supported");
+  if (d == Device::kCuda)
+    AERIE_CHECK(q.dim(2) * static_cast<int64_t>(dtype_size(k_cache.dtype)) % 16 == 0,
+                "head_dim " << q.dim(2) << " must span whole 16-byte chunks of the cache dtype on CUDA");
   if (num_splits > 1 && d == Device::kCuda) {
     check_tensor(workspace, "workspace", 1, d);
     check_dtype(workspace, "workspace", DType::kF32);

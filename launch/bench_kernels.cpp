@@ -84,10 +84,18 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       std::vector<Buffer> ws;
       for (int i = 0; i < copies; ++i) ws.push_back(random_device({g.n, g.k}, bf, 10 + static_cast<uint64_t>(i), s));
       Buffer x = random_device({bs, g.k}, bf, 3, s), y(Device::kCuda, g.f32_out ? DType::kF32 : bf, {bs, g.n});
-      const double ms = time_ms(s, o.reps, copies, [&](int i) {
-        AERIE_CHECK_STATUS(kernels::matmul({.x = x.view(), .w = ws[static_cast<size_t>(i)].view(), .y = y.view()}, s));
-      });
-      report(g.name, bs, ms, static_cast<double>(wbytes + bs * g.k * 2 + bs * g.n * (g.f32_out ? 4 : 2)));
+      auto gemm_ms = [&] {
+        return time_ms(s, o.reps, copies, [&](int i) {
+          AERIE_CHECK_STATUS(kernels::matmul({.x = x.view(), .w = ws[static_cast<size_t>(i)].view(), .y = y.view()}, s));
+        });
+      };
+      const double bytes = static_cast<double>(wbytes + bs * g.k * 2 + bs * g.n * (g.f32_out ? 4 : 2));
+      report(g.name, bs, gemm_ms(), bytes);
+      if (bs <= 8) {  // the same product through cuBLAS, for the GEMV threshold
+        kernels::set_gemv_max_rows(0);
+        report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
+        kernels::set_gemv_max_rows(8);
+      }
     }
     // Attention over a context of o.context for every sequence.
     std::vector<int32_t> qo, kvp, kvi;

@@ -10,10 +10,11 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 32;       // keys per tile
+constexpr int kTile = 32;       // keys per tile (one per lane when scoring)
 constexpr int kMaxGroup = 8;    // query heads per block (a larger GQA group uses more blocks)
 constexpr int kMaxDim = 256;
 constexpr int kDimPerThread = kMaxDim / kThreads;
+constexpr int kLoadBatch = 8;   // 16-byte loads in flight per thread while filling a tile
 
 struct Geometry {
   int64_t q_heads, kv_heads, dim, group, head_chunks;
@@ -29,14 +30,36 @@ __device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch
   return lo;
 }
 
+// Shared memory of one block: q (fp32, pre-scaled), a K tile (rows padded by 16 bytes so
+// that lanes reading different rows hit different banks), a V tile, scores/probabilities
+// and the running softmax state.
+template <class TC>
+struct Smem {
+  static constexpr int kPad = 16 / sizeof(TC);
+  static size_t bytes(int64_t dim) {
+    return sizeof(float) * kMaxGroup * dim + sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim +
+           sizeof(float) * kMaxGroup * kTile + sizeof(float) * 3 * kMaxGroup + sizeof(int32_t) * kTile + 64;
+  }
+};
+
 template <class TQ, class TC>
 __global__ void __launch_bounds__(kThreads) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
     int num_splits, float* partial, int64_t num_slots) {
-  __shared__ float qs[kMaxGroup][kMaxDim];
-  __shared__ float scores[kMaxGroup][kTile];
-  __shared__ int32_t tile_slots[kTile];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t D = g.dim;
+  constexpr int kPad = Smem<TC>::kPad;
+  const int64_t kstride = D + kPad;
+  float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kMaxGroup][D]
+  TC* ktile = reinterpret_cast<TC*>(qs + kMaxGroup * D);                           // [kTile][D + pad]
+  TC* vtile = ktile + kTile * kstride;                                             // [kTile][D]
+  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kMaxGroup][kTile]
+  float* m_s = probs + kMaxGroup * kTile;                                          // [kMaxGroup]
+  float* l_s = m_s + kMaxGroup;
+  float* corr_s = l_s + kMaxGroup;
+  int32_t* tile_slots = reinterpret_cast<int32_t*>(corr_s + kMaxGroup);           // [kTile]
+
   const int64_t t = blockIdx.x;
   const int64_t kvh = blockIdx.y / g.head_chunks;
   const int64_t head0 = kvh * g.group + (blockIdx.y % g.head_chunks) * kMaxGroup;
@@ -51,100 +74,129 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   const int64_t chunk = (visible + num_splits - 1) / num_splits;
   const int64_t j_begin = min64(visible, split * chunk), j_end = min64(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
-  const int64_t D = g.dim;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  for (int idx = threadIdx.x; idx < heads * D; idx += kThreads)
-    qs[idx / D][idx % D] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
-
-  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][kDimPerThread];
+  for (int64_t idx = threadIdx.x; idx < heads * D; idx += kThreads)
+    qs[idx] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
+  if (threadIdx.x < kMaxGroup) {
+    m_s[threadIdx.x] = -INFINITY;
+    l_s[threadIdx.x] = 0.0f;
+  }
+  float acc[kMaxGroup][kDimPerThread];
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
-    m[h] = -INFINITY;
-    l[h] = 0.0f;
+  for (int h = 0; h < kMaxGroup; ++h)
 #pragma unroll
     for (int e = 0; e < kDimPerThread; ++e) acc[h][e] = 0.0f;
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  const int64_t row_chunks = D * static_cast<int64_t>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
   for (int64_t base = j_begin; base < j_end; base += kTile) {
     const int n = static_cast<int>(min64(kTile, j_end - base));
-    __syncthreads();  // qs ready; previous tile's scores consumed
+    __syncthreads();  // the previous tile is consumed
     if (threadIdx.x < kTile) {
-      int32_t s = threadIdx.x < n ? slots[base + threadIdx.x] : -1;
-      tile_slots[threadIdx.x] = (s >= 0 && s < num_slots) ? s : -1;
+      const int jj = threadIdx.x;
+      int32_t s = jj < n ? slots[base + jj] : -1;
+      if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
+      tile_slots[jj] = s;
     }
     __syncthreads();
-    for (int jj = warp; jj < kTile; jj += kWarps) {
-      const int64_t j = base + jj;
-      const int32_t s = tile_slots[jj];
-      const bool ok = jj < n && s >= 0 && (!mrow || mrow[j]);
-      float dots[kMaxGroup];
+    // Fill the K and V tiles with 16-byte loads, a batch of them in flight per thread.
+    for (int64_t first = threadIdx.x; first < kTile * row_chunks; first += static_cast<int64_t>(kThreads) * kLoadBatch) {
+      uint4 kb[kLoadBatch], vb[kLoadBatch];
 #pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) dots[h] = 0.0f;
-      if (ok) {
-        const TC* krow = kc + (static_cast<int64_t>(s) * g.kv_heads + kvh) * D;
-        for (int64_t d = lane; d < D; d += 32) {
-          const float kv = to_float(krow[d]);
-#pragma unroll
-          for (int h = 0; h < kMaxGroup; ++h)
-            if (h < heads) dots[h] += qs[h][d] * kv;
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int64_t idx = first + static_cast<int64_t>(u) * kThreads;
+        const int64_t jj = idx / row_chunks, ch = idx % row_chunks;
+        const int32_t s = idx < kTile * row_chunks ? tile_slots[jj] : -1;
+        if (s >= 0) {
+          const int64_t off = (static_cast<int64_t>(s) * g.kv_heads + kvh) * D;
+          kb[u] = __ldg(reinterpret_cast<const uint4*>(kc + off) + ch);
+          vb[u] = __ldg(reinterpret_cast<const uint4*>(vc + off) + ch);
+        } else {
+          kb[u] = vb[u] = make_uint4(0, 0, 0, 0);  // unseen keys: zero V so p * V stays finite
         }
       }
 #pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        const float v = warp_sum(dots[h]);
-        if (lane == 0 && h < heads) scores[h][jj] = ok ? v : -INFINITY;
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int64_t idx = first + static_cast<int64_t>(u) * kThreads;
+        if (idx >= kTile * row_chunks) break;
+        const int64_t jj = idx / row_chunks, ch = idx % row_chunks;
+        reinterpret_cast<uint4*>(ktile + jj * kstride)[ch] = kb[u];
+        reinterpret_cast<uint4*>(vtile + jj * D)[ch] = vb[u];
       }
     }
     __syncthreads();
-    // Online softmax: every thread follows all heads, and accumulates its dims of V.
+    // Scores: warp h' takes heads h', h' + 4; lane = key.
+    for (int h = warp; h < heads; h += kWarps) {
+      const int jj = lane;
+      float sc = -INFINITY;
+      if (jj < n && tile_slots[jj] >= 0) {
+        const TC* kr = ktile + jj * kstride;
+        const float* qh = qs + h * D;
+        float dot = 0.0f;
+        for (int64_t ch = 0; ch < row_chunks; ++ch) {
+          const uint4 raw = reinterpret_cast<const uint4*>(kr)[ch];
+          const TC* kv = reinterpret_cast<const TC*>(&raw);
+          constexpr int kPer = 16 / sizeof(TC);
+#pragma unroll
+          for (int e = 0; e < kPer; ++e) dot += qh[ch * kPer + e] * to_float(kv[e]);
+        }
+        sc = dot;
+      }
+      // Online softmax state of head h, kept by this warp.
+      const float tile_max = warp_max(sc);
+      const float m_old = m_s[h];
+      const float m_new = fmaxf(m_old, tile_max);
+      const float p = (sc == -INFINITY) ? 0.0f : __expf(sc - m_new);
+      const float tile_sum = warp_sum(p);
+      probs[h * kTile + jj] = p;
+      if (lane == 0) {
+        const float corr = (m_new == -INFINITY) ? 1.0f : __expf(m_old - m_new);
+        corr_s[h] = corr;
+        l_s[h] = l_s[h] * corr + tile_sum;
+        m_s[h] = m_new;
+      }
+    }
+    __syncthreads();
+    // Accumulate P V: this thread's dims for every head.
 #pragma unroll
     for (int h = 0; h < kMaxGroup; ++h) {
       if (h >= heads) break;
-      float tile_max = -INFINITY;
-      for (int jj = 0; jj < n; ++jj) tile_max = fmaxf(tile_max, scores[h][jj]);
-      if (tile_max == -INFINITY) continue;
-      const float new_m = fmaxf(m[h], tile_max);
-      const float corr = __expf(m[h] - new_m);
-      l[h] *= corr;
+      const float corr = corr_s[h];
 #pragma unroll
       for (int e = 0; e < kDimPerThread; ++e) acc[h][e] *= corr;
-      m[h] = new_m;
     }
     for (int jj = 0; jj < n; ++jj) {
-      const int32_t s = tile_slots[jj];
-      if (s < 0) continue;
-      const TC* vrow = vc + (static_cast<int64_t>(s) * g.kv_heads + kvh) * D;
       float vv[kDimPerThread];
 #pragma unroll
       for (int e = 0; e < kDimPerThread; ++e) {
         const int64_t d = threadIdx.x + e * kThreads;
-        vv[e] = d < D ? to_float(vrow[d]) : 0.0f;
+        vv[e] = d < D ? to_float(vtile[jj * D + d]) : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < kMaxGroup; ++h) {
         if (h >= heads) break;
-        const float sc = scores[h][jj];
-        if (sc == -INFINITY) continue;
-        const float pj = __expf(sc - m[h]);
-        l[h] += pj;
+        const float pj = probs[h * kTile + jj];
 #pragma unroll
         for (int e = 0; e < kDimPerThread; ++e) acc[h][e] += pj * vv[e];
       }
     }
   }
+  __syncthreads();
   for (int h = 0; h < heads; ++h) {
     const int64_t head = head0 + h;
+    const float l = l_s[h];
+#pragma unroll
     for (int e = 0; e < kDimPerThread; ++e) {
       const int64_t d = threadIdx.x + e * kThreads;
       if (d >= D) continue;
       if (num_splits == 1) {
-        out[(t * g.q_heads + head) * D + d] = from_float<TQ>(l[h] > 0.0f ? acc[h][e] / l[h] : 0.0f);
+        out[(t * g.q_heads + head) * D + d] = from_float<TQ>(l > 0.0f ? acc[h][e] / l : 0.0f);
       } else {
         float* part = partial + ((t * g.q_heads + head) * num_splits + split) * (D + 2);
         part[d] = acc[h][e];
         if (d == 0) {
-          part[D] = m[h];
-          part[D + 1] = l[h];
+          part[D] = m_s[h];
+          part[D + 1] = l;
         }
       }
     }
@@ -188,7 +240,11 @@ Status attention(const AttentionParams& p, void* stream) {
   const float scale = p.scale;
   AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      attention_kernel<TQ, TC><<<grid, kThreads, 0, as_stream(stream)>>>(
+      const size_t smem = Smem<TC>::bytes(g.dim);
+      if (smem > 48 * 1024) {  // f32 caches with large heads: opt in to more shared memory
+        cudaFuncSetAttribute(attention_kernel<TQ, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      }
+      attention_kernel<TQ, TC><<<grid, kThreads, smem, as_stream(stream)>>>(
           p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
           p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
           p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,

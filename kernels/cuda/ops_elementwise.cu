@@ -1,5 +1,8 @@
 // Embedding, fused residual-add + RMSNorm, RoPE, KV write, fused RoPE + KV write,
 // SiLU-and-multiply.
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/cuda/common.cuh"
 
 namespace aerie::kernels::cuda {
@@ -39,6 +42,55 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int
   }
 }
 
+// 16-byte vectorized RMSNorm for 2-byte types: each thread keeps its (<= kMaxChunks) chunks
+// of the row in registers between the two passes, so the row is read once.
+constexpr int kNormThreads = 512;
+constexpr int kNormMaxChunks = 4;
+
+template <class T, class TW>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, chunks = hidden / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + r * hidden);
+  uint4* rr = residual ? reinterpret_cast<uint4*>(residual + r * hidden) : nullptr;
+  float v[kNormMaxChunks][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    if (c >= chunks) break;
+    uint4 xv = xr[c];
+    const T* xe = reinterpret_cast<const T*>(&xv);
+    if (rr) {
+      uint4 rv = rr[c];
+      T* re = reinterpret_cast<T*>(&rv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) re[i] = from_float<T>(to_float(xe[i]) + to_float(re[i]));
+      rr[c] = rv;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(re[i]);  // what the next layer reads
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(xe[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[u][i] * v[u][i];
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
+  uint4* yr = reinterpret_cast<uint4*>(y + r * hidden);
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    if (c >= chunks) break;
+    uint4 out;
+    T* oe = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) oe[i] = from_float<T>(to_float(w[c * 8 + i]) * (v[u][i] * inv));
+    yr[c] = out;
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void rotate_pair(T* x, int64_t i, int64_t half, float c, float s) {
   const float x1 = to_float(x[i]), x2 = to_float(x[i + half]);
@@ -73,39 +125,42 @@ __global__ void kv_write_kernel(const TI* k, const TI* v, const int32_t* slots, 
   }
 }
 
-// One block per token: rotates q and k straight out of the merged qkv row, writes q to
-// q_out and k, v to their cache slot.
+// Grid (token, head): blocks y < q_heads + kv_heads rotate one q or k head straight out of
+// the merged qkv row (q to q_out, k to its cache slot); the last y copies the token's V.
 template <class T, class TC>
 __global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const float* inv_freq, const int32_t* slots, T* q_out,
                                      TC* kc, TC* vc, int64_t qh, int64_t kh, int64_t dim, float scaling, int64_t num_slots) {
-  const int64_t t = blockIdx.x, half = dim / 2, width = (qh + 2 * kh) * dim;
+  const int64_t t = blockIdx.x, h = blockIdx.y, half = dim / 2, width = (qh + 2 * kh) * dim;
   const T* src = qkv + t * width;
-  const float p = static_cast<float>(pos[t]);
   const int32_t slot = slots[t];
   const bool slot_ok = slot >= 0 && slot < num_slots;
-  for (int64_t idx = threadIdx.x; idx < (qh + kh) * half; idx += blockDim.x) {
-    const int64_t h = idx / half, i = idx % half;
+  if (h == qh + kh) {
+    if (!slot_ok) return;
+    const T* vs = src + (qh + kh) * dim;
+    for (int64_t i = threadIdx.x; i < kh * dim; i += blockDim.x) vc[static_cast<int64_t>(slot) * kh * dim + i] = from_float<TC>(to_float(vs[i]));
+    return;
+  }
+  if (h >= qh && !slot_ok) return;
+  const float p = static_cast<float>(pos[t]);
+  const T* x = src + h * dim;  // q heads, then k heads
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     float s, c;
     sincosf(p * inv_freq[i], &s, &c);
     c *= scaling;
     s *= scaling;
-    const T* x = src + h * dim;  // q heads, then k heads
     const float x1 = to_float(x[i]), x2 = to_float(x[i + half]);
     const float o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
     if (h < qh) {
       T* q = q_out + (t * qh + h) * dim;
       q[i] = from_float<T>(o1);
       q[i + half] = from_float<T>(o2);
-    } else if (slot_ok) {
+    } else {
       TC* kd = kc + (static_cast<int64_t>(slot) * kh + (h - qh)) * dim;
       // Round through the activation dtype first, as the unfused rope + kv_write does.
       kd[i] = from_float<TC>(to_float(from_float<T>(o1)));
       kd[i + half] = from_float<TC>(to_float(from_float<T>(o2)));
     }
   }
-  if (!slot_ok) return;
-  const T* vs = src + (qh + kh) * dim;
-  for (int64_t i = threadIdx.x; i < kh * dim; i += blockDim.x) vc[static_cast<int64_t>(slot) * kh * dim + i] = from_float<TC>(to_float(vs[i]));
 }
 
 template <class T>
@@ -140,6 +195,19 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   if (p.residual.defined() && p.residual.dtype != p.x.dtype) return Status::error("rms_norm (cuda): residual must have x's dtype");
   const int64_t rows = p.x.dim(0), hidden = p.x.dim(1);
   if (rows == 0) return Status::ok();
+  auto aligned = [](const TensorView& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  const bool vec = p.x.dtype != DType::kF32 && p.weight.dtype == p.x.dtype && hidden % 8 == 0 &&
+                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.x) && aligned(p.y) && aligned(p.residual);
+  if (vec) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      rms_norm_vec_kernel<T, T><<<static_cast<unsigned>(rows), kNormThreads, 0, as_stream(stream)>>>(
+          p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
+    };
+    if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
+    else run(__half{});
+    return launch_status("rms_norm");
+  }
   AERIE_DISPATCH_FLOAT(p.x.dtype, T, [&] {
     AERIE_DISPATCH_FLOAT(p.weight.dtype, TW, [&] {
       rms_norm_kernel<T, TW, T><<<static_cast<unsigned>(rows), threads_for(hidden), 0, as_stream(stream)>>>(
@@ -181,7 +249,9 @@ Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
   if (tokens == 0) return Status::ok();
   AERIE_DISPATCH_FLOAT(p.qkv.dtype, T, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      rope_kv_write_kernel<T, TC><<<static_cast<unsigned>(tokens), 256, 0, as_stream(stream)>>>(
+      const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(p.q_out.dim(1) + p.k_cache.dim(1) + 1));
+      const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, p.k_cache.dim(2) / 2)));
+      rope_kv_write_kernel<T, TC><<<grid, threads, 0, as_stream(stream)>>>(
           p.qkv.ptr<T>(), p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
           p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.attention_scaling,
           p.k_cache.dim(0));

@@ -50,12 +50,11 @@ __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
     y[idx] = from_float<T>(to_float(y[idx]) + to_float(b[idx % n]));
 }
 
-// Small-batch GEMV: the weight stream dominates, so one warp owns an output row, reads it
-// with 16-byte loads (several in flight per lane) and applies it to all M (<= 8) input
-// rows at once, reading each weight byte exactly once.
+// Small-batch GEMV: the weight stream dominates. A block owns R output rows and its threads
+// split K; every 16-byte weight chunk is loaded once (several in flight per thread) and
+// applied to all M (<= 8) input rows, and every x chunk to all R rows, so L2 traffic for x
+// stays at M/R of the weight traffic. Partial sums meet in a block reduction.
 constexpr int kGemvMaxM = 8;
-constexpr int kGemvWarpsPerBlock = 8;
-constexpr int kGemvUnroll = 4;
 
 template <class T>
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
@@ -64,77 +63,104 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
-template <class T, class TO, int M>
-__global__ void __launch_bounds__(kGemvWarpsPerBlock * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                                      const T* __restrict__ bias, TO* __restrict__ y, int64_t n,
-                                                                      int64_t k) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
-  const int64_t chunks = k / 8;  // 16-byte chunks per row
-  for (int64_t row = warp; row < n; row += warps) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
-    float acc[M];
+template <class T, class TO, int M, int R, int THREADS>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                                      TO* __restrict__ y, int64_t n, int64_t k) {
+  constexpr int kWarps = THREADS / 32;
+  constexpr int kUnroll = 4;
+  __shared__ float partial[kWarps][R * M];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t chunks = k / 8;
+  float acc[R][M];
 #pragma unroll
-    for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-    int64_t c = lane;
-    for (; c + (kGemvUnroll - 1) * 32 < chunks; c += kGemvUnroll * 32) {
-      uint4 wv[kGemvUnroll];
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) wv[u] = __ldg(wr + c + u * 32);  // all loads issued before use
+    for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row0 * k);
+  bool row_ok[R];
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) {
-        float wf[8];
-        unpack8<T>(wv[u], wf);
+  for (int r = 0; r < R; ++r) row_ok[r] = row0 + r < n;
+  for (int64_t base = threadIdx.x; base < chunks; base += static_cast<int64_t>(THREADS) * kUnroll) {
+    uint4 wv[kUnroll][R];
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
-          float xf[8];
-          unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * k) + c + u * 32), xf);
+    for (int u = 0; u < kUnroll; ++u) {  // issue every weight load of this round first
+      const int64_t c = base + static_cast<int64_t>(u) * THREADS;
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-        }
-      }
+      for (int r = 0; r < R; ++r)
+        wv[u][r] = (c < chunks && row_ok[r]) ? __ldg(wr + r * chunks + c) : make_uint4(0, 0, 0, 0);
     }
-    for (; c < chunks; c += 32) {
-      float wf[8];
-      unpack8<T>(__ldg(wr + c), wf);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = base + static_cast<int64_t>(u) * THREADS;
+      if (c >= chunks) break;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * k) + c), xf);
+        unpack8<T>(__ldg(xr + m * chunks + c), xf);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+        for (int r = 0; r < R; ++r) {
+          float wf[8];
+          unpack8<T>(wv[u][r], wf);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r][m] += wf[i] * xf[i];
+        }
       }
     }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float v = warp_sum(acc[m]);
-      if (lane == 0) y[m * n + row] = from_float<TO>(v + (bias ? to_float(bias[row]) : 0.0f));
+      const float v = warp_sum(acc[r][m]);
+      if (lane == 0) partial[warp][r * M + m] = v;
     }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
+    const int r = idx / M, m = idx % M;
+    if (row0 + r >= n) continue;
+    float v = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][idx];
+    if (bias) v += to_float(bias[row0 + r]);
+    y[m * n + row0 + r] = from_float<TO>(v);
   }
+}
+
+template <class T, class TO, int M, int R>
+void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
+  if (k >= 8192) gemv_kernel<T, TO, M, R, 256><<<blocks, 256, 0, s>>>(x, w, bias, y, n, k);
+  else gemv_kernel<T, TO, M, R, 128><<<blocks, 128, 0, s>>>(x, w, bias, y, n, k);
 }
 
 template <class T, class TO>
 void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
-  const int64_t blocks = std::min<int64_t>((n + kGemvWarpsPerBlock - 1) / kGemvWarpsPerBlock, 132 * 16);
-  const dim3 grid(static_cast<unsigned>(blocks)), block(kGemvWarpsPerBlock * 32);
   switch (m) {
-#define AERIE_GEMV_CASE(M) \
-  case M: gemv_kernel<T, TO, M><<<grid, block, 0, s>>>(x, w, bias, y, n, k); break;
-    AERIE_GEMV_CASE(1) AERIE_GEMV_CASE(2) AERIE_GEMV_CASE(3) AERIE_GEMV_CASE(4)
-    AERIE_GEMV_CASE(5) AERIE_GEMV_CASE(6) AERIE_GEMV_CASE(7) AERIE_GEMV_CASE(8)
-#undef AERIE_GEMV_CASE
+    case 1: launch_gemv_rows<T, TO, 1, 1>(x, w, bias, y, n, k, s); break;
+    case 2: launch_gemv_rows<T, TO, 2, 2>(x, w, bias, y, n, k, s); break;
+    case 3: launch_gemv_rows<T, TO, 3, 2>(x, w, bias, y, n, k, s); break;
+    case 4: launch_gemv_rows<T, TO, 4, 4>(x, w, bias, y, n, k, s); break;
+    case 5: launch_gemv_rows<T, TO, 5, 4>(x, w, bias, y, n, k, s); break;
+    case 6: launch_gemv_rows<T, TO, 6, 4>(x, w, bias, y, n, k, s); break;
+    case 7: launch_gemv_rows<T, TO, 7, 4>(x, w, bias, y, n, k, s); break;
+    case 8: launch_gemv_rows<T, TO, 8, 4>(x, w, bias, y, n, k, s); break;
     default: break;
   }
 }
 
+int gemv_max_rows = kGemvMaxM;
+
 bool gemv_eligible(const MatmulParams& p) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.x.dim(0) <= kGemvMaxM && p.x.dtype != DType::kF32 && p.x.dim(1) % 8 == 0 && aligned(p.x.data) && aligned(p.w.data) &&
+  return p.x.dim(0) <= gemv_max_rows && p.x.dtype != DType::kF32 && p.x.dim(1) % 8 == 0 && aligned(p.x.data) && aligned(p.w.data) &&
          (!p.bias.defined() || p.bias.dtype == p.x.dtype);
 }
 
 }  // namespace
+
+void set_gemv_max_rows(int rows) { gemv_max_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
 
 Status matmul(const MatmulParams& p, void* stream) {
   if (p.x.dtype != p.w.dtype) return Status::error("matmul (cuda): x and w must share a dtype, got " + p.x.describe() + " and " + p.w.describe());
