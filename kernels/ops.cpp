@@ -171,7 +171,7 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
 
 int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms) {
   const int64_t blocks = std::max<int64_t>(1, tokens * kv_heads);
-  int64_t splits = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about two blocks per SM
+  int64_t splits = (4 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about four blocks per SM
   splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);                  // at least 32 keys per split
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }
@@ -219,7 +219,14 @@ void SampleParams::validate() const {
   per_row(seed, "seed", DType::kI64);
   per_row(step, "step", DType::kI64);
   per_row(out, "out", DType::kI32);
+  if (workspace.defined()) {
+    check_tensor(workspace, "workspace", 1, d);
+    check_dtype(workspace, "workspace", DType::kF32);
+    AERIE_CHECK(workspace.dim(0) >= sample_workspace_floats(b), "workspace " << workspace.describe() << " is too small");
+  }
 }
+
+int64_t sample_workspace_floats(int64_t batch) { return batch * 2 * 32; }
 Status sample(const SampleParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::sample, [](const SampleParams& q, void* h) { return cuda::sample(q, h); });
 }

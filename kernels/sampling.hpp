@@ -22,8 +22,12 @@ struct SampleParams {
   TensorView seed;         // [batch] i64
   TensorView step;         // [batch] i64: how many tokens the request has sampled so far
   TensorView out;          // [batch] i32
+  // Optional scratch (CUDA): with it, the row maximum is found by many blocks at once,
+  // which is what a greedy row costs. [>= sample_workspace_floats(batch)] f32.
+  TensorView workspace = {};
   void validate() const;
 };
+int64_t sample_workspace_floats(int64_t batch);
 Status sample(const SampleParams& p, const Stream& stream);
 
 /// Counter-based uniform number in [0, 1) from (seed, step): stateless, so CPU and GPU

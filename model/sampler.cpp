@@ -17,6 +17,7 @@ int64_t packed_bytes(int64_t b) { return b * (2 * 8 + kFourByteArrays * 4); }
 Sampler::Sampler(Device device, int64_t max_batch)
     : max_batch_(max_batch),
       device_(device, DType::kU8, {packed_bytes(max_batch)}),
+      workspace_(device, DType::kF32, {kernels::sample_workspace_floats(max_batch)}),
       staging_(device, static_cast<size_t>(packed_bytes(max_batch))) {
   AERIE_CHECK(max_batch > 0, "sampler needs a positive batch size");
 }
@@ -51,7 +52,8 @@ std::vector<int32_t> Sampler::sample(const TensorView& logits, std::span<const S
   const TensorView out_view = view(b4_at(4), DType::kI32);
   AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = view(b4_at(0), DType::kF32), .top_p = view(b4_at(1), DType::kF32),
                                       .top_k = view(b4_at(3), DType::kI32), .min_p = view(b4_at(2), DType::kF32),
-                                      .seed = view(i64_at(0), DType::kI64), .step = view(i64_at(1), DType::kI64), .out = out_view},
+                                      .seed = view(i64_at(0), DType::kI64), .step = view(i64_at(1), DType::kI64), .out = out_view,
+                                      .workspace = workspace_.view().slice_rows(0, kernels::sample_workspace_floats(B))},
                                      stream));
   copy_async(h, out_view.data, static_cast<size_t>(B) * 4, stream);
   synchronize(stream);

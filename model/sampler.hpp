@@ -28,6 +28,7 @@ class Sampler {
  private:
   int64_t max_batch_;
   Buffer device_;        // packed per-row parameters + output ids
+  Buffer workspace_;     // kernels::sample scratch
   HostStaging staging_;  // same layout on the host
 };
 

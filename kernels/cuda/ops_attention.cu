@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
     int num_splits, float* partial, int64_t num_slots) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  pdl_begin();
   const int64_t D = g.dim;
   constexpr int kPad = Smem<TC>::kPad;
   const int64_t kstride = D + kPad;
@@ -205,6 +206,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
 
 template <class TQ>
 __global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits) {
+  pdl_begin();
   const int64_t row = blockIdx.x;  // token * q_heads + head
   const float* base = partial + row * num_splits * (D + 2);
   float mx = -INFINITY;
@@ -244,7 +246,7 @@ Status attention(const AttentionParams& p, void* stream) {
       if (smem > 48 * 1024) {  // f32 caches with large heads: opt in to more shared memory
         cudaFuncSetAttribute(attention_kernel<TQ, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       }
-      attention_kernel<TQ, TC><<<grid, kThreads, smem, as_stream(stream)>>>(
+      launch_pdl(attention_kernel<TQ, TC>, grid, dim3(kThreads), smem, as_stream(stream),
           p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
           p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
           p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
@@ -252,8 +254,8 @@ Status attention(const AttentionParams& p, void* stream) {
           p.k_cache.dim(0));
     });
     if (p.num_splits > 1)
-      combine_splits_kernel<TQ><<<static_cast<unsigned>(tokens * g.q_heads), 128, 0, as_stream(stream)>>>(
-          partial, p.out.ptr<TQ>(), g.dim, p.num_splits);
+      launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
+                 static_cast<const float*>(partial), p.out.ptr<TQ>(), g.dim, p.num_splits);
   });
   return launch_status("attention");
 }

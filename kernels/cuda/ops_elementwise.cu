@@ -11,6 +11,7 @@ namespace {
 
 template <class TT, class TO>
 __global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, int64_t vocab, int64_t hidden) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool ok = id >= 0 && id < vocab;  // an id outside the vocabulary reads nothing: zeros
@@ -20,6 +21,7 @@ __global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, i
 
 template <class T, class TW, class TR>
 __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   float ss = 0.0f;
@@ -49,6 +51,7 @@ constexpr int kNormMaxChunks = 4;
 
 template <class T, class TW>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, chunks = hidden / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + r * hidden);
@@ -130,6 +133,7 @@ __global__ void kv_write_kernel(const TI* k, const TI* v, const int32_t* slots, 
 template <class T, class TC>
 __global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const float* inv_freq, const int32_t* slots, T* q_out,
                                      TC* kc, TC* vc, int64_t qh, int64_t kh, int64_t dim, float scaling, int64_t num_slots) {
+  pdl_begin();
   const int64_t t = blockIdx.x, h = blockIdx.y, half = dim / 2, width = (qh + 2 * kh) * dim;
   const T* src = qkv + t * width;
   const int32_t slot = slots[t];
@@ -165,6 +169,7 @@ __global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const flo
 
 template <class T>
 __global__ void silu_mul_kernel(const T* gu, T* out, int64_t rows, int64_t inter) {
+  pdl_begin();
   const int64_t n = rows * inter;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = idx / inter, i = idx % inter;
@@ -183,8 +188,8 @@ Status embedding(const EmbeddingParams& p, void* stream) {
   const int64_t hidden = p.table.dim(1), vocab = p.table.dim(0);
   AERIE_DISPATCH_FLOAT(p.table.dtype, TT, [&] {
     AERIE_DISPATCH_FLOAT(p.out.dtype, TO, [&] {
-      embedding_kernel<TT, TO><<<static_cast<unsigned>(tokens), threads_for(hidden), 0, as_stream(stream)>>>(
-          p.ids.ptr<int32_t>(), p.table.ptr<TT>(), p.out.ptr<TO>(), vocab, hidden);
+      launch_pdl(embedding_kernel<TT, TO>, dim3(static_cast<unsigned>(tokens)), dim3(threads_for(hidden)), 0, as_stream(stream),
+                 p.ids.ptr<int32_t>(), p.table.ptr<TT>(), p.out.ptr<TO>(), vocab, hidden);
     });
   });
   return launch_status("embedding");
@@ -201,8 +206,8 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   if (vec) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      rms_norm_vec_kernel<T, T><<<static_cast<unsigned>(rows), kNormThreads, 0, as_stream(stream)>>>(
-          p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
+      launch_pdl(rms_norm_vec_kernel<T, T>, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, as_stream(stream),
+                 p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -251,7 +256,7 @@ Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(p.q_out.dim(1) + p.k_cache.dim(1) + 1));
       const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, p.k_cache.dim(2) / 2)));
-      rope_kv_write_kernel<T, TC><<<grid, threads, 0, as_stream(stream)>>>(
+      launch_pdl(rope_kv_write_kernel<T, TC>, grid, dim3(threads), 0, as_stream(stream),
           p.qkv.ptr<T>(), p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
           p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.attention_scaling,
           p.k_cache.dim(0));
@@ -266,7 +271,8 @@ Status silu_mul(const SiluMulParams& p, void* stream) {
   if (rows * inter == 0) return Status::ok();
   const int64_t blocks = std::min<int64_t>((rows * inter + 255) / 256, 4096);
   AERIE_DISPATCH_FLOAT(p.out.dtype, T, [&] {
-    silu_mul_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(p.gate_up.ptr<T>(), p.out.ptr<T>(), rows, inter);
+    launch_pdl(silu_mul_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), p.gate_up.ptr<T>(), p.out.ptr<T>(),
+               rows, inter);
   });
   return launch_status("silu_mul");
 }

@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
   constexpr int kWarps = THREADS / 32;
   constexpr int kUnroll = 4;
   __shared__ float partial[kWarps][R * M];
+  pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int64_t chunks = k / 8;
   float acc[R][M];
@@ -81,15 +82,21 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
   bool row_ok[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row_ok[r] = row0 + r < n;
-  for (int64_t base = threadIdx.x; base < chunks; base += static_cast<int64_t>(THREADS) * kUnroll) {
-    uint4 wv[kUnroll][R];
+  uint4 wv[kUnroll][R];
+  auto load_round = [&](int64_t base) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // issue every weight load of this round first
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = base + static_cast<int64_t>(u) * THREADS;
 #pragma unroll
       for (int r = 0; r < R; ++r)
         wv[u][r] = (c < chunks && row_ok[r]) ? __ldg(wr + r * chunks + c) : make_uint4(0, 0, 0, 0);
     }
+  };
+  // Weights never depend on the previous kernel: the first round is in flight before
+  // waiting for the previous kernel's output (x).
+  load_round(threadIdx.x);
+  pdl_wait();
+  for (int64_t base = threadIdx.x; base < chunks; base += static_cast<int64_t>(THREADS) * kUnroll) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = base + static_cast<int64_t>(u) * THREADS;
@@ -107,6 +114,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
         }
       }
     }
+    const int64_t next = base + static_cast<int64_t>(THREADS) * kUnroll;
+    if (next < chunks) load_round(next);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -131,8 +140,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
 template <class T, class TO, int M, int R>
 void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
-  if (k >= 8192) gemv_kernel<T, TO, M, R, 256><<<blocks, 256, 0, s>>>(x, w, bias, y, n, k);
-  else gemv_kernel<T, TO, M, R, 128><<<blocks, 128, 0, s>>>(x, w, bias, y, n, k);
+  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
+  else launch_pdl(gemv_kernel<T, TO, M, R, 128>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
 }
 
 template <class T, class TO>
@@ -150,7 +159,9 @@ void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_
   }
 }
 
-int gemv_max_rows = kGemvMaxM;
+// Measured on an H200 (docs/performance.md): Aerie's GEMV beats cuBLAS at one or two rows;
+// from four rows on, cuBLAS is as fast or faster.
+int gemv_max_rows = 2;
 
 bool gemv_eligible(const MatmulParams& p) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

@@ -65,15 +65,39 @@ __device__ float threshold_search(const float* row, int64_t vocab, float mx, flo
   return -block_max(-snap, scratch);
 }
 
+constexpr int kArgmaxParts = 32;
+
+// Stage 1 of the row maximum: block p of row b reduces slice p; partial = [b][p] (value,
+// index as float bits).
+__global__ void partial_argmax_kernel(const float* logits, int64_t vocab, float* partial) {
+  __shared__ ArgMax scratch[32];
+  const int64_t b = blockIdx.x, p = blockIdx.y;
+  const int64_t slice = (vocab + kArgmaxParts - 1) / kArgmaxParts;
+  const int64_t begin = p * slice, end = min64(vocab, begin + slice);
+  const float* row = logits + b * vocab;
+  ArgMax best{-INFINITY, -1};
+  for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+  best = block_argmax(best, scratch);
+  if (threadIdx.x == 0) {
+    partial[(b * kArgmaxParts + p) * 2] = best.v;
+    partial[(b * kArgmaxParts + p) * 2 + 1] = __int_as_float(best.i);
+  }
+}
+
 __global__ void sample_kernel(const float* logits, int64_t vocab, const float* temperature, const float* top_p, const int32_t* top_k,
-                              const float* min_p, const int64_t* seed, const int64_t* step, int32_t* out) {
+                              const float* min_p, const int64_t* seed, const int64_t* step, int32_t* out, const float* partial) {
   __shared__ float scratch[32];
   __shared__ ArgMax am_scratch[32];
   __shared__ float chunk_sums[kThreads];
   const int64_t b = blockIdx.x;
   const float* row = logits + b * vocab;
   ArgMax best{-INFINITY, -1};
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+  if (partial) {
+    if (threadIdx.x < kArgmaxParts)
+      best = ArgMax{partial[(b * kArgmaxParts + threadIdx.x) * 2], __float_as_int(partial[(b * kArgmaxParts + threadIdx.x) * 2 + 1])};
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+  }
   best = block_argmax(best, am_scratch);
   const float temp = temperature[b];
   if (!(temp > 0.0f)) {  // greedy (validated on the host: never negative or NaN)
@@ -194,9 +218,13 @@ __global__ void fill_normal_kernel(T* x, int64_t n, uint64_t seed, float mean, f
 Status sample(const SampleParams& p, void* stream) {
   const int64_t batch = p.logits.dim(0);
   if (batch == 0) return Status::ok();
+  float* partial = p.workspace.defined() ? p.workspace.ptr<float>() : nullptr;
+  if (partial)
+    partial_argmax_kernel<<<dim3(static_cast<unsigned>(batch), kArgmaxParts), 256, 0, as_stream(stream)>>>(p.logits.ptr<float>(),
+                                                                                                          p.logits.dim(1), partial);
   sample_kernel<<<static_cast<unsigned>(batch), kThreads, 0, as_stream(stream)>>>(
       p.logits.ptr<float>(), p.logits.dim(1), p.temperature.ptr<float>(), p.top_p.ptr<float>(), p.top_k.ptr<int32_t>(),
-      p.min_p.ptr<float>(), p.seed.ptr<int64_t>(), p.step.ptr<int64_t>(), p.out.ptr<int32_t>());
+      p.min_p.ptr<float>(), p.seed.ptr<int64_t>(), p.step.ptr<int64_t>(), p.out.ptr<int32_t>(), static_cast<const float*>(partial));
   return launch_status("sample");
 }
 

@@ -81,7 +81,9 @@ TEST_F(CudaModel, ForwardMatchesTheCpuReference) {
     const auto got = host_copy(g.model->forward(prefill(ids), *g.kv), g.stream.get());
     const double err = rel_error(got, ref);
     EXPECT_LT(err, act == DType::kF32 ? 1e-4 : 3e-2) << dtype_name(act);
-    if (act == DType::kF32) EXPECT_EQ(row_argmax(got, cfg.vocab_size), row_argmax(ref, cfg.vocab_size));
+    if (act == DType::kF32) {
+      EXPECT_EQ(row_argmax(got, cfg.vocab_size), row_argmax(ref, cfg.vocab_size));
+    }
   }
 }
 
@@ -144,6 +146,8 @@ TEST_F(CudaModel, EngineOutputsMatchCpuWithAndWithoutGraphs) {
     core::GenerationEngine engine(*g.model, *g.kv, {.cuda_graph_max_bs = graph_bs});
     const auto got = engine.generate(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].output_ids, ref[i].output_ids) << "request " << i << " graphs " << graph_bs;
-    if (graph_bs > 0) EXPECT_GT(engine.stats().graph_replays, 0);
+    if (graph_bs > 0) {
+      EXPECT_GT(engine.stats().graph_replays, 0);
+    }
   }
 }

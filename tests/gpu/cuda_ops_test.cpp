@@ -211,6 +211,13 @@ TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {
   Buffer got = to_cpu(dout);
   for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got.view().ptr<int32_t>()[b], out.view().ptr<int32_t>()[b]) << b;
   EXPECT_EQ(got.view().ptr<int32_t>()[2], 76);
+  // The multi-block row maximum (with a workspace) picks the same tokens.
+  Buffer scratch(Device::kCuda, DType::kF32, {sample_workspace_floats(B)});
+  Buffer dout2 = like_gpu(out);
+  ASSERT_TRUE(sample({.logits = dlogits.view(), .temperature = dtemp.view(), .top_p = dtp.view(), .top_k = dtk.view(), .min_p = dmp.view(),
+                      .seed = dsd.view(), .step = dst.view(), .out = dout2.view(), .workspace = scratch.view()}, gpu()).is_ok());
+  Buffer got2 = to_cpu(dout2);
+  for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got2.view().ptr<int32_t>()[b], out.view().ptr<int32_t>()[b]) << b;
 
   for (int64_t k : {1, 5, 64}) {
     Buffer vals(Device::kCpu, DType::kF32, {B, k}), idx(Device::kCpu, DType::kI32, {B, k});
