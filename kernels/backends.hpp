@@ -36,6 +36,7 @@ AERIE_DECLARE_BACKEND(cuda, , void* stream)
 
 namespace cuda {
 void set_gemv_max_rows(int rows);
+int gemv_max_rows();
 }
 
 }  // namespace aerie::kernels

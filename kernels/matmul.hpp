@@ -18,5 +18,6 @@ Status matmul(const MatmulParams& p, const Stream& stream);
 /// Tuning knob of the CUDA backend: products with at most this many rows of x (<= 8) use
 /// Aerie's GEMV kernel instead of cuBLAS (bf16/f16). 0 sends everything to cuBLAS.
 void set_gemv_max_rows(int rows);
+int gemv_max_rows();
 
 }  // namespace aerie::kernels

@@ -91,10 +91,13 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       };
       const double bytes = static_cast<double>(wbytes + bs * g.k * 2 + bs * g.n * (g.f32_out ? 4 : 2));
       report(g.name, bs, gemm_ms(), bytes);
-      if (bs <= 8) {  // the same product through cuBLAS, for the GEMV threshold
+      if (bs <= 8) {  // both paths, for the GEMV threshold
+        const int saved = kernels::gemv_max_rows();
+        kernels::set_gemv_max_rows(8);
+        report((std::string(g.name) + "/gemv").c_str(), bs, gemm_ms(), bytes);
         kernels::set_gemv_max_rows(0);
         report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
-        kernels::set_gemv_max_rows(8);
+        kernels::set_gemv_max_rows(saved);
       }
     }
     // Attention over a context of o.context for every sequence.

@@ -161,17 +161,18 @@ void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_
 
 // Measured on an H200 (docs/performance.md): Aerie's GEMV beats cuBLAS at one or two rows;
 // from four rows on, cuBLAS is as fast or faster.
-int gemv_max_rows = 2;
+int max_gemv_rows = 2;
 
 bool gemv_eligible(const MatmulParams& p) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.x.dim(0) <= gemv_max_rows && p.x.dtype != DType::kF32 && p.x.dim(1) % 8 == 0 && aligned(p.x.data) && aligned(p.w.data) &&
+  return p.x.dim(0) <= max_gemv_rows && p.x.dtype != DType::kF32 && p.x.dim(1) % 8 == 0 && aligned(p.x.data) && aligned(p.w.data) &&
          (!p.bias.defined() || p.bias.dtype == p.x.dtype);
 }
 
 }  // namespace
 
-void set_gemv_max_rows(int rows) { gemv_max_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
+void set_gemv_max_rows(int rows) { max_gemv_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
+int gemv_max_rows() { return max_gemv_rows; }
 
 Status matmul(const MatmulParams& p, void* stream) {
   if (p.x.dtype != p.w.dtype) return Status::error("matmul (cuda): x and w must share a dtype, got " + p.x.describe() + " and " + p.w.describe());
