@@ -15,6 +15,19 @@ struct MatmulParams {
 };
 Status matmul(const MatmulParams& p, const Stream& stream);
 
+/// y = (silu(gate) * up) w^T (+ bias) where gate_up = [gate | up]: a Llama MLP's down
+/// projection with its activation. The CUDA backend fuses the activation into the
+/// small-batch GEMV; otherwise (and on CPU) silu_mul writes `act` and matmul reads it.
+struct GatedMatmulParams {
+  TensorView gate_up;    // [m, 2k]
+  TensorView w;          // [n, k]
+  TensorView bias = {};  // [n], optional
+  TensorView act;        // [m, k] scratch (also the activation, when not fused)
+  TensorView y;          // [m, n], out
+  void validate() const;
+};
+Status gated_matmul(const GatedMatmulParams& p, const Stream& stream);
+
 /// Tuning knob of the CUDA backend: products with at most this many rows of x (<= 8) use
 /// Aerie's GEMV kernel instead of cuBLAS (bf16/f16). 0 sends everything to cuBLAS.
 void set_gemv_max_rows(int rows);

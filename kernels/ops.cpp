@@ -107,6 +107,15 @@ Status matmul(const MatmulParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::matmul, [](const MatmulParams& q, void* h) { return cuda::matmul(q, h); });
 }
 
+void GatedMatmulParams::validate() const {
+  SiluMulParams{.gate_up = gate_up, .out = act}.validate();
+  MatmulParams{.x = act, .w = w, .bias = bias, .y = y}.validate();
+}
+Status gated_matmul(const GatedMatmulParams& p, const Stream& s) {
+  return dispatch(p, s, p.gate_up.device, cpu::gated_matmul,
+                  [](const GatedMatmulParams& q, void* h) { return cuda::gated_matmul(q, h); });
+}
+
 void SiluMulParams::validate() const {
   check_tensor(gate_up, "gate_up", 2, gate_up.device);
   check_floating(gate_up, "gate_up");
@@ -167,7 +176,7 @@ void AttentionParams::validate() const {
 }
 
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits) {
-  return tokens * q_heads * num_splits * (head_dim + 2);
+  return tokens * q_heads * num_splits * (head_dim + 2) + tokens * q_heads;  // partials, then split counters
 }
 
 int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms) {

@@ -35,7 +35,8 @@ std::vector<int32_t> Sampler::sample(const TensorView& logits, std::span<const S
   auto f32 = [&](int64_t a) { return reinterpret_cast<float*>(h + b4_at(a)); };
   auto i32 = [&](int64_t a) { return reinterpret_cast<int32_t*>(h + b4_at(a)); };
   auto i64 = [&](int64_t a) { return reinterpret_cast<int64_t*>(h + i64_at(a)); };
-  synchronize(stream);  // the staging area may still feed the previous copy
+  // No wait here: the previous call ended synchronised, so the staging area is free, and
+  // the parameters are written while the forward still runs.
   for (int64_t i = 0; i < B; ++i) {
     const auto& r = rows[static_cast<size_t>(i)];
     f32(0)[i] = r.temperature;

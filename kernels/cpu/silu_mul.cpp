@@ -16,4 +16,10 @@ Status silu_mul(const SiluMulParams& p) {
   return Status::ok();
 }
 
+Status gated_matmul(const GatedMatmulParams& p) {
+  Status s = silu_mul({.gate_up = p.gate_up, .out = p.act});
+  if (!s.is_ok()) return s;
+  return matmul({.x = p.act, .w = p.w, .bias = p.bias, .y = p.y});
+}
+
 }  // namespace aerie::kernels::cpu

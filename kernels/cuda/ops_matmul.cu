@@ -63,7 +63,10 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
-template <class T, class TO, int M, int R, int THREADS>
+// GATED: x is a merged [gate | up] row of width 2k and the product uses silu(gate) * up
+// (rounded to T, as the separate silu_mul op stores it): the MLP's down projection with
+// the activation fused in.
+template <class T, class TO, int M, int R, int THREADS, bool GATED>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                                                       TO* __restrict__ y, int64_t n, int64_t k) {
   constexpr int kWarps = THREADS / 32;
@@ -104,7 +107,15 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        unpack8<T>(__ldg(xr + m * chunks + c), xf);
+        if constexpr (GATED) {
+          float gf[8], uf[8];
+          unpack8<T>(__ldg(xr + m * 2 * chunks + c), gf);
+          unpack8<T>(__ldg(xr + m * 2 * chunks + chunks + c), uf);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) xf[i] = to_float(from_float<T>(gf[i] / (1.0f + __expf(-gf[i])) * uf[i]));
+        } else {
+          unpack8<T>(__ldg(xr + m * chunks + c), xf);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float wf[8];
@@ -137,24 +148,24 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
   }
 }
 
-template <class T, class TO, int M, int R>
+template <class T, class TO, int M, int R, bool GATED>
 void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
-  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
-  else launch_pdl(gemv_kernel<T, TO, M, R, 128>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
+  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, GATED>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
+  else launch_pdl(gemv_kernel<T, TO, M, R, 128, GATED>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
 }
 
-template <class T, class TO>
+template <class T, class TO, bool GATED = false>
 void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   switch (m) {
-    case 1: launch_gemv_rows<T, TO, 1, 1>(x, w, bias, y, n, k, s); break;
-    case 2: launch_gemv_rows<T, TO, 2, 2>(x, w, bias, y, n, k, s); break;
-    case 3: launch_gemv_rows<T, TO, 3, 2>(x, w, bias, y, n, k, s); break;
-    case 4: launch_gemv_rows<T, TO, 4, 4>(x, w, bias, y, n, k, s); break;
-    case 5: launch_gemv_rows<T, TO, 5, 4>(x, w, bias, y, n, k, s); break;
-    case 6: launch_gemv_rows<T, TO, 6, 4>(x, w, bias, y, n, k, s); break;
-    case 7: launch_gemv_rows<T, TO, 7, 4>(x, w, bias, y, n, k, s); break;
-    case 8: launch_gemv_rows<T, TO, 8, 4>(x, w, bias, y, n, k, s); break;
+    case 1: launch_gemv_rows<T, TO, 1, 1, GATED>(x, w, bias, y, n, k, s); break;
+    case 2: launch_gemv_rows<T, TO, 2, 2, GATED>(x, w, bias, y, n, k, s); break;
+    case 3: launch_gemv_rows<T, TO, 3, 2, GATED>(x, w, bias, y, n, k, s); break;
+    case 4: launch_gemv_rows<T, TO, 4, 4, GATED>(x, w, bias, y, n, k, s); break;
+    case 5: launch_gemv_rows<T, TO, 5, 4, GATED>(x, w, bias, y, n, k, s); break;
+    case 6: launch_gemv_rows<T, TO, 6, 4, GATED>(x, w, bias, y, n, k, s); break;
+    case 7: launch_gemv_rows<T, TO, 7, 4, GATED>(x, w, bias, y, n, k, s); break;
+    case 8: launch_gemv_rows<T, TO, 8, 4, GATED>(x, w, bias, y, n, k, s); break;
     default: break;
   }
 }
@@ -163,10 +174,10 @@ void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_
 // from four rows on, cuBLAS is as fast or faster.
 int max_gemv_rows = 2;
 
-bool gemv_eligible(const MatmulParams& p) {
+bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.x.dim(0) <= max_gemv_rows && p.x.dtype != DType::kF32 && p.x.dim(1) % 8 == 0 && aligned(p.x.data) && aligned(p.w.data) &&
-         (!p.bias.defined() || p.bias.dtype == p.x.dtype);
+  return x.dim(0) <= max_gemv_rows && x.dtype != DType::kF32 && x.dtype == w.dtype && k % 8 == 0 && aligned(x.data) &&
+         aligned(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
 
 }  // namespace
@@ -180,7 +191,7 @@ Status matmul(const MatmulParams& p, void* stream) {
     return Status::error("matmul (cuda): y must have x's dtype or f32, got " + p.y.describe());
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  if (gemv_eligible(p)) {
+  if (gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
@@ -211,6 +222,24 @@ Status matmul(const MatmulParams& p, void* stream) {
     });
   }
   return launch_status("matmul");
+}
+
+Status gated_matmul(const GatedMatmulParams& p, void* stream) {
+  const int64_t m = p.gate_up.dim(0), k = p.w.dim(1), n = p.w.dim(0);
+  if (m == 0 || n == 0) return Status::ok();
+  if (p.gate_up.dtype == p.y.dtype && gemv_eligible(p.gate_up, p.w, p.bias, k)) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      launch_gemv<T, T, true>(m, p.gate_up.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.y.ptr<T>(), n, k,
+                              as_stream(stream));
+    };
+    if (p.gate_up.dtype == DType::kBF16) run(__nv_bfloat16{});
+    else run(__half{});
+    return launch_status("gated_matmul (gemv)");
+  }
+  Status s = silu_mul({.gate_up = p.gate_up, .out = p.act}, stream);
+  if (!s.is_ok()) return s;
+  return matmul({.x = p.act, .w = p.w, .bias = p.bias, .y = p.y}, stream);
 }
 
 }  // namespace aerie::kernels::cuda

@@ -173,6 +173,7 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
           Buffer dq = to_gpu(q), dkc = to_gpu(kc), dvc = to_gpu(vc), dout = like_gpu(out), dqo = to_gpu(qo_b), dkvp = to_gpu(kvp_b);
           Buffer dkvi = to_gpu(kvi_b), dmi = to_gpu(mi_b), dmask = to_gpu(mask_b);
           Buffer ws(Device::kCuda, DType::kF32, {attention_workspace_floats(T, s.qh, s.dim, splits)});
+          ws.zero();
           ASSERT_TRUE(attention({.q = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view(), .out = dout.view(), .qo_indptr = dqo.view(),
                                  .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(), .custom_mask = masked ? dmask.view() : TensorView(),
                                  .mask_indptr = masked ? dmi.view() : TensorView(), .scale = scale, .num_splits = splits,
