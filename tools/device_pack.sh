@@ -9,7 +9,7 @@ cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAERIE_WITH_CUDA=O
 cmake --build build-cuda -j"$(nproc)"
 rm -rf .device && mkdir -p .device/bin
 bins="build-cuda/launch/aerie-generate build-cuda/launch/aerie-bench build-cuda/tests/aerie-dump-logits \
-      build-cuda/tests/gpu_test build-cuda/tests/kernels_test build-cuda/tests/model_test build-cuda/tests/actors_test"
+      build-cuda/tests/gpu_test"
 cp $bins .device/bin/
 strip .device/bin/* || true
 BUNDLE=${DEVICE_BUNDLE:-../shared/tools/device-bundle}
