@@ -28,9 +28,9 @@ struct AttentionParams {
   TensorView mask_indptr = {};  // [batch + 1] i32, with custom_mask
   float scale = 1.0f;           // usually 1/sqrt(head_dim)
   // Flash-decoding: each query's visible KV is cut into num_splits parts processed in
-  // parallel and combined; needs a workspace of attention_workspace_floats() f32, zeroed
-  // once when allocated (CUDA; the CPU reference ignores both). The grid depends only on
-  // tokens and num_splits, so a captured graph stays valid as sequences grow.
+  // parallel and combined; needs a workspace of attention_workspace_floats() f32 (CUDA;
+  // the CPU reference ignores both). The grid depends only on tokens and num_splits, so
+  // a captured graph stays valid as sequences grow.
   int num_splits = 1;
   TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
   void validate() const;

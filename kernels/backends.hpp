@@ -28,7 +28,7 @@ namespace aerie::kernels {
   Status rope_kv_write(const RopeKvWriteParams& p __VA_ARGS__);  \
   Status topk(const TopKParams& p __VA_ARGS__);                 \
   Status fill_normal(const FillNormalParams& p __VA_ARGS__);    \
-  Status gated_matmul(const GatedMatmulParams& p __VA_ARGS__);  \
+  Status gate_up_silu(const GateUpSiluParams& p __VA_ARGS__);  \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

@@ -20,7 +20,7 @@ Status sample(const SampleParams&, void*) { return unavailable("sample"); }
 Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }
 Status rope_kv_write(const RopeKvWriteParams&, void*) { return unavailable("rope_kv_write"); }
 Status topk(const TopKParams&, void*) { return unavailable("topk"); }
-Status gated_matmul(const GatedMatmulParams&, void*) { return unavailable("gated_matmul"); }
+Status gate_up_silu(const GateUpSiluParams&, void*) { return unavailable("gate_up_silu"); }
 void set_gemv_max_rows(int) {}
 int gemv_max_rows() { return 0; }
 Status fill_normal(const FillNormalParams&, void*) { return unavailable("fill_normal"); }

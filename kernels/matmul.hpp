@@ -15,18 +15,19 @@ struct MatmulParams {
 };
 Status matmul(const MatmulParams& p, const Stream& stream);
 
-/// y = (silu(gate) * up) w^T (+ bias) where gate_up = [gate | up]: a Llama MLP's down
-/// projection with its activation. The CUDA backend fuses the activation into the
-/// small-batch GEMV; otherwise (and on CPU) silu_mul writes `act` and matmul reads it.
-struct GatedMatmulParams {
-  TensorView gate_up;    // [m, 2k]
-  TensorView w;          // [n, k]
-  TensorView bias = {};  // [n], optional
-  TensorView act;        // [m, k] scratch (also the activation, when not fused)
-  TensorView y;          // [m, n], out
+/// The first half of a Llama MLP: out = silu(x w_gate^T) * (x w_up^T), with the gate and up
+/// projections merged row-interleaved in w (row 2i = gate_i, row 2i+1 = up_i; see
+/// silu_mul.hpp). The CUDA backend fuses the activation into the small-batch GEMV, whose
+/// blocks own row pairs; otherwise (and on CPU) matmul writes gate_up, silu_mul reads it.
+struct GateUpSiluParams {
+  TensorView x;          // [m, k]
+  TensorView w;          // [2 * inter, k], rows interleaved gate/up
+  TensorView bias = {};  // [2 * inter], optional, interleaved the same way
+  TensorView gate_up;    // [m, 2 * inter] scratch (the pre-activation, when not fused)
+  TensorView out;        // [m, inter]
   void validate() const;
 };
-Status gated_matmul(const GatedMatmulParams& p, const Stream& stream);
+Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);
 
 /// Tuning knob of the CUDA backend: products with at most this many rows of x (<= 8) use
 /// Aerie's GEMV kernel instead of cuBLAS (bf16/f16). 0 sends everything to cuBLAS.

@@ -107,13 +107,12 @@ Status matmul(const MatmulParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::matmul, [](const MatmulParams& q, void* h) { return cuda::matmul(q, h); });
 }
 
-void GatedMatmulParams::validate() const {
-  SiluMulParams{.gate_up = gate_up, .out = act}.validate();
-  MatmulParams{.x = act, .w = w, .bias = bias, .y = y}.validate();
+void GateUpSiluParams::validate() const {
+  MatmulParams{.x = x, .w = w, .bias = bias, .y = gate_up}.validate();
+  SiluMulParams{.gate_up = gate_up, .out = out}.validate();
 }
-Status gated_matmul(const GatedMatmulParams& p, const Stream& s) {
-  return dispatch(p, s, p.gate_up.device, cpu::gated_matmul,
-                  [](const GatedMatmulParams& q, void* h) { return cuda::gated_matmul(q, h); });
+Status gate_up_silu(const GateUpSiluParams& p, const Stream& s) {
+  return dispatch(p, s, p.x.device, cpu::gate_up_silu, [](const GateUpSiluParams& q, void* h) { return cuda::gate_up_silu(q, h); });
 }
 
 void SiluMulParams::validate() const {
@@ -176,12 +175,12 @@ void AttentionParams::validate() const {
 }
 
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits) {
-  return tokens * q_heads * num_splits * (head_dim + 2) + tokens * q_heads;  // partials, then split counters
+  return tokens * q_heads * num_splits * (head_dim + 2);
 }
 
 int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms) {
   const int64_t blocks = std::max<int64_t>(1, tokens * kv_heads);
-  int64_t splits = (4 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about four blocks per SM
+  int64_t splits = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about two blocks per SM
   splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);                  // at least 32 keys per split
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }

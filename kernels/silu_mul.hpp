@@ -5,10 +5,10 @@
 
 namespace aerie::kernels {
 
-/// out = silu(gate) * up, where gate_up holds [gate | up] along the last dimension
-/// (the merged gate/up projection of a Llama MLP).
+/// out[:, i] = silu(gate_up[:, 2i]) * gate_up[:, 2i + 1]: the merged gate/up projection of
+/// a Llama MLP stores gate and up interleaved, so one GEMM block can own both rows of a pair.
 struct SiluMulParams {
-  TensorView gate_up;  // [rows, 2 * inter]
+  TensorView gate_up;  // [rows, 2 * inter], (gate_i, up_i) interleaved
   TensorView out;      // [rows, inter]
   void validate() const;
 };

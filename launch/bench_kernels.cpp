@@ -118,7 +118,6 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     Buffer q = random_device({bs, c.num_heads, c.head_dim}, bf, 4, s), out(Device::kCuda, bf, {bs, c.num_heads, c.head_dim});
     const int splits = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
     Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
-    part.zero();
     const double att = time_ms(s, o.reps, 1, [&](int) {
       AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
                                              .qo_indptr = dqo.view(), .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(),

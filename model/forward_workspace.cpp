@@ -44,7 +44,6 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   logits = Buffer(dev, DType::kF32, {cap.max_logit_rows, c.vocab_size});
   attn_partial = Buffer(dev, DType::kF32,
                         {std::max<int64_t>(1, kernels::attention_workspace_floats(T, c.num_heads, c.head_dim, cap.max_splits))});
-  attn_partial.zero();  // the split counters start at zero
 }
 
 bool ForwardWorkspace::fits(const ForwardBatch& b, int num_splits) const {

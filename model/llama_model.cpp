@@ -90,8 +90,8 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                                        .num_splits = d.num_splits, .workspace = ws.attn_partial.view()}, stream_));
     AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden}, stream_));
     AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .y = gate_up}, stream_));
-    AERIE_CHECK_STATUS(ops::gated_matmul({.gate_up = gate_up, .w = L.down.view(), .bias = L.down_bias.view(), .act = act, .y = hidden}, stream_));
+    AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .gate_up = gate_up, .out = act}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden}, stream_));
   }
   AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
   const TensorView logits = rows(ws.logits, R);

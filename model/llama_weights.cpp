@@ -37,6 +37,22 @@ Buffer concat_rows(const std::vector<TensorView>& parts, Device device, DType dt
 
 Buffer copy_of(const TensorView& t, Device device, DType dtype) { return concat_rows({t}, device, dtype); }
 
+// Rows of a and b alternating (a0, b0, a1, b1, ...): the merged gate/up projection, laid out
+// so that one GEMM block owns both rows of a pair (kernels/silu_mul.hpp).
+Buffer interleave_rows(const TensorView& a, const TensorView& b, Device device, DType dtype) {
+  const int64_t rows = a.dim(0), cols = a.ndim == 2 ? a.dim(1) : 1;
+  const size_t es = dtype_size(dtype);
+  std::vector<unsigned char> host(static_cast<size_t>(2 * rows * cols) * es);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      store_from_float(host.data(), dtype, (2 * r) * cols + c, load_as_float(a.data, a.dtype, r * cols + c));
+      store_from_float(host.data(), dtype, (2 * r + 1) * cols + c, load_as_float(b.data, b.dtype, r * cols + c));
+    }
+  Buffer out(device, dtype, a.ndim == 2 ? std::vector<int64_t>{2 * rows, cols} : std::vector<int64_t>{2 * rows});
+  out.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
+  return out;
+}
+
 void check_float_tensor(const CheckpointReader& ckpt, const std::string& name, const TensorView& t) {
   AERIE_CHECK(is_floating(t.dtype), ckpt.file_of(name) << ": tensor '" << name << "' has dtype " << dtype_name(t.dtype)
                                                        << ", expected F32, BF16 or F16");
@@ -79,11 +95,10 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
       L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);
     }
     L.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
-    L.gate_up = concat_rows({get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h})},
-                            device, dtype);
+    L.gate_up = interleave_rows(get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h}), device, dtype);
     L.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
     if (c.mlp_bias) {
-      L.gate_up_bias = concat_rows({get(p + "mlp.gate_proj.bias", {inter}), get(p + "mlp.up_proj.bias", {inter})}, device, dtype);
+      L.gate_up_bias = interleave_rows(get(p + "mlp.gate_proj.bias", {inter}), get(p + "mlp.up_proj.bias", {inter}), device, dtype);
       L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
     }
     w.layers.push_back(std::move(L));

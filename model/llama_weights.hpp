@@ -1,6 +1,7 @@
 #pragma once
 // The weights of a Llama-family model, on one device, laid out for the forward:
-// q/k/v merged into one projection and gate/up into another (one GEMM each).
+// q/k/v merged into one projection and gate/up into another (one GEMM each; gate and up
+// rows interleaved, see kernels/silu_mul.hpp).
 #include <filesystem>
 #include <vector>
 
@@ -16,8 +17,8 @@ struct LlamaLayerWeights {
   Buffer o_proj;         // [hidden, q_size]
   Buffer o_bias;         // [hidden], when attention_bias
   Buffer post_norm;      // [hidden]
-  Buffer gate_up;        // [2 * intermediate, hidden]
-  Buffer gate_up_bias;   // [2 * intermediate], when mlp_bias
+  Buffer gate_up;        // [2 * intermediate, hidden], rows gate_0, up_0, gate_1, up_1, ...
+  Buffer gate_up_bias;   // [2 * intermediate], when mlp_bias, interleaved the same way
   Buffer down;           // [hidden, intermediate]
   Buffer down_bias;      // [hidden], when mlp_bias
 };

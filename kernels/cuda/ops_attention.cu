@@ -46,7 +46,7 @@ template <class TQ, class TC>
 __global__ void __launch_bounds__(kThreads) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int32_t* counters, int64_t num_slots) {
+    int num_splits, float* partial, int64_t num_slots) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_begin();
   const int64_t D = g.dim;
@@ -202,42 +202,29 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
       }
     }
   }
-  if (num_splits == 1) return;
-  // The last split block to finish combines all splits of these heads (flash-decoding
-  // without a second kernel), then re-arms the counter for the next launch.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  int32_t* counter = counters + t * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == num_splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int h = 0; h < heads; ++h) {
-    const int64_t head = head0 + h;
-    const float* base = partial + (t * g.q_heads + head) * num_splits * (D + 2);
-    float mx = -INFINITY;
-    for (int sp = 0; sp < num_splits; ++sp)
-      if (__ldcg(base + sp * (D + 2) + D + 1) > 0.0f) mx = fmaxf(mx, __ldcg(base + sp * (D + 2) + D));
-#pragma unroll
-    for (int e = 0; e < kDimPerThread; ++e) {
-      const int64_t d = threadIdx.x + e * kThreads;
-      if (d >= D) continue;
-      float num = 0.0f, den = 0.0f;
-      if (mx != -INFINITY) {
-        for (int sp = 0; sp < num_splits; ++sp) {
-          const float* part = base + sp * (D + 2);
-          const float ls = __ldcg(part + D + 1);
-          if (ls <= 0.0f) continue;
-          const float wgt = __expf(__ldcg(part + D) - mx);
-          num += __ldcg(part + d) * wgt;
-          den += ls * wgt;
-        }
+}
+
+template <class TQ>
+__global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits) {
+  pdl_begin();
+  const int64_t row = blockIdx.x;  // token * q_heads + head
+  const float* base = partial + row * num_splits * (D + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < num_splits; ++s)
+    if (base[s * (D + 2) + D + 1] > 0.0f) mx = fmaxf(mx, base[s * (D + 2) + D]);
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < num_splits; ++s) {
+        const float* part = base + s * (D + 2);
+        if (part[D + 1] <= 0.0f) continue;
+        const float w = __expf(part[D] - mx);
+        num += part[d] * w;
+        den += part[D + 1] * w;
       }
-      out[(t * g.q_heads + head) * D + d] = from_float<TQ>(den > 0.0f ? num / den : 0.0f);
     }
+    out[row * D + d] = from_float<TQ>(den > 0.0f ? num / den : 0.0f);
   }
-  if (threadIdx.x == 0) *counter = 0;
 }
 
 }  // namespace
@@ -252,9 +239,6 @@ Status attention(const AttentionParams& p, void* stream) {
   if (batch < 1) return Status::error("attention (cuda): empty batch with tokens");
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(g.kv_heads * g.head_chunks), static_cast<unsigned>(p.num_splits));
   float* partial = p.num_splits > 1 ? p.workspace.ptr<float>() : nullptr;
-  // Split counters live at the end of the workspace, so launches of any token count share
-  // them (each launch leaves them at zero).
-  int32_t* counters = p.num_splits > 1 ? reinterpret_cast<int32_t*>(partial + p.workspace.dim(0) - tokens * g.q_heads) : nullptr;
   const float scale = p.scale;
   AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
@@ -266,9 +250,12 @@ Status attention(const AttentionParams& p, void* stream) {
           p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
           p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
           p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
-          p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial, counters,
+          p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
           p.k_cache.dim(0));
     });
+    if (p.num_splits > 1)
+      launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
+                 static_cast<const float*>(partial), p.out.ptr<TQ>(), g.dim, p.num_splits);
   });
   return launch_status("attention");
 }

@@ -173,7 +173,7 @@ __global__ void silu_mul_kernel(const T* gu, T* out, int64_t rows, int64_t inter
   const int64_t n = rows * inter;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = idx / inter, i = idx % inter;
-    const float g = to_float(gu[r * 2 * inter + i]), u = to_float(gu[r * 2 * inter + inter + i]);
+    const float g = to_float(gu[r * 2 * inter + 2 * i]), u = to_float(gu[r * 2 * inter + 2 * i + 1]);
     out[idx] = from_float<T>(g / (1.0f + __expf(-g)) * u);
   }
 }

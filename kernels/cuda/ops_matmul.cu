@@ -63,14 +63,14 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
-// GATED: x is a merged [gate | up] row of width 2k and the product uses silu(gate) * up
-// (rounded to T, as the separate silu_mul op stores it): the MLP's down projection with
-// the activation fused in.
-template <class T, class TO, int M, int R, int THREADS, bool GATED>
+// SILU_PAIRS: rows come in interleaved (gate, up) pairs and the block writes
+// silu(gate) * up for each pair instead of the two products (each rounded to T first, as
+// matmul + silu_mul would store them): the MLP's gate/up projection with its activation.
+template <class T, class TO, int M, int R, int THREADS, bool SILU_PAIRS>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                                                       TO* __restrict__ y, int64_t n, int64_t k) {
   constexpr int kWarps = THREADS / 32;
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = R == 1 ? 8 : 4;  // loads in flight per thread, bounded by registers
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
@@ -107,15 +107,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        if constexpr (GATED) {
-          float gf[8], uf[8];
-          unpack8<T>(__ldg(xr + m * 2 * chunks + c), gf);
-          unpack8<T>(__ldg(xr + m * 2 * chunks + chunks + c), uf);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) xf[i] = to_float(from_float<T>(gf[i] / (1.0f + __expf(-gf[i])) * uf[i]));
-        } else {
-          unpack8<T>(__ldg(xr + m * chunks + c), xf);
-        }
+        unpack8<T>(__ldg(xr + m * chunks + c), xf);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float wf[8];
@@ -137,6 +129,28 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
       if (lane == 0) partial[warp][r * M + m] = v;
     }
   __syncthreads();
+  if constexpr (SILU_PAIRS) {
+    static_assert(R % 2 == 0, "SiLU pairs need an even number of rows per block");
+    for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
+      const int j = idx / M, m = idx % M;
+      const int64_t gate_row = row0 + 2 * j;
+      if (gate_row >= n) continue;
+      float g = 0.0f, u = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kWarps; ++wi) {
+        g += partial[wi][(2 * j) * M + m];
+        u += partial[wi][(2 * j + 1) * M + m];
+      }
+      if (bias) {
+        g += to_float(bias[gate_row]);
+        u += to_float(bias[gate_row + 1]);
+      }
+      g = to_float(from_float<T>(g));
+      u = to_float(from_float<T>(u));
+      y[m * (n / 2) + gate_row / 2] = from_float<TO>(g / (1.0f + __expf(-g)) * u);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
     const int r = idx / M, m = idx % M;
     if (row0 + r >= n) continue;
@@ -148,24 +162,40 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
   }
 }
 
-template <class T, class TO, int M, int R, bool GATED>
+template <class T, class TO, int M, int R, bool SILU_PAIRS>
 void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
-  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, GATED>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
-  else launch_pdl(gemv_kernel<T, TO, M, R, 128, GATED>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
+  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, SILU_PAIRS>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
+  else launch_pdl(gemv_kernel<T, TO, M, R, 128, SILU_PAIRS>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
 }
 
-template <class T, class TO, bool GATED = false>
+template <class T, class TO>
 void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   switch (m) {
-    case 1: launch_gemv_rows<T, TO, 1, 1, GATED>(x, w, bias, y, n, k, s); break;
-    case 2: launch_gemv_rows<T, TO, 2, 2, GATED>(x, w, bias, y, n, k, s); break;
-    case 3: launch_gemv_rows<T, TO, 3, 2, GATED>(x, w, bias, y, n, k, s); break;
-    case 4: launch_gemv_rows<T, TO, 4, 4, GATED>(x, w, bias, y, n, k, s); break;
-    case 5: launch_gemv_rows<T, TO, 5, 4, GATED>(x, w, bias, y, n, k, s); break;
-    case 6: launch_gemv_rows<T, TO, 6, 4, GATED>(x, w, bias, y, n, k, s); break;
-    case 7: launch_gemv_rows<T, TO, 7, 4, GATED>(x, w, bias, y, n, k, s); break;
-    case 8: launch_gemv_rows<T, TO, 8, 4, GATED>(x, w, bias, y, n, k, s); break;
+    case 1: launch_gemv_rows<T, TO, 1, 1, false>(x, w, bias, y, n, k, s); break;
+    case 2: launch_gemv_rows<T, TO, 2, 2, false>(x, w, bias, y, n, k, s); break;
+    case 3: launch_gemv_rows<T, TO, 3, 2, false>(x, w, bias, y, n, k, s); break;
+    case 4: launch_gemv_rows<T, TO, 4, 4, false>(x, w, bias, y, n, k, s); break;
+    case 5: launch_gemv_rows<T, TO, 5, 4, false>(x, w, bias, y, n, k, s); break;
+    case 6: launch_gemv_rows<T, TO, 6, 4, false>(x, w, bias, y, n, k, s); break;
+    case 7: launch_gemv_rows<T, TO, 7, 4, false>(x, w, bias, y, n, k, s); break;
+    case 8: launch_gemv_rows<T, TO, 8, 4, false>(x, w, bias, y, n, k, s); break;
+    default: break;
+  }
+}
+
+// Row pairs per block for the fused gate/up + SiLU (R = 2 rows = one pair; 4 for M > 2).
+template <class T>
+void launch_gemv_silu_pairs(int64_t m, const T* x, const T* w, const T* bias, T* out, int64_t n, int64_t k, cudaStream_t s) {
+  switch (m) {
+    case 1: launch_gemv_rows<T, T, 1, 2, true>(x, w, bias, out, n, k, s); break;
+    case 2: launch_gemv_rows<T, T, 2, 2, true>(x, w, bias, out, n, k, s); break;
+    case 3: launch_gemv_rows<T, T, 3, 2, true>(x, w, bias, out, n, k, s); break;
+    case 4: launch_gemv_rows<T, T, 4, 4, true>(x, w, bias, out, n, k, s); break;
+    case 5: launch_gemv_rows<T, T, 5, 4, true>(x, w, bias, out, n, k, s); break;
+    case 6: launch_gemv_rows<T, T, 6, 4, true>(x, w, bias, out, n, k, s); break;
+    case 7: launch_gemv_rows<T, T, 7, 4, true>(x, w, bias, out, n, k, s); break;
+    case 8: launch_gemv_rows<T, T, 8, 4, true>(x, w, bias, out, n, k, s); break;
     default: break;
   }
 }
@@ -224,22 +254,22 @@ Status matmul(const MatmulParams& p, void* stream) {
   return launch_status("matmul");
 }
 
-Status gated_matmul(const GatedMatmulParams& p, void* stream) {
-  const int64_t m = p.gate_up.dim(0), k = p.w.dim(1), n = p.w.dim(0);
+Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  if (p.gate_up.dtype == p.y.dtype && gemv_eligible(p.gate_up, p.w, p.bias, k)) {
+  if (p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_gemv<T, T, true>(m, p.gate_up.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.y.ptr<T>(), n, k,
-                              as_stream(stream));
+      launch_gemv_silu_pairs<T>(m, p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k,
+                                as_stream(stream));
     };
-    if (p.gate_up.dtype == DType::kBF16) run(__nv_bfloat16{});
+    if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
-    return launch_status("gated_matmul (gemv)");
+    return launch_status("gate_up_silu (gemv)");
   }
-  Status s = silu_mul({.gate_up = p.gate_up, .out = p.act}, stream);
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.gate_up}, stream);
   if (!s.is_ok()) return s;
-  return matmul({.x = p.act, .w = p.w, .bias = p.bias, .y = p.y}, stream);
+  return silu_mul({.gate_up = p.gate_up, .out = p.out}, stream);
 }
 
 }  // namespace aerie::kernels::cuda

@@ -118,7 +118,7 @@ TEST_P(OpsByDType, SiluMulAndEmbedding) {
   std::vector<double> ref(30);
   for (int r = 0; r < 3; ++r)
     for (int i = 0; i < 10; ++i) {
-      const double a = g[static_cast<size_t>(r * 20 + i)], u = g[static_cast<size_t>(r * 20 + 10 + i)];
+      const double a = g[static_cast<size_t>(r * 20 + 2 * i)], u = g[static_cast<size_t>(r * 20 + 2 * i + 1)];  // interleaved pairs
       ref[static_cast<size_t>(r * 10 + i)] = a / (1 + std::exp(-a)) * u;
     }
   EXPECT_LT(rel_error(to_double(out.view()), ref), tolerance(GetParam()));
