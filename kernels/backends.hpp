@@ -29,7 +29,6 @@ namespace aerie::kernels {
   Status topk(const TopKParams& p __VA_ARGS__);                 \
   Status fill_normal(const FillNormalParams& p __VA_ARGS__);    \
   Status gate_up_silu(const GateUpSiluParams& p __VA_ARGS__);  \
-  Status norm_matmul(const NormMatmulParams& p __VA_ARGS__);    \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

@@ -52,13 +52,12 @@ void RmsNormParams::validate() const {
   check_floating(y, "y");
   AERIE_CHECK(weight.dim(0) == x.dim(1), "weight " << weight.describe() << " does not match x " << x.describe());
   AERIE_CHECK(y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "y " << y.describe() << " does not match x " << x.describe());
-  for (const auto& [t, name] : {std::pair{residual, "residual"}, std::pair{residual_out, "residual_out"}}) {
-    if (!t.defined()) continue;
-    check_tensor(t, name, 2, x.device);
-    check_floating(t, name);
-    AERIE_CHECK(t.dim(0) == x.dim(0) && t.dim(1) == x.dim(1), name << " " << t.describe() << " does not match x " << x.describe());
+  if (residual.defined()) {
+    check_tensor(residual, "residual", 2, x.device);
+    check_floating(residual, "residual");
+    AERIE_CHECK(residual.dim(0) == x.dim(0) && residual.dim(1) == x.dim(1),
+                "residual " << residual.describe() << " does not match x " << x.describe());
   }
-  AERIE_CHECK(!residual_out.defined() || residual_out.data != residual.data, "residual_out must not alias residual");
   AERIE_CHECK(eps > 0.0f, "eps must be positive");
 }
 Status rms_norm(const RmsNormParams& p, const Stream& s) {
@@ -106,16 +105,6 @@ int gemv_max_rows() { return cuda::gemv_max_rows(); }
 
 Status matmul(const MatmulParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::matmul, [](const MatmulParams& q, void* h) { return cuda::matmul(q, h); });
-}
-
-void NormMatmulParams::validate() const {
-  AERIE_CHECK(residual_out.defined(), "residual_out is not set");
-  RmsNormParams{.x = x, .weight = norm_weight, .residual = residual, .residual_out = residual_out, .y = normed, .eps = eps}.validate();
-  if (silu_pairs) GateUpSiluParams{.x = normed, .w = w, .bias = bias, .gate_up = gate_up, .out = y}.validate();
-  else MatmulParams{.x = normed, .w = w, .bias = bias, .y = y}.validate();
-}
-Status norm_matmul(const NormMatmulParams& p, const Stream& s) {
-  return dispatch(p, s, p.x.device, cpu::norm_matmul, [](const NormMatmulParams& q, void* h) { return cuda::norm_matmul(q, h); });
 }
 
 void GateUpSiluParams::validate() const {

@@ -34,7 +34,6 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   const int64_t T = cap.max_tokens, H = c.hidden_size, I = c.intermediate_size;
   hidden = Buffer(dev, dt, {T, H});
   residual = Buffer(dev, dt, {T, H});
-  residual2 = Buffer(dev, dt, {T, H});
   normed = Buffer(dev, dt, {T, H});
   qkv = Buffer(dev, dt, {T, c.q_size() + 2 * c.kv_size()});
   q = Buffer(dev, dt, {T, c.num_heads, c.head_dim});

@@ -50,9 +50,7 @@ class ForwardWorkspace {
   TensorView mask() const { return mask_.view(); }
 
   // Activations, [tokens, ...] views of the max-size buffers.
-  // residual and residual2 alternate as the residual stream (a fused norm reads one and
-  // writes the other).
-  Buffer hidden, residual, residual2, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
+  Buffer hidden, residual, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
 
  private:
   ForwardCapacity capacity_;

@@ -10,6 +10,7 @@
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope_kv_write.hpp"
+#include "kernels/staging.hpp"
 
 namespace aerie::model {
 
@@ -69,20 +70,17 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                   d.num_splits <= ws.capacity().max_splits,
               "forward dims exceed the workspace");
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
-  const TensorView hidden = rows(ws.hidden, T), normed = rows(ws.normed, T);
-  const TensorView res[2] = {rows(ws.residual, T), rows(ws.residual2, T)};
+  const TensorView hidden = rows(ws.hidden, T), residual = rows(ws.residual, T), normed = rows(ws.normed, T);
   const TensorView qkv = rows(ws.qkv, T), q = rows(ws.q, T), attn = rows(ws.attn, T);
   const TensorView gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = weights_.embed.view(), .out = hidden}, stream_));
-  // The residual stream lives in res[0] between layers; each pre-norm reads it from one
-  // buffer and writes the updated stream to the other (layer 0 starts from the embeddings).
+  zero_async(residual, stream_);  // layer 0 adds the embeddings to zero
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
-    AERIE_CHECK_STATUS(ops::norm_matmul({.x = hidden, .residual = l == 0 ? TensorView() : res[0], .residual_out = res[1],
-                                         .norm_weight = L.input_norm.view(), .eps = c.rms_norm_eps, .normed = normed,
-                                         .w = L.qkv.view(), .bias = L.qkv_bias.view(), .y = qkv}, stream_));
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .y = qkv}, stream_));
     AERIE_CHECK_STATUS(ops::rope_kv_write({.qkv = qkv, .positions = ws.positions(T), .inv_freq = inv_freq_.view(), .slots = ws.slots(T),
                                            .q_out = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
     AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .out = attn, .qo_indptr = ws.qo_indptr(d.seqs),
@@ -91,13 +89,11 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                                        .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .scale = scale,
                                        .num_splits = d.num_splits, .workspace = ws.attn_partial.view()}, stream_));
     AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden}, stream_));
-    AERIE_CHECK_STATUS(ops::norm_matmul({.x = hidden, .residual = res[1], .residual_out = res[0], .norm_weight = L.post_norm.view(),
-                                         .eps = c.rms_norm_eps, .normed = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(),
-                                         .silu_pairs = true, .gate_up = gate_up, .y = act}, stream_));
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .gate_up = gate_up, .out = act}, stream_));
     AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden}, stream_));
   }
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = res[0], .residual_out = res[1],
-                                    .y = normed, .eps = c.rms_norm_eps}, stream_));
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head.

@@ -12,11 +12,10 @@ Status rms_norm(const RmsNormParams& p) {
     const int64_t base = r * hidden;
     for (int64_t i = 0; i < hidden; ++i) {
       float v = load_as_float(p.x.data, p.x.dtype, base + i);
-      if (p.residual.defined()) v += load_as_float(p.residual.data, p.residual.dtype, base + i);
-      const TensorView& store = p.residual_out.defined() ? p.residual_out : p.residual;
-      if (store.defined()) {
-        store_from_float(store.data, store.dtype, base + i, v);
-        v = load_as_float(store.data, store.dtype, base + i);  // what the next layer reads
+      if (p.residual.defined()) {
+        v += load_as_float(p.residual.data, p.residual.dtype, base + i);
+        store_from_float(p.residual.data, p.residual.dtype, base + i, v);
+        v = load_as_float(p.residual.data, p.residual.dtype, base + i);  // what the next layer reads
       }
       h[static_cast<size_t>(i)] = v;
     }
@@ -28,13 +27,6 @@ Status rms_norm(const RmsNormParams& p) {
                        load_as_float(p.weight.data, p.weight.dtype, i) * (h[static_cast<size_t>(i)] * inv));
   }
   return Status::ok();
-}
-
-Status norm_matmul(const NormMatmulParams& p) {
-  Status s = rms_norm({.x = p.x, .weight = p.norm_weight, .residual = p.residual, .residual_out = p.residual_out, .y = p.normed, .eps = p.eps});
-  if (!s.is_ok()) return s;
-  if (p.silu_pairs) return gate_up_silu({.x = p.normed, .w = p.w, .bias = p.bias, .gate_up = p.gate_up, .out = p.y});
-  return matmul({.x = p.normed, .w = p.w, .bias = p.bias, .y = p.y});
 }
 
 }  // namespace aerie::kernels::cpu

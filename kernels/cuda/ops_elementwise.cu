@@ -20,17 +20,17 @@ __global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, i
 }
 
 template <class T, class TW, class TR>
-__global__ void rms_norm_kernel(const T* x, const TW* w, const TR* residual, TR* residual_out, T* y, int64_t hidden, float eps) {
+__global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
   pdl_begin();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     float v = to_float(x[r * hidden + i]);
-    if (residual) v += to_float(residual[r * hidden + i]);
-    if (residual_out) {
+    if (residual) {
+      v += to_float(residual[r * hidden + i]);
       const TR stored = from_float<TR>(v);
-      residual_out[r * hidden + i] = stored;
+      residual[r * hidden + i] = stored;
       v = to_float(stored);  // what the next layer reads
     }
     ss += v * v;
@@ -39,7 +39,7 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, const TR* residual, TR*
   const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
   // Second pass re-reads the row (this thread wrote the residual elements it reads).
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float v = residual_out ? to_float(residual_out[r * hidden + i]) : to_float(x[r * hidden + i]);
+    const float v = residual ? to_float(residual[r * hidden + i]) : to_float(x[r * hidden + i]);
     y[r * hidden + i] = from_float<T>(to_float(w[i]) * (v * inv));
   }
 }
@@ -50,14 +50,12 @@ constexpr int kNormThreads = 512;
 constexpr int kNormMaxChunks = 4;
 
 template <class T, class TW>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, const T* residual, T* residual_out, T* y,
-                                                                    int64_t hidden, float eps) {
+__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
   pdl_begin();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, chunks = hidden / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + r * hidden);
-  const uint4* rr = residual ? reinterpret_cast<const uint4*>(residual + r * hidden) : nullptr;
-  uint4* ro = residual_out ? reinterpret_cast<uint4*>(residual_out + r * hidden) : nullptr;
+  uint4* rr = residual ? reinterpret_cast<uint4*>(residual + r * hidden) : nullptr;
   float v[kNormMaxChunks][8];
   float ss = 0.0f;
 #pragma unroll
@@ -65,16 +63,19 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
     const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
     if (c >= chunks) break;
     uint4 xv = xr[c];
-    T* xe = reinterpret_cast<T*>(&xv);
+    const T* xe = reinterpret_cast<const T*>(&xv);
     if (rr) {
-      const uint4 rv = rr[c];
-      const T* re = reinterpret_cast<const T*>(&rv);
+      uint4 rv = rr[c];
+      T* re = reinterpret_cast<T*>(&rv);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) xe[i] = from_float<T>(to_float(xe[i]) + to_float(re[i]));  // stored as T
+      for (int i = 0; i < 8; ++i) re[i] = from_float<T>(to_float(xe[i]) + to_float(re[i]));
+      rr[c] = rv;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(re[i]);  // what the next layer reads
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(xe[i]);
     }
-    if (ro) ro[c] = xv;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[u][i] = to_float(xe[i]);  // what the next layer reads
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[u][i] * v[u][i];
   }
@@ -200,19 +201,13 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   const int64_t rows = p.x.dim(0), hidden = p.x.dim(1);
   if (rows == 0) return Status::ok();
   auto aligned = [](const TensorView& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
-  // In place (no residual_out), the residual is both read and written.
-  const TensorView residual_out = p.residual_out.defined() ? p.residual_out : p.residual;
-  if (residual_out.defined() && residual_out.dtype != p.x.dtype) return Status::error("rms_norm (cuda): residual_out must have x's dtype");
   const bool vec = p.x.dtype != DType::kF32 && p.weight.dtype == p.x.dtype && hidden % 8 == 0 &&
-                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.x) && aligned(p.y) &&
-                   aligned(p.residual) && aligned(residual_out);
+                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.x) && aligned(p.y) && aligned(p.residual);
   if (vec) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       launch_pdl(rms_norm_vec_kernel<T, T>, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, as_stream(stream),
-                 static_cast<const T*>(p.x.ptr<T>()), static_cast<const T*>(p.weight.ptr<T>()),
-                 static_cast<const T*>(p.residual.defined() ? p.residual.ptr<T>() : nullptr),
-                 residual_out.defined() ? residual_out.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
+                 p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -221,8 +216,7 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   AERIE_DISPATCH_FLOAT(p.x.dtype, T, [&] {
     AERIE_DISPATCH_FLOAT(p.weight.dtype, TW, [&] {
       rms_norm_kernel<T, TW, T><<<static_cast<unsigned>(rows), threads_for(hidden), 0, as_stream(stream)>>>(
-          p.x.ptr<T>(), p.weight.ptr<TW>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr,
-          residual_out.defined() ? residual_out.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
+          p.x.ptr<T>(), p.weight.ptr<TW>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
     });
   });
   return launch_status("rms_norm");

@@ -63,45 +63,25 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
-// The pointers and sizes of one GEMV launch. With NORM, the kernel first forms
-// x' = rmsnorm(x + residual) * norm_w on the fly (every block reads all of x anyway): it
-// accumulates the row's sum of squares next to the dot products and scales at the end,
-// and block 0 stores x + residual to residual_out (the new residual stream).
-template <class T, class TO>
-struct GemvArgs {
-  const T* x;
-  const T* w;
-  const T* bias;
-  TO* y;
-  int64_t n, k;
-  const T* residual;   // NORM, optional
-  T* residual_out;     // NORM
-  const T* norm_w;     // NORM
-  float eps;
-};
-
 // SILU_PAIRS: rows come in interleaved (gate, up) pairs and the block writes
 // silu(gate) * up for each pair instead of the two products (each rounded to T first, as
 // matmul + silu_mul would store them): the MLP's gate/up projection with its activation.
-template <class T, class TO, int M, int R, int THREADS, bool SILU_PAIRS, bool NORM>
-__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
+template <class T, class TO, int M, int R, int THREADS, bool SILU_PAIRS>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                                      TO* __restrict__ y, int64_t n, int64_t k) {
   constexpr int kWarps = THREADS / 32;
   constexpr int kUnroll = R == 1 ? 8 : 4;  // loads in flight per thread, bounded by registers
-  constexpr int kSlots = R * M + (NORM ? M : 0);
-  __shared__ float partial[kWarps][kSlots];
+  __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
-  const int64_t n = a.n, k = a.k;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int64_t chunks = k / 8;
-  float acc[R][M], ss[M];
+  float acc[R][M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    ss[m] = 0.0f;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
-  }
-  const uint4* xr = reinterpret_cast<const uint4*>(a.x);
-  const uint4* wr = reinterpret_cast<const uint4*>(a.w + row0 * k);
+    for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row0 * k);
   bool row_ok[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row_ok[r] = row0 + r < n;
@@ -124,30 +104,10 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = base + static_cast<int64_t>(u) * THREADS;
       if (c >= chunks) break;
-      float gf[8];
-      if constexpr (NORM) unpack8<T>(__ldg(reinterpret_cast<const uint4*>(a.norm_w) + c), gf);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        if constexpr (NORM) {
-          uint4 xv = __ldg(xr + m * chunks + c);
-          T* xe = reinterpret_cast<T*>(&xv);
-          if (a.residual) {
-            const uint4 rv = __ldg(reinterpret_cast<const uint4*>(a.residual) + m * chunks + c);
-            const T* re = reinterpret_cast<const T*>(&rv);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) xe[i] = from_float<T>(to_float(xe[i]) + to_float(re[i]));  // stored as T
-          }
-          if (blockIdx.x == 0) reinterpret_cast<uint4*>(a.residual_out)[m * chunks + c] = xv;
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const float v = to_float(xe[i]);
-            ss[m] += v * v;
-            xf[i] = v * gf[i];
-          }
-        } else {
-          unpack8<T>(__ldg(xr + m * chunks + c), xf);
-        }
+        unpack8<T>(__ldg(xr + m * chunks + c), xf);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float wf[8];
@@ -168,24 +128,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
       const float v = warp_sum(acc[r][m]);
       if (lane == 0) partial[warp][r * M + m] = v;
     }
-  if constexpr (NORM) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float v = warp_sum(ss[m]);
-      if (lane == 0) partial[warp][R * M + m] = v;
-    }
-  }
   __syncthreads();
-  auto scale_of = [&](int m) {
-    if constexpr (NORM) {
-      float total = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) total += partial[wi][R * M + m];
-      return rsqrtf(total / static_cast<float>(k) + a.eps);
-    } else {
-      return 1.0f;
-    }
-  };
   if constexpr (SILU_PAIRS) {
     static_assert(R % 2 == 0, "SiLU pairs need an even number of rows per block");
     for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
@@ -198,16 +141,13 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
         g += partial[wi][(2 * j) * M + m];
         u += partial[wi][(2 * j + 1) * M + m];
       }
-      const float sc = scale_of(m);
-      g *= sc;
-      u *= sc;
-      if (a.bias) {
-        g += to_float(a.bias[gate_row]);
-        u += to_float(a.bias[gate_row + 1]);
+      if (bias) {
+        g += to_float(bias[gate_row]);
+        u += to_float(bias[gate_row + 1]);
       }
       g = to_float(from_float<T>(g));
       u = to_float(from_float<T>(u));
-      a.y[m * (n / 2) + gate_row / 2] = from_float<TO>(g / (1.0f + __expf(-g)) * u);
+      y[m * (n / 2) + gate_row / 2] = from_float<TO>(g / (1.0f + __expf(-g)) * u);
     }
     return;
   }
@@ -217,33 +157,45 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
     float v = 0.0f;
 #pragma unroll
     for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][idx];
-    v *= scale_of(m);
-    if (a.bias) v += to_float(a.bias[row0 + r]);
-    a.y[m * n + row0 + r] = from_float<TO>(v);
+    if (bias) v += to_float(bias[row0 + r]);
+    y[m * n + row0 + r] = from_float<TO>(v);
   }
 }
 
-template <class T, class TO, int M, int R, bool SILU_PAIRS, bool NORM>
-void launch_gemv_rows(const GemvArgs<T, TO>& a, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R);
-  if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, SILU_PAIRS, NORM>, dim3(blocks), dim3(256), 0, s, a);
-  else launch_pdl(gemv_kernel<T, TO, M, R, 128, SILU_PAIRS, NORM>, dim3(blocks), dim3(128), 0, s, a);
+template <class T, class TO, int M, int R, bool SILU_PAIRS>
+void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
+  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, SILU_PAIRS>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
+  else launch_pdl(gemv_kernel<T, TO, M, R, 128, SILU_PAIRS>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
 }
 
-// Rows per block: 1 for a single input row (most blocks, most parallelism), more as M
-// grows so that x is re-read less; always even with SILU_PAIRS (whole gate/up pairs).
-template <class T, class TO, bool SILU_PAIRS, bool NORM>
-void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
-  constexpr int kR1 = SILU_PAIRS ? 2 : 1;
+template <class T, class TO>
+void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
   switch (m) {
-    case 1: launch_gemv_rows<T, TO, 1, kR1, SILU_PAIRS, NORM>(a, s); break;
-    case 2: launch_gemv_rows<T, TO, 2, 2, SILU_PAIRS, NORM>(a, s); break;
-    case 3: launch_gemv_rows<T, TO, 3, 2, SILU_PAIRS, NORM>(a, s); break;
-    case 4: launch_gemv_rows<T, TO, 4, 4, SILU_PAIRS, NORM>(a, s); break;
-    case 5: launch_gemv_rows<T, TO, 5, 4, SILU_PAIRS, NORM>(a, s); break;
-    case 6: launch_gemv_rows<T, TO, 6, 4, SILU_PAIRS, NORM>(a, s); break;
-    case 7: launch_gemv_rows<T, TO, 7, 4, SILU_PAIRS, NORM>(a, s); break;
-    case 8: launch_gemv_rows<T, TO, 8, 4, SILU_PAIRS, NORM>(a, s); break;
+    case 1: launch_gemv_rows<T, TO, 1, 1, false>(x, w, bias, y, n, k, s); break;
+    case 2: launch_gemv_rows<T, TO, 2, 2, false>(x, w, bias, y, n, k, s); break;
+    case 3: launch_gemv_rows<T, TO, 3, 2, false>(x, w, bias, y, n, k, s); break;
+    case 4: launch_gemv_rows<T, TO, 4, 4, false>(x, w, bias, y, n, k, s); break;
+    case 5: launch_gemv_rows<T, TO, 5, 4, false>(x, w, bias, y, n, k, s); break;
+    case 6: launch_gemv_rows<T, TO, 6, 4, false>(x, w, bias, y, n, k, s); break;
+    case 7: launch_gemv_rows<T, TO, 7, 4, false>(x, w, bias, y, n, k, s); break;
+    case 8: launch_gemv_rows<T, TO, 8, 4, false>(x, w, bias, y, n, k, s); break;
+    default: break;
+  }
+}
+
+// Row pairs per block for the fused gate/up + SiLU (R = 2 rows = one pair; 4 for M > 2).
+template <class T>
+void launch_gemv_silu_pairs(int64_t m, const T* x, const T* w, const T* bias, T* out, int64_t n, int64_t k, cudaStream_t s) {
+  switch (m) {
+    case 1: launch_gemv_rows<T, T, 1, 2, true>(x, w, bias, out, n, k, s); break;
+    case 2: launch_gemv_rows<T, T, 2, 2, true>(x, w, bias, out, n, k, s); break;
+    case 3: launch_gemv_rows<T, T, 3, 2, true>(x, w, bias, out, n, k, s); break;
+    case 4: launch_gemv_rows<T, T, 4, 4, true>(x, w, bias, out, n, k, s); break;
+    case 5: launch_gemv_rows<T, T, 5, 4, true>(x, w, bias, out, n, k, s); break;
+    case 6: launch_gemv_rows<T, T, 6, 4, true>(x, w, bias, out, n, k, s); break;
+    case 7: launch_gemv_rows<T, T, 7, 4, true>(x, w, bias, out, n, k, s); break;
+    case 8: launch_gemv_rows<T, T, 8, 4, true>(x, w, bias, out, n, k, s); break;
     default: break;
   }
 }
@@ -273,10 +225,8 @@ Status matmul(const MatmulParams& p, void* stream) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
-      if (p.y.dtype == DType::kF32)
-        launch_gemv<T, float, false, false>(m, GemvArgs<T, float>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k}, as_stream(stream));
-      else
-        launch_gemv<T, T, false, false>(m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k}, as_stream(stream));
+      if (p.y.dtype == DType::kF32) launch_gemv<T, float>(m, p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k, as_stream(stream));
+      else launch_gemv<T, T>(m, p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -310,9 +260,8 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   if (p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_gemv<T, T, true, false>(
-          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k},
-          as_stream(stream));
+      launch_gemv_silu_pairs<T>(m, p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k,
+                                as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -321,31 +270,6 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.gate_up}, stream);
   if (!s.is_ok()) return s;
   return silu_mul({.gate_up = p.gate_up, .out = p.out}, stream);
-}
-
-Status norm_matmul(const NormMatmulParams& p, void* stream) {
-  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
-  if (m == 0 || n == 0) return Status::ok();
-  auto aligned = [](const TensorView& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
-  const bool same = p.norm_weight.dtype == p.x.dtype && p.residual_out.dtype == p.x.dtype &&
-                    (!p.residual.defined() || p.residual.dtype == p.x.dtype) && p.y.dtype == p.x.dtype;
-  if (same && gemv_eligible(p.x, p.w, p.bias, k) && aligned(p.residual) && aligned(p.residual_out) && aligned(p.norm_weight)) {
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
-      GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.y.ptr<T>(), n, k,
-                       p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.residual_out.ptr<T>(), p.norm_weight.ptr<T>(), p.eps};
-      if (p.silu_pairs) launch_gemv<T, T, true, true>(m, a, as_stream(stream));
-      else launch_gemv<T, T, false, true>(m, a, as_stream(stream));
-    };
-    if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
-    else run(__half{});
-    return launch_status("norm_matmul (gemv)");
-  }
-  Status s = rms_norm({.x = p.x, .weight = p.norm_weight, .residual = p.residual, .residual_out = p.residual_out, .y = p.normed,
-                       .eps = p.eps}, stream);
-  if (!s.is_ok()) return s;
-  if (p.silu_pairs) return gate_up_silu({.x = p.normed, .w = p.w, .bias = p.bias, .gate_up = p.gate_up, .out = p.y}, stream);
-  return matmul({.x = p.normed, .w = p.w, .bias = p.bias, .y = p.y}, stream);
 }
 
 }  // namespace aerie::kernels::cuda

@@ -96,34 +96,6 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   }
 }
 
-TEST_F(CudaOps, NormMatmulMatchesCpuFusedAndUnfused) {
-  std::mt19937 rng(9);
-  for (DType t : {DType::kBF16, DType::kF16}) {
-    for (int64_t m : {1, 2, 5}) {  // 1 and 2 fold the norm into the GEMV; 5 runs rms_norm + cuBLAS
-      for (bool silu : {false, true}) {
-        for (bool with_residual : {false, true}) {
-          const int64_t k = 1024, n = 768;
-          Buffer x = random_buffer(rng, t, {m, k}), res = random_buffer(rng, t, {m, k}), nw = random_buffer(rng, t, {k});
-          Buffer w = random_buffer(rng, t, {n, k}, 0.05f), bias = random_buffer(rng, t, {n});
-          Buffer res_out(Device::kCpu, t, {m, k}), normed(Device::kCpu, t, {m, k}), gu(Device::kCpu, t, {m, n});
-          Buffer y(Device::kCpu, t, {m, silu ? n / 2 : n});
-          ASSERT_TRUE(norm_matmul({.x = x.view(), .residual = with_residual ? res.view() : TensorView(), .residual_out = res_out.view(),
-                                   .norm_weight = nw.view(), .normed = normed.view(), .w = w.view(), .bias = bias.view(),
-                                   .silu_pairs = silu, .gate_up = gu.view(), .y = y.view()}, Stream::cpu()).is_ok());
-          Buffer dx = to_gpu(x), dres = to_gpu(res), dnw = to_gpu(nw), dw = to_gpu(w), db = to_gpu(bias);
-          Buffer dres_out = like_gpu(res_out), dnormed = like_gpu(normed), dgu = like_gpu(gu), dy = like_gpu(y);
-          ASSERT_TRUE(norm_matmul({.x = dx.view(), .residual = with_residual ? dres.view() : TensorView(), .residual_out = dres_out.view(),
-                                   .norm_weight = dnw.view(), .normed = dnormed.view(), .w = dw.view(), .bias = db.view(),
-                                   .silu_pairs = silu, .gate_up = dgu.view(), .y = dy.view()}, gpu()).is_ok());
-          EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), 2 * tol(t))
-              << dtype_name(t) << " m=" << m << " silu=" << silu << " residual=" << with_residual;
-          EXPECT_EQ(to_double(to_cpu(dres_out).view()), to_double(res_out.view())) << "residual_out m=" << m;
-        }
-      }
-    }
-  }
-}
-
 TEST_F(CudaOps, NormRopeSiluEmbeddingMatchCpu) {
   std::mt19937 rng(2);
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
