@@ -29,6 +29,7 @@ namespace aerie::kernels {
   Status topk(const TopKParams& p __VA_ARGS__);                 \
   Status fill_normal(const FillNormalParams& p __VA_ARGS__);    \
   Status gate_up_silu(const GateUpSiluParams& p __VA_ARGS__);  \
+  Status qkv_rope(const QkvRopeParams& p __VA_ARGS__);          \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

@@ -21,6 +21,7 @@ Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_sof
 Status rope_kv_write(const RopeKvWriteParams&, void*) { return unavailable("rope_kv_write"); }
 Status topk(const TopKParams&, void*) { return unavailable("topk"); }
 Status gate_up_silu(const GateUpSiluParams&, void*) { return unavailable("gate_up_silu"); }
+Status qkv_rope(const QkvRopeParams&, void*) { return unavailable("qkv_rope"); }
 void set_gemv_max_rows(int) {}
 int gemv_max_rows() { return 0; }
 Status fill_normal(const FillNormalParams&, void*) { return unavailable("fill_normal"); }

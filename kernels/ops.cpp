@@ -283,6 +283,15 @@ Status rope_kv_write(const RopeKvWriteParams& p, const Stream& s) {
                   [](const RopeKvWriteParams& q, void* h) { return cuda::rope_kv_write(q, h); });
 }
 
+void QkvRopeParams::validate() const {
+  MatmulParams{.x = x, .w = w, .bias = bias, .y = qkv}.validate();
+  RopeKvWriteParams{.qkv = qkv, .positions = positions, .inv_freq = inv_freq, .slots = slots, .q_out = q_out, .k_cache = k_cache,
+                    .v_cache = v_cache, .attention_scaling = attention_scaling}.validate();
+}
+Status qkv_rope(const QkvRopeParams& p, const Stream& s) {
+  return dispatch(p, s, p.x.device, cpu::qkv_rope, [](const QkvRopeParams& q, void* h) { return cuda::qkv_rope(q, h); });
+}
+
 void TopKParams::validate() const {
   Device d = x.device;
   check_tensor(x, "x", 2, d);

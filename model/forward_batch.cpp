@@ -4,6 +4,13 @@
 
 namespace aerie::model {
 
+bool ForwardBatch::logits_for_every_row() const {
+  if (static_cast<int64_t>(logit_rows.size()) != num_tokens()) return false;
+  for (size_t i = 0; i < logit_rows.size(); ++i)
+    if (logit_rows[i] != static_cast<int32_t>(i)) return false;
+  return true;
+}
+
 void ForwardBatch::validate() const {
   const auto t = input_ids.size();
   AERIE_CHECK(t > 0, "forward batch has no tokens");

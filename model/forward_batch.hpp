@@ -20,6 +20,8 @@ struct ForwardBatch {
 
   int64_t num_tokens() const { return static_cast<int64_t>(input_ids.size()); }
   int64_t batch_size() const { return static_cast<int64_t>(qo_indptr.size()) - 1; }
+  // True when logit_rows is every token row in order (a decode step).
+  bool logits_for_every_row() const;
   // Throws aerie::Error when the arrays disagree with each other.
   void validate() const;
 };

@@ -26,6 +26,7 @@ struct ForwardDims {
   int64_t tokens = 0, seqs = 0, logit_rows = 0;
   bool custom_mask = false;
   int num_splits = 1;
+  bool logits_all_rows = false;  // logit_rows is 0, 1, ..., tokens - 1: no gather needed
 };
 
 class ForwardWorkspace {

@@ -60,7 +60,7 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
   eager_ws_->upload(batch, stream_);
   return run(*eager_ws_, kv,
              {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
-              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits});
+              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row()});
 }
 
 TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& d) {
@@ -80,9 +80,9 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
     AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .y = qkv}, stream_));
-    AERIE_CHECK_STATUS(ops::rope_kv_write({.qkv = qkv, .positions = ws.positions(T), .inv_freq = inv_freq_.view(), .slots = ws.slots(T),
-                                           .q_out = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
+    AERIE_CHECK_STATUS(ops::qkv_rope({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .qkv = qkv, .positions = ws.positions(T),
+                                      .inv_freq = inv_freq_.view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(l),
+                                      .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
     AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .out = attn, .qo_indptr = ws.qo_indptr(d.seqs),
                                        .kv_indptr = ws.kv_indptr(d.seqs), .kv_indices = ws.kv_indices(),
                                        .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
@@ -96,9 +96,13 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
-  // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head.
-  const TensorView selected = rows(ws.selected, R);
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = normed, .out = selected}, stream_));
+  // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head;
+  // a decode step wants every row, in order, and skips the gather.
+  TensorView selected = rows(ws.normed, R);
+  if (!d.logits_all_rows) {
+    selected = rows(ws.selected, R);
+    AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = normed, .out = selected}, stream_));
+  }
   AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = weights_.lm_head_view(), .y = logits}, stream_));
   return logits;
 }

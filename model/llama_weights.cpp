@@ -37,6 +37,24 @@ Buffer concat_rows(const std::vector<TensorView>& parts, Device device, DType dt
 
 Buffer copy_of(const TensorView& t, Device device, DType dtype) { return concat_rows({t}, device, dtype); }
 
+// The rows of a q or k projection reordered so that each head's rotation pairs are
+// adjacent: new row 2i = dim i, new row 2i + 1 = dim i + head_dim/2 (rope_kv_write.hpp).
+// Returns the bytes (same dtype) that `view` then describes.
+TensorView pair_adjacent_rows(const TensorView& t, int64_t head_dim, std::vector<unsigned char>& storage) {
+  const int64_t rows = t.dim(0), cols = t.ndim == 2 ? t.dim(1) : 1, half = head_dim / 2;
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(t.dtype);
+  storage.resize(static_cast<size_t>(rows) * row_bytes);
+  const auto* src = static_cast<const unsigned char*>(t.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t head = r / head_dim, d = r % head_dim;
+    const int64_t to = head * head_dim + (d < half ? 2 * d : 2 * (d - half) + 1);
+    std::memcpy(storage.data() + static_cast<size_t>(to) * row_bytes, src + static_cast<size_t>(r) * row_bytes, row_bytes);
+  }
+  TensorView v = t;
+  v.data = storage.data();
+  return v;
+}
+
 // Rows of a and b alternating (a0, b0, a1, b1, ...): the merged gate/up projection, laid out
 // so that one GEMM block owns both rows of a pair (kernels/silu_mul.hpp).
 Buffer interleave_rows(const TensorView& a, const TensorView& b, Device device, DType dtype) {
@@ -84,12 +102,15 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights L;
     L.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
-    L.qkv = concat_rows({get(p + "self_attn.q_proj.weight", {q, h}), get(p + "self_attn.k_proj.weight", {kv, h}),
+    std::vector<unsigned char> qs, ks;
+    L.qkv = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.weight", {q, h}), c.head_dim, qs),
+                         pair_adjacent_rows(get(p + "self_attn.k_proj.weight", {kv, h}), c.head_dim, ks),
                          get(p + "self_attn.v_proj.weight", {kv, h})},
                         device, dtype);
     L.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
     if (c.attention_bias) {
-      L.qkv_bias = concat_rows({get(p + "self_attn.q_proj.bias", {q}), get(p + "self_attn.k_proj.bias", {kv}),
+      L.qkv_bias = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.bias", {q}), c.head_dim, qs),
+                                pair_adjacent_rows(get(p + "self_attn.k_proj.bias", {kv}), c.head_dim, ks),
                                 get(p + "self_attn.v_proj.bias", {kv})},
                                device, dtype);
       L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);

@@ -12,8 +12,8 @@ namespace aerie::model {
 
 struct LlamaLayerWeights {
   Buffer input_norm;     // [hidden]
-  Buffer qkv;            // [q_size + 2 * kv_size, hidden]
-  Buffer qkv_bias;       // [q_size + 2 * kv_size], when attention_bias
+  Buffer qkv;            // [q_size + 2 * kv_size, hidden]; q/k rotation pairs adjacent (rope_kv_write.hpp)
+  Buffer qkv_bias;       // [q_size + 2 * kv_size], when attention_bias, same order
   Buffer o_proj;         // [hidden, q_size]
   Buffer o_bias;         // [hidden], when attention_bias
   Buffer post_norm;      // [hidden]

@@ -26,7 +26,8 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it;
     ws_->upload(padded(model::ForwardBatch{}, bs), stream);
-    const model::ForwardDims dims{.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false, .num_splits = splits_[bs]};
+    const model::ForwardDims dims{.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false, .num_splits = splits_[bs],
+                                  .logits_all_rows = true};
     model.run(*ws_, kv, dims);  // warm-up outside the capture (cuBLAS picks its kernels)
     synchronize(stream);
     cuda_runtime::begin_capture(stream.handle());

@@ -1,4 +1,5 @@
-// The CPU reference of the fused op is the composition it replaces: split, rope, kv_write.
+// The CPU reference of the fused op is the composition it replaces: split (undoing the
+// pair-adjacent q/k order), rope, kv_write.
 #include <cstring>
 #include <vector>
 
@@ -12,16 +13,32 @@ Status rope_kv_write(const RopeKvWriteParams& p) {
   const DType t = p.qkv.dtype;
   const size_t es = dtype_size(t);
   std::vector<unsigned char> k(static_cast<size_t>(tokens * kh * dim) * es), v(k.size());
+  const int64_t half = dim / 2;
+  // Element offset of dim d of a pair-adjacent head (see rope_kv_write.hpp).
+  auto paired = [&](int64_t d) { return d < half ? 2 * d : 2 * (d - half) + 1; };
   for (int64_t r = 0; r < tokens; ++r) {
-    const auto* row = static_cast<const unsigned char*>(p.qkv.data) + r * width * static_cast<int64_t>(es);
-    std::memcpy(static_cast<unsigned char*>(p.q_out.data) + r * qh * dim * static_cast<int64_t>(es), row, static_cast<size_t>(qh * dim) * es);
-    std::memcpy(k.data() + r * kh * dim * static_cast<int64_t>(es), row + qh * dim * static_cast<int64_t>(es), static_cast<size_t>(kh * dim) * es);
-    std::memcpy(v.data() + r * kh * dim * static_cast<int64_t>(es), row + (qh + kh) * dim * static_cast<int64_t>(es), static_cast<size_t>(kh * dim) * es);
+    const int64_t row = r * width;
+    for (int64_t h = 0; h < qh + kh; ++h)
+      for (int64_t d = 0; d < dim; ++d) {
+        const float x = load_as_float(p.qkv.data, t, row + h * dim + paired(d));
+        if (h < qh) store_from_float(p.q_out.data, t, (r * qh + h) * dim + d, x);
+        else store_from_float(k.data(), t, (r * kh + h - qh) * dim + d, x);
+      }
+    std::memcpy(v.data() + r * kh * dim * static_cast<int64_t>(es),
+                static_cast<const unsigned char*>(p.qkv.data) + (row + (qh + kh) * dim) * static_cast<int64_t>(es),
+                static_cast<size_t>(kh * dim) * es);
   }
   TensorView kv_k(k.data(), t, {tokens, kh, dim}), kv_v(v.data(), t, {tokens, kh, dim});
   Status s = rope({.q = p.q_out, .k = kv_k, .positions = p.positions, .inv_freq = p.inv_freq, .attention_scaling = p.attention_scaling});
   if (!s.is_ok()) return s;
   return kv_write({.k = kv_k, .v = kv_v, .slots = p.slots, .k_cache = p.k_cache, .v_cache = p.v_cache});
+}
+
+Status qkv_rope(const QkvRopeParams& p) {
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.qkv});
+  if (!s.is_ok()) return s;
+  return rope_kv_write({.qkv = p.qkv, .positions = p.positions, .inv_freq = p.inv_freq, .slots = p.slots, .q_out = p.q_out,
+                        .k_cache = p.k_cache, .v_cache = p.v_cache, .attention_scaling = p.attention_scaling});
 }
 
 }  // namespace aerie::kernels::cpu

@@ -63,16 +63,42 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
-// SILU_PAIRS: rows come in interleaved (gate, up) pairs and the block writes
+// What one GEMV launch reads and writes. The ROPE epilogue (the merged q/k/v projection)
+// also needs the token positions and cache slots and writes q_out and the KV cache
+// instead of y.
+template <class T, class TO>
+struct GemvArgs {
+  const T* x;
+  const T* w;
+  const T* bias;
+  TO* y;
+  int64_t n, k;
+  // ROPE only:
+  const int32_t* positions;
+  const float* inv_freq;
+  const int32_t* slots;
+  T* q_out;
+  T* k_cache;
+  T* v_cache;
+  int64_t q_heads, kv_heads, head_dim, num_slots;
+  float rope_scaling;
+};
+
+enum class Epilogue { kStore, kSiluPairs, kRope };
+
+// kSiluPairs: rows come in interleaved (gate, up) pairs and the block writes
 // silu(gate) * up for each pair instead of the two products (each rounded to T first, as
 // matmul + silu_mul would store them): the MLP's gate/up projection with its activation.
-template <class T, class TO, int M, int R, int THREADS, bool SILU_PAIRS>
-__global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                                                      TO* __restrict__ y, int64_t n, int64_t k) {
+// kRope: rows are the merged q/k/v projection with each q/k rotation pair adjacent
+// (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
+// or copies its two V dims into the V cache: the projection with rope_kv_write fused.
+template <class T, class TO, int M, int R, int THREADS, Epilogue EPI>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
   constexpr int kWarps = THREADS / 32;
   constexpr int kUnroll = R == 1 ? 8 : 4;  // loads in flight per thread, bounded by registers
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
+  const int64_t n = a.n, k = a.k;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int64_t chunks = k / 8;
   float acc[R][M];
@@ -80,8 +106,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
-  const uint4* wr = reinterpret_cast<const uint4*>(w + row0 * k);
+  const uint4* xr = reinterpret_cast<const uint4*>(a.x);
+  const uint4* wr = reinterpret_cast<const uint4*>(a.w + row0 * k);
   bool row_ok[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row_ok[r] = row0 + r < n;
@@ -129,73 +155,79 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const T* __restrict__ x, 
       if (lane == 0) partial[warp][r * M + m] = v;
     }
   __syncthreads();
-  if constexpr (SILU_PAIRS) {
-    static_assert(R % 2 == 0, "SiLU pairs need an even number of rows per block");
+  auto row_sum = [&](int r, int m) {
+    float v = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][r * M + m];
+    return a.bias ? v + to_float(a.bias[row0 + r]) : v;
+  };
+  if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
+    static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
     for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
       const int j = idx / M, m = idx % M;
-      const int64_t gate_row = row0 + 2 * j;
-      if (gate_row >= n) continue;
-      float g = 0.0f, u = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) {
-        g += partial[wi][(2 * j) * M + m];
-        u += partial[wi][(2 * j + 1) * M + m];
+      const int64_t first = row0 + 2 * j;
+      if (first >= n) continue;
+      // Round as the unfused path stores the projection (in T).
+      const float v0 = to_float(from_float<T>(row_sum(2 * j, m))), v1 = to_float(from_float<T>(row_sum(2 * j + 1, m)));
+      if constexpr (EPI == Epilogue::kSiluPairs) {
+        a.y[m * (n / 2) + first / 2] = from_float<TO>(v0 / (1.0f + __expf(-v0)) * v1);
+      } else {
+        const int64_t D = a.head_dim, half = D / 2, head = first / D, within = first % D;
+        const int32_t slot = a.slots[m];
+        const bool slot_ok = slot >= 0 && slot < a.num_slots;
+        if (head < a.q_heads + a.kv_heads) {
+          const int64_t i = within / 2;  // the pair (dim i, dim i + half)
+          float sn, cs;
+          sincosf(static_cast<float>(a.positions[m]) * a.inv_freq[i], &sn, &cs);
+          cs *= a.rope_scaling;
+          sn *= a.rope_scaling;
+          const T o1 = from_float<T>(v0 * cs - v1 * sn), o2 = from_float<T>(v1 * cs + v0 * sn);
+          if (head < a.q_heads) {
+            T* q = a.q_out + (m * a.q_heads + head) * D;
+            q[i] = o1;
+            q[i + half] = o2;
+          } else if (slot_ok) {
+            T* kd = a.k_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads)) * D;
+            kd[i] = o1;
+            kd[i + half] = o2;
+          }
+        } else if (slot_ok) {
+          T* vd = a.v_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads - a.kv_heads)) * D;
+          vd[within] = from_float<T>(v0);
+          vd[within + 1] = from_float<T>(v1);
+        }
       }
-      if (bias) {
-        g += to_float(bias[gate_row]);
-        u += to_float(bias[gate_row + 1]);
-      }
-      g = to_float(from_float<T>(g));
-      u = to_float(from_float<T>(u));
-      y[m * (n / 2) + gate_row / 2] = from_float<TO>(g / (1.0f + __expf(-g)) * u);
     }
     return;
   }
   for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
     const int r = idx / M, m = idx % M;
     if (row0 + r >= n) continue;
-    float v = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][idx];
-    if (bias) v += to_float(bias[row0 + r]);
-    y[m * n + row0 + r] = from_float<TO>(v);
+    a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
   }
 }
 
-template <class T, class TO, int M, int R, bool SILU_PAIRS>
-void launch_gemv_rows(const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((n + R - 1) / R);
-  if (k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, SILU_PAIRS>, dim3(blocks), dim3(256), 0, s, x, w, bias, y, n, k);
-  else launch_pdl(gemv_kernel<T, TO, M, R, 128, SILU_PAIRS>, dim3(blocks), dim3(128), 0, s, x, w, bias, y, n, k);
+template <class T, class TO, int M, int R, Epilogue EPI>
+void launch_gemv_rows(const GemvArgs<T, TO>& a, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R);
+  if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, EPI>, dim3(blocks), dim3(256), 0, s, a);
+  else launch_pdl(gemv_kernel<T, TO, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
 }
 
-template <class T, class TO>
-void launch_gemv(int64_t m, const T* x, const T* w, const T* bias, TO* y, int64_t n, int64_t k, cudaStream_t s) {
+// Rows per block: 1 for a single input row (most blocks, most parallelism), more as M
+// grows so that x is re-read less; always even for the pair epilogues.
+template <class T, class TO, Epilogue EPI>
+void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
+  constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   switch (m) {
-    case 1: launch_gemv_rows<T, TO, 1, 1, false>(x, w, bias, y, n, k, s); break;
-    case 2: launch_gemv_rows<T, TO, 2, 2, false>(x, w, bias, y, n, k, s); break;
-    case 3: launch_gemv_rows<T, TO, 3, 2, false>(x, w, bias, y, n, k, s); break;
-    case 4: launch_gemv_rows<T, TO, 4, 4, false>(x, w, bias, y, n, k, s); break;
-    case 5: launch_gemv_rows<T, TO, 5, 4, false>(x, w, bias, y, n, k, s); break;
-    case 6: launch_gemv_rows<T, TO, 6, 4, false>(x, w, bias, y, n, k, s); break;
-    case 7: launch_gemv_rows<T, TO, 7, 4, false>(x, w, bias, y, n, k, s); break;
-    case 8: launch_gemv_rows<T, TO, 8, 4, false>(x, w, bias, y, n, k, s); break;
-    default: break;
-  }
-}
-
-// Row pairs per block for the fused gate/up + SiLU (R = 2 rows = one pair; 4 for M > 2).
-template <class T>
-void launch_gemv_silu_pairs(int64_t m, const T* x, const T* w, const T* bias, T* out, int64_t n, int64_t k, cudaStream_t s) {
-  switch (m) {
-    case 1: launch_gemv_rows<T, T, 1, 2, true>(x, w, bias, out, n, k, s); break;
-    case 2: launch_gemv_rows<T, T, 2, 2, true>(x, w, bias, out, n, k, s); break;
-    case 3: launch_gemv_rows<T, T, 3, 2, true>(x, w, bias, out, n, k, s); break;
-    case 4: launch_gemv_rows<T, T, 4, 4, true>(x, w, bias, out, n, k, s); break;
-    case 5: launch_gemv_rows<T, T, 5, 4, true>(x, w, bias, out, n, k, s); break;
-    case 6: launch_gemv_rows<T, T, 6, 4, true>(x, w, bias, out, n, k, s); break;
-    case 7: launch_gemv_rows<T, T, 7, 4, true>(x, w, bias, out, n, k, s); break;
-    case 8: launch_gemv_rows<T, T, 8, 4, true>(x, w, bias, out, n, k, s); break;
+    case 1: launch_gemv_rows<T, TO, 1, kR1, EPI>(a, s); break;
+    case 2: launch_gemv_rows<T, TO, 2, 2, EPI>(a, s); break;
+    case 3: launch_gemv_rows<T, TO, 3, 2, EPI>(a, s); break;
+    case 4: launch_gemv_rows<T, TO, 4, 4, EPI>(a, s); break;
+    case 5: launch_gemv_rows<T, TO, 5, 4, EPI>(a, s); break;
+    case 6: launch_gemv_rows<T, TO, 6, 4, EPI>(a, s); break;
+    case 7: launch_gemv_rows<T, TO, 7, 4, EPI>(a, s); break;
+    case 8: launch_gemv_rows<T, TO, 8, 4, EPI>(a, s); break;
     default: break;
   }
 }
@@ -225,8 +257,11 @@ Status matmul(const MatmulParams& p, void* stream) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
-      if (p.y.dtype == DType::kF32) launch_gemv<T, float>(m, p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k, as_stream(stream));
-      else launch_gemv<T, T>(m, p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k, as_stream(stream));
+      if (p.y.dtype == DType::kF32)
+        launch_gemv<T, float, Epilogue::kStore>(m, GemvArgs<T, float>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k},
+                                                as_stream(stream));
+      else
+        launch_gemv<T, T, Epilogue::kStore>(m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k}, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -260,8 +295,9 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   if (p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_gemv_silu_pairs<T>(m, p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k,
-                                as_stream(stream));
+      launch_gemv<T, T, Epilogue::kSiluPairs>(
+          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k},
+          as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -270,6 +306,29 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.gate_up}, stream);
   if (!s.is_ok()) return s;
   return silu_mul({.gate_up = p.gate_up, .out = p.out}, stream);
+}
+
+Status qkv_rope(const QkvRopeParams& p, void* stream) {
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
+  if (m == 0) return Status::ok();
+  const bool same = p.q_out.dtype == p.x.dtype && p.k_cache.dtype == p.x.dtype;
+  if (same && gemv_eligible(p.x, p.w, p.bias, k)) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
+                       p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
+                       p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
+                       p.attention_scaling};
+      launch_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
+    };
+    if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
+    else run(__half{});
+    return launch_status("qkv_rope (gemv)");
+  }
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.qkv}, stream);
+  if (!s.is_ok()) return s;
+  return rope_kv_write({.qkv = p.qkv, .positions = p.positions, .inv_freq = p.inv_freq, .slots = p.slots, .q_out = p.q_out,
+                        .k_cache = p.k_cache, .v_cache = p.v_cache, .attention_scaling = p.attention_scaling}, stream);
 }
 
 }  // namespace aerie::kernels::cuda

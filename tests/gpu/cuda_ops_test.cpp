@@ -96,6 +96,40 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   }
 }
 
+TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
+  std::mt19937 rng(10);
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (int64_t m : {1, 2, 5}) {  // 1 and 2 run the fused GEMV epilogue, 5 cuBLAS + rope_kv_write
+      const int64_t hidden = 512, qh = 8, kh = 2, dim = 64, slots = 16, width = (qh + 2 * kh) * dim;
+      Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
+      std::vector<int32_t> pos, sl;
+      for (int64_t i = 0; i < m; ++i) {
+        pos.push_back(static_cast<int32_t>(7 + 1000 * i));
+        sl.push_back(static_cast<int32_t>(slots - 1 - 3 * i));
+      }
+      std::vector<float> inv(dim / 2);
+      for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
+      Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
+      inv_b.copy_from_host(inv.data(), inv_b.nbytes());
+      Buffer pos_b = ints(pos), sl_b = ints(sl), qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
+      Buffer kc(Device::kCpu, t, {slots, kh, dim}), vc(Device::kCpu, t, {slots, kh, dim});
+      kc.zero();
+      vc.zero();
+      Buffer dx = to_gpu(x), dw = to_gpu(w), db = to_gpu(bias), dpos = to_gpu(pos_b), dsl = to_gpu(sl_b), dinv = to_gpu(inv_b);
+      Buffer dqkv = like_gpu(qkv), dq = like_gpu(q), dkc = to_gpu(kc), dvc = to_gpu(vc);
+      ASSERT_TRUE(qkv_rope({.x = x.view(), .w = w.view(), .bias = bias.view(), .qkv = qkv.view(), .positions = pos_b.view(),
+                            .inv_freq = inv_b.view(), .slots = sl_b.view(), .q_out = q.view(), .k_cache = kc.view(), .v_cache = vc.view()},
+                           Stream::cpu()).is_ok());
+      ASSERT_TRUE(qkv_rope({.x = dx.view(), .w = dw.view(), .bias = db.view(), .qkv = dqkv.view(), .positions = dpos.view(),
+                            .inv_freq = dinv.view(), .slots = dsl.view(), .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()},
+                           gpu()).is_ok());
+      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
+      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
+      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
+    }
+  }
+}
+
 TEST_F(CudaOps, NormRopeSiluEmbeddingMatchCpu) {
   std::mt19937 rng(2);
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
