@@ -152,7 +152,7 @@ __global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const flo
     sincosf(p * inv_freq[i], &s, &c);
     c *= scaling;
     s *= scaling;
-    const float x1 = to_float(x[i]), x2 = to_float(x[i + half]);
+    const float x1 = to_float(x[2 * i]), x2 = to_float(x[2 * i + 1]);  // dims i and i + half sit at 2i, 2i + 1
     const float o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
     if (h < qh) {
       T* q = q_out + (t * qh + h) * dim;
