@@ -116,14 +116,19 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     };
     Buffer dqo = upload(qo), dkvp = upload(kvp), dkvi = upload(kvi);
     Buffer q = random_device({bs, c.num_heads, c.head_dim}, bf, 4, s), out(Device::kCuda, bf, {bs, c.num_heads, c.head_dim});
-    const int splits = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-    Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
-    const double att = time_ms(s, o.reps, 1, [&](int) {
-      AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
-                                             .qo_indptr = dqo.view(), .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(),
-                                             .scale = 0.088f, .num_splits = splits, .workspace = part.view()}, s));
-    });
-    report(("attention/" + std::to_string(splits)).c_str(), bs, att, static_cast<double>(bs * o.context * KV * 2 * 2));
+    const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
+    // The chosen split count and its neighbours (attention/<splits>, * marks the choice).
+    for (int splits : {std::max(1, chosen / 2), chosen, std::min(kernels::kMaxAttentionSplits, chosen * 2)}) {
+      if (splits != chosen && (splits == std::max(1, chosen / 2)) && chosen == 1) continue;
+      Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
+      const double att = time_ms(s, o.reps, 1, [&](int) {
+        AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
+                                               .qo_indptr = dqo.view(), .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(),
+                                               .scale = 0.088f, .num_splits = splits, .workspace = part.view()}, s));
+      });
+      report(("attention/" + std::to_string(splits) + (splits == chosen ? "*" : "")).c_str(), bs, att,
+             static_cast<double>(bs * o.context * KV * 2 * 2));
+    }
     // The small per-layer ops.
     Buffer hx = random_device({bs, H}, bf, 5, s), res = random_device({bs, H}, bf, 6, s), nw = random_device({H}, bf, 7, s);
     Buffer hy(Device::kCuda, bf, {bs, H});

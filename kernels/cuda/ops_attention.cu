@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
     int num_splits, float* partial, int64_t num_slots) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  pdl_begin();
+  pdl_trigger();
   const int64_t D = g.dim;
   constexpr int kPad = Smem<TC>::kPad;
   const int64_t kstride = D + kPad;
@@ -76,6 +76,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   const int64_t j_begin = min64(visible, split * chunk), j_end = min64(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // The batch layout and slot lists were uploaded before the forward began, so they are read
+  // while the previous kernel (which writes q and this step's K/V) still runs.
+  int32_t first_slot = -1;
+  if (threadIdx.x < kTile && j_begin + threadIdx.x < j_end) {
+    first_slot = slots[j_begin + threadIdx.x];
+    if (first_slot >= num_slots || (mrow && !mrow[j_begin + threadIdx.x])) first_slot = -1;
+  }
+  pdl_wait();
 
   for (int64_t idx = threadIdx.x; idx < heads * D; idx += kThreads)
     qs[idx] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
@@ -95,8 +103,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     __syncthreads();  // the previous tile is consumed
     if (threadIdx.x < kTile) {
       const int jj = threadIdx.x;
-      int32_t s = jj < n ? slots[base + jj] : -1;
-      if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
+      int32_t s = first_slot;
+      if (base != j_begin) {
+        s = jj < n ? slots[base + jj] : -1;
+        if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
+      }
       tile_slots[jj] = s;
     }
     __syncthreads();
