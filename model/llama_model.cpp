@@ -75,11 +75,15 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   const TensorView gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = weights_.embed.view(), .out = hidden}, stream_));
-  zero_async(residual, stream_);  // layer 0 adds the embeddings to zero
+  // The embeddings are the residual stream entering layer 0.
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = weights_.embed.view(), .out = residual}, stream_));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    if (l == 0) {
+      AERIE_CHECK_STATUS(ops::rms_norm({.x = residual, .weight = L.input_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
+    } else {
+      AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+    }
     AERIE_CHECK_STATUS(ops::qkv_rope({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .qkv = qkv, .positions = ws.positions(T),
                                       .inv_freq = inv_freq_.view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(l),
                                       .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));

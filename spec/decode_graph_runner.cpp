@@ -4,6 +4,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
 
 namespace aerie::spec {
@@ -22,17 +23,38 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   }
   ws_ = std::make_unique<model::ForwardWorkspace>(model.config(), cap, Device::kCuda, model.act_dtype());
   const Stream& stream = model.stream();
+  // Greedy parameters for every row: temperature 0 (the rest is ignored by a greedy row).
+  greedy_params_ = Buffer(Device::kCuda, DType::kI64, {top * 2});  // seeds, steps (zeros), reused as zero floats/ints
+  greedy_params_.zero();
+  greedy_workspace_ = Buffer(Device::kCuda, DType::kF32, {kernels::sample_workspace_floats(top)});
+  greedy_tokens_ = Buffer(Device::kCuda, DType::kI32, {top});
+  greedy_host_ = HostStaging(Device::kCuda, static_cast<size_t>(top) * 4);
+  Buffer ones(Device::kCuda, DType::kF32, {top});
+  std::vector<float> host_ones(static_cast<size_t>(top), 1.0f);
+  ones.copy_from_host(host_ones.data(), ones.nbytes());
+  greedy_top_p_ = std::move(ones);
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it;
     ws_->upload(padded(model::ForwardBatch{}, bs), stream);
     const model::ForwardDims dims{.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false, .num_splits = splits_[bs],
                                   .logits_all_rows = true};
-    model.run(*ws_, kv, dims);  // warm-up outside the capture (cuBLAS picks its kernels)
+    auto forward_and_argmax = [&] {
+      const TensorView logits = model.run(*ws_, kv, dims);
+      const TensorView zeros_f(greedy_params_.data(), DType::kF32, {bs}, Device::kCuda);
+      const TensorView zeros_i32(greedy_params_.data(), DType::kI32, {bs}, Device::kCuda);
+      const TensorView zeros_i64(greedy_params_.data(), DType::kI64, {bs}, Device::kCuda);
+      AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = zeros_f, .top_p = greedy_top_p_.view().slice_rows(0, bs),
+                                          .top_k = zeros_i32, .min_p = zeros_f, .seed = zeros_i64, .step = zeros_i64,
+                                          .out = greedy_tokens_.view().slice_rows(0, bs),
+                                          .workspace = greedy_workspace_.view().slice_rows(0, kernels::sample_workspace_floats(bs))},
+                                         stream));
+    };
+    forward_and_argmax();  // warm-up outside the capture (cuBLAS picks its kernels)
     synchronize(stream);
     cuda_runtime::begin_capture(stream.handle());
     try {
-      model.run(*ws_, kv, dims);
+      forward_and_argmax();
     } catch (...) {
       cuda_runtime::end_capture(stream.handle());
       throw;
@@ -83,6 +105,15 @@ TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
   ws_->upload(padded(batch, bs), model_.stream());
   cuda_runtime::launch_graph(graphs_.at(bs), model_.stream().handle());
   return ws_->logits.view().slice_rows(0, batch.batch_size());
+}
+
+std::vector<int32_t> DecodeGraphRunner::replay_greedy(const model::ForwardBatch& batch) {
+  replay(batch);
+  const size_t n = static_cast<size_t>(batch.batch_size());
+  copy_async(greedy_host_.data(), greedy_tokens_.data(), n * 4, model_.stream());
+  synchronize(model_.stream());
+  const int32_t* t = greedy_host_.as<int32_t>();
+  return std::vector<int32_t>(t, t + n);
 }
 
 }  // namespace aerie::spec

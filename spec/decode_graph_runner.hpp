@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "kernels/staging.hpp"
 #include "model/forward_workspace.hpp"
 #include "model/llama_model.hpp"
 #include "spec/cuda_graph_buckets.hpp"
@@ -26,6 +27,9 @@ class DecodeGraphRunner {
   bool can_run(const model::ForwardBatch& batch) const;
   // Replays the bucket's graph; returns the logits of the real rows [batch, vocab].
   TensorView replay(const model::ForwardBatch& batch);
+  // Replays, and returns every row's greedy token: each graph ends with an argmax, so a
+  // greedy batch needs no sampling launches after the graph, only the copy back.
+  std::vector<int32_t> replay_greedy(const model::ForwardBatch& batch);
   // The bucket a batch of this size replays.
   int64_t bucket_for(int64_t batch_size) const;
   const std::vector<int64_t>& buckets() const { return schedule_.sizes(); }
@@ -36,6 +40,10 @@ class DecodeGraphRunner {
   model::KvCache& kv_;
   BucketSchedule schedule_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
+  // The in-graph argmax: all-greedy sampling parameters, its scratch and output, and a
+  // pinned landing area for the tokens.
+  Buffer greedy_params_, greedy_top_p_, greedy_workspace_, greedy_tokens_;
+  HostStaging greedy_host_;
   std::map<int64_t, void*> graphs_;   // bucket -> executable graph
   std::map<int64_t, int> splits_;     // bucket -> attention splits captured
 };

@@ -97,19 +97,27 @@ bool GenerationEngine::step(const std::vector<GenerationRequest>& requests, std:
     batch.logit_rows.push_back(static_cast<int32_t>(batch.input_ids.size()) - 1);
   }
   const bool replay = graphs_ && graphs_->can_run(batch);
-  const TensorView logits = replay ? graphs_->replay(batch) : model_.forward(batch, kv_);
+  bool all_greedy = true;
+  for (const auto& r : running_) all_greedy = all_greedy && requests[r.index].sampling.temperature == 0.0f;
   stats_.graph_replays += replay ? 1 : 0;
   ++stats_.forward_steps;
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(running_.size()));
 
-  // 4. Sample one token per request (seeded by request seed and output position).
-  std::vector<model::SamplingRow> rows;
-  for (const auto& r : running_) {
-    const auto& s = requests[r.index].sampling;
-    rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-                    .step = static_cast<int64_t>(results[r.index].output_ids.size())});
+  // 4. One token per request: the graph's own argmax for an all-greedy decode, else the
+  //    sampler (seeded by request seed and output position).
+  std::vector<int32_t> next;
+  if (replay && all_greedy) {
+    next = graphs_->replay_greedy(batch);
+  } else {
+    const TensorView logits = replay ? graphs_->replay(batch) : model_.forward(batch, kv_);
+    std::vector<model::SamplingRow> rows;
+    for (const auto& r : running_) {
+      const auto& s = requests[r.index].sampling;
+      rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+                      .step = static_cast<int64_t>(results[r.index].output_ids.size())});
+    }
+    next = sampler_.sample(logits, rows, model_.stream());
   }
-  const std::vector<int32_t> next = sampler_.sample(logits, rows, model_.stream());
 
   // 5. Commit, and retire finished requests (their pages go back to the pool).
   const auto& eos = model_.config().eos_token_ids;
