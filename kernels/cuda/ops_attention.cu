@@ -78,40 +78,26 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // The batch layout and slot lists were uploaded before the forward began, so they are read
   // while the previous kernel (which writes q and this step's K/V) still runs.
-  int32_t first_slot = -1;
-  if (threadIdx.x < kTile && j_begin + threadIdx.x < j_end) {
-    first_slot = slots[j_begin + threadIdx.x];
-    if (first_slot >= num_slots || (mrow && !mrow[j_begin + threadIdx.x])) first_slot = -1;
+  if (threadIdx.x < kTile) {
+    int32_t first_slot = -1;
+    if (j_begin + threadIdx.x < j_end) {
+      first_slot = slots[j_begin + threadIdx.x];
+      if (first_slot >= num_slots || (mrow && !mrow[j_begin + threadIdx.x])) first_slot = -1;
+    }
+    tile_slots[threadIdx.x] = first_slot;
   }
-  pdl_wait();
-
-  for (int64_t idx = threadIdx.x; idx < heads * D; idx += kThreads)
-    qs[idx] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
   if (threadIdx.x < kMaxGroup) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.0f;
   }
-  float acc[kMaxGroup][kDimPerThread];
-#pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h)
-#pragma unroll
-    for (int e = 0; e < kDimPerThread; ++e) acc[h][e] = 0.0f;
+  __syncthreads();
+  pdl_wait();
 
   const int64_t row_chunks = D * static_cast<int64_t>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
-  for (int64_t base = j_begin; base < j_end; base += kTile) {
-    const int n = static_cast<int>(min64(kTile, j_end - base));
-    __syncthreads();  // the previous tile is consumed
-    if (threadIdx.x < kTile) {
-      const int jj = threadIdx.x;
-      int32_t s = first_slot;
-      if (base != j_begin) {
-        s = jj < n ? slots[base + jj] : -1;
-        if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
-      }
-      tile_slots[jj] = s;
-    }
-    __syncthreads();
-    // Fill the K and V tiles with 16-byte loads, a batch of them in flight per thread.
+  // Copies tile rows [first, ...) of K and V into shared memory, a batch of 16-byte loads
+  // in flight per thread; `before_store` runs between issuing the first batch and storing it.
+  auto load_tile = [&](auto before_store) {
+    bool first_batch = true;
     for (int64_t first = threadIdx.x; first < kTile * row_chunks; first += static_cast<int64_t>(kThreads) * kLoadBatch) {
       uint4 kb[kLoadBatch], vb[kLoadBatch];
 #pragma unroll
@@ -127,6 +113,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
           kb[u] = vb[u] = make_uint4(0, 0, 0, 0);  // unseen keys: zero V so p * V stays finite
         }
       }
+      if (first_batch) before_store();
+      first_batch = false;
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
         const int64_t idx = first + static_cast<int64_t>(u) * kThreads;
@@ -135,6 +123,33 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
         reinterpret_cast<uint4*>(ktile + jj * kstride)[ch] = kb[u];
         reinterpret_cast<uint4*>(vtile + jj * D)[ch] = vb[u];
       }
+    }
+  };
+  // q and the first tile's K/V travel together: one memory round trip instead of two.
+  auto load_q = [&] {
+    for (int64_t idx = threadIdx.x; idx < heads * D; idx += kThreads)
+      qs[idx] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
+  };
+  if (j_begin < j_end) load_tile(load_q);
+  else load_q();
+  float acc[kMaxGroup][kDimPerThread];
+#pragma unroll
+  for (int h = 0; h < kMaxGroup; ++h)
+#pragma unroll
+    for (int e = 0; e < kDimPerThread; ++e) acc[h][e] = 0.0f;
+
+  for (int64_t base = j_begin; base < j_end; base += kTile) {
+    const int n = static_cast<int>(min64(kTile, j_end - base));
+    if (base != j_begin) {  // the first tile is in shared memory already
+      __syncthreads();      // the previous tile is consumed
+      if (threadIdx.x < kTile) {
+        const int jj = threadIdx.x;
+        int32_t s = jj < n ? slots[base + jj] : -1;
+        if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
+        tile_slots[jj] = s;
+      }
+      __syncthreads();
+      load_tile([] {});
     }
     __syncthreads();
     // Scores: warp h' takes heads h', h' + 4; lane = key.

@@ -51,9 +51,18 @@ constexpr int kNormMaxChunks = 4;
 
 template <class T, class TW>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
-  pdl_begin();
+  static_assert(sizeof(TW) == sizeof(T), "weight chunks are read as 16-byte vectors");
+  pdl_trigger();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, chunks = hidden / 8;
+  // The norm weight never depends on the previous kernel: fetch it while that kernel ends.
+  uint4 wv[kNormMaxChunks];
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    wv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(w) + c) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_wait();
   const uint4* xr = reinterpret_cast<const uint4*>(x + r * hidden);
   uint4* rr = residual ? reinterpret_cast<uint4*>(residual + r * hidden) : nullptr;
   float v[kNormMaxChunks][8];
@@ -88,8 +97,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
     if (c >= chunks) break;
     uint4 out;
     T* oe = reinterpret_cast<T*>(&out);
+    const TW* we = reinterpret_cast<const TW*>(&wv[u]);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) oe[i] = from_float<T>(to_float(w[c * 8 + i]) * (v[u][i] * inv));
+    for (int i = 0; i < 8; ++i) oe[i] = from_float<T>(to_float(we[i]) * (v[u][i] * inv));
     yr[c] = out;
   }
 }
