@@ -93,14 +93,9 @@ enum class Epilogue { kStore, kSiluPairs, kRope };
 // (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
 // or copies its two V dims into the V cache: the projection with rope_kv_write fused.
 template <class T, class TO, int M, int R, int THREADS, Epilogue EPI>
-// Single-row blocks of 128 threads are asked to fit 16 to an SM (32 registers): the most
-// weight loads in flight for the small projections.
-__global__ void __launch_bounds__(THREADS, (R == 1 && THREADS == 128) ? 16 : 1) gemv_kernel(const GemvArgs<T, TO> a) {
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
   constexpr int kWarps = THREADS / 32;
-  // Loads in flight per thread: a 4096-wide row is exactly 4 chunks per thread at 128
-  // threads; more would only cost registers (and resident blocks). Long rows use 256
-  // threads and 8 chunks.
-  constexpr int kUnroll = (R == 1 && THREADS == 256) ? 8 : 4;
+  constexpr int kUnroll = R == 1 ? 8 : 4;  // loads in flight per thread, bounded by registers
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
   const int64_t n = a.n, k = a.k;
