@@ -21,9 +21,10 @@ for step in $steps; do
         [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "$t FAILED"; status=1; }
       done;;
     bench)
+      "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8,32,128 --context 544 2>&1 | tee "$OUT/kernels_llama-3.1-8b.txt" || status=1
       for shape in llama-3.1-8b llama-3.2-1b; do
         "$B/aerie-bench" one-batch --load-format dummy --model-shape $shape --batch-size 1,8,32,128 \
-          --input-len 512 --output-len 32 --json "$OUT/bench_$shape.json" 2>&1 | tee "$OUT/bench_$shape.txt" || status=1
+          --input-len 512 --output-len 32 --cuda-graph both --json "$OUT/bench_$shape.json" 2>&1 | tee "$OUT/bench_$shape.txt" || status=1
       done;;
     parity)
       python3 tests/fidelity/gpu_parity.py --generate "$B/aerie-generate" --dump-logits "$B/aerie-dump-logits" \
