@@ -232,25 +232,42 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
 
 template <class TQ>
 __global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits) {
+  __shared__ float weight[kMaxAttentionSplits];  // exp(m_s - max) * [l_s > 0]
+  __shared__ float weighted_sum[kMaxAttentionSplits];
+  __shared__ float inv_den;
   pdl_begin();
   const int64_t row = blockIdx.x;  // token * q_heads + head
   const float* base = partial + row * num_splits * (D + 2);
-  float mx = -INFINITY;
-  for (int s = 0; s < num_splits; ++s)
-    if (base[s * (D + 2) + D + 1] > 0.0f) mx = fmaxf(mx, base[s * (D + 2) + D]);
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    if (mx != -INFINITY) {
-      for (int s = 0; s < num_splits; ++s) {
-        const float* part = base + s * (D + 2);
-        if (part[D + 1] <= 0.0f) continue;
-        const float w = __expf(part[D] - mx);
-        num += part[d] * w;
-        den += part[D + 1] * w;
-      }
-    }
-    out[row * D + d] = from_float<TQ>(den > 0.0f ? num / den : 0.0f);
+  // Every split's (max, sum) in one parallel round trip, then the weights from shared memory.
+  float m = -INFINITY, l = 0.0f;
+  if (threadIdx.x < num_splits) {
+    m = base[threadIdx.x * (D + 2) + D];
+    l = base[threadIdx.x * (D + 2) + D + 1];
+    if (!(l > 0.0f)) m = -INFINITY;
   }
+  const float mx = warp_max(m);  // num_splits <= 64: the first two warps hold them all
+  __shared__ float warp_mx[2];
+  if (threadIdx.x < 64 && (threadIdx.x & 31) == 0) warp_mx[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  const float gmax = fmaxf(warp_mx[0], num_splits > 32 ? warp_mx[1] : -INFINITY);
+  if (threadIdx.x < num_splits) {
+    weight[threadIdx.x] = (l > 0.0f && gmax != -INFINITY) ? __expf(m - gmax) : 0.0f;
+    weighted_sum[threadIdx.x] = weight[threadIdx.x] * l;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float den = 0.0f;
+    for (int s = 0; s < num_splits; ++s) den += weighted_sum[s];
+    inv_den = den > 0.0f ? 1.0f / den : 0.0f;
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float num = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < num_splits; ++s) num += base[s * (D + 2) + d] * weight[s];  // independent loads
+    out[row * D + d] = from_float<TQ>(num * inv_den);
+  }
+}
 }
 
 }  // namespace
