@@ -268,7 +268,6 @@ __global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, 
     out[row * D + d] = from_float<TQ>(num * inv_den);
   }
 }
-}
 
 }  // namespace
 
