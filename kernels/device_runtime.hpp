@@ -1,6 +1,6 @@
 #pragma once
 // Host-side facade of the CUDA runtime: memory, streams, events, CUDA graphs. Implemented
-// in cuda/device_runtime.cu when CUDA is built, in device_runtime_stub.cpp otherwise (where
+// in cuda/device_runtime.cu when CUDA is built, in device_runtime_unavailable.cpp otherwise (where
 // every call reports that this build has no CUDA). Host header: no CUDA includes; handles
 // are opaque pointers.
 #include <cstddef>

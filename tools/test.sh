@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 [[ -d "$BUILD_DIR" ]] || { echo "no build in $BUILD_DIR: run tools/setup.sh first" >&2; exit 2; }
 if [[ -z "${AERIE_SKIP_PIP:-}" ]]; then
-  python3 -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+  # --break-system-packages: Debian's own python3 refuses pip installs otherwise (PEP 668);
+  # harmless in a virtual environment or a pyenv interpreter.
+  python3 -m pip install -q --disable-pip-version-check --break-system-packages -r tests/requirements.txt
 fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" "$@"
