@@ -1,0 +1,83 @@
+// ZeroMQ channels on loopback: delivery, sequence checks, malformed and oversized frames.
+#include <gtest/gtest.h>
+
+#include <zmq.hpp>
+
+#include "kernels/error.hpp"
+#include "transport/zmq_channel.hpp"
+
+using namespace aerie::transport;
+using namespace std::chrono_literals;
+
+TEST(ZmqChannel, DeliversMessagesInOrderOverTcpLoopback) {
+  zmq::context_t ctx;
+  ZmqReceiver rx(ctx, "tcp://127.0.0.1:*", /*bind=*/true);
+  ZmqSender tx(ctx, rx.endpoint(), /*bind=*/false);
+  for (uint64_t i = 0; i < 20; ++i) {
+    BatchMessage b;
+    b.step_id = i;
+    b.rids = {i};
+    b.input_ids = {static_cast<int32_t>(i)};
+    tx.send(b);
+  }
+  tx.send(Shutdown{.seq = 0, .reason = "done"});
+  for (uint64_t i = 0; i < 20; ++i) {
+    auto m = rx.receive(5s);
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(std::holds_alternative<BatchMessage>(*m));
+    EXPECT_EQ(std::get<BatchMessage>(*m).step_id, i);
+    EXPECT_EQ(std::get<BatchMessage>(*m).seq, i);
+  }
+  auto last = rx.receive(5s);
+  ASSERT_TRUE(last && std::holds_alternative<Shutdown>(*last));
+  EXPECT_EQ(rx.stats().received, 21u);
+  EXPECT_EQ(rx.stats().sequence_gaps, 0u);
+  EXPECT_FALSE(rx.receive(10ms));  // nothing more
+}
+
+TEST(ZmqChannel, DropsMalformedFramesAndKeepsServing) {
+  zmq::context_t ctx;
+  ZmqReceiver rx(ctx, "inproc://malformed", /*bind=*/true);
+  ZmqSender tx(ctx, "inproc://malformed", /*bind=*/false);
+  tx.send_bytes({1, 2, 3});                                      // truncated header
+  tx.send_bytes(encode_frame(999, std::vector<uint8_t>{1, 2}));  // unknown kind
+  auto bad_payload = encode_frame(static_cast<uint16_t>(MessageKind::kBatchResult), std::vector<uint8_t>(5, 0xff));
+  tx.send_bytes(bad_payload);                                    // payload does not decode
+  tx.send(BatchResult{.seq = 0, .step_id = 5, .rids = {1}, .next_tokens = {2}, .error = ""});
+  auto m = rx.receive(5s);
+  ASSERT_TRUE(m && std::holds_alternative<BatchResult>(*m));
+  EXPECT_EQ(std::get<BatchResult>(*m).step_id, 5u);
+  EXPECT_EQ(rx.stats().dropped_bad_frames, 3u);
+}
+
+TEST(ZmqChannel, CountsSequenceGaps) {
+  zmq::context_t ctx;
+  ZmqReceiver rx(ctx, "inproc://gaps", true);
+  ZmqSender tx(ctx, "inproc://gaps", false);
+  tx.send_bytes(encode_message(Shutdown{.seq = 0, .reason = "a"}));
+  tx.send_bytes(encode_message(Shutdown{.seq = 2, .reason = "b"}));  // seq 1 never came
+  ASSERT_TRUE(rx.receive(5s));
+  ASSERT_TRUE(rx.receive(5s));
+  EXPECT_EQ(rx.stats().sequence_gaps, 1u);
+}
+
+TEST(ZmqChannel, OversizedMessagesNeverArrive) {
+  zmq::context_t ctx;
+  ZmqReceiver rx(ctx, "tcp://127.0.0.1:*", true, /*max_message_bytes=*/1024);
+  {
+    ZmqSender big(ctx, rx.endpoint(), false);
+    BatchMessage b;
+    b.kv_indices.assign(10000, 1);  // 40 KB: ZeroMQ refuses it at the receiver
+    big.send(b);
+    EXPECT_FALSE(rx.receive(300ms));
+  }
+  ZmqSender small(ctx, rx.endpoint(), false);  // the receiver still serves other peers
+  small.send(Shutdown{.seq = 0, .reason = "ok"});
+  auto m = rx.receive(5s);
+  ASSERT_TRUE(m && std::holds_alternative<Shutdown>(*m));
+}
+
+TEST(ZmqChannel, BadEndpointsGiveClearErrors) {
+  zmq::context_t ctx;
+  EXPECT_THROW(ZmqReceiver(ctx, "tcp://not-an-address", true), aerie::Error);
+}

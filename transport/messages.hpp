@@ -1,0 +1,89 @@
+#pragma once
+// The messages that cross process boundaries: plain aggregates (ids, lengths, token ids,
+// sampling parameters), serialised with cereal into checked frames. No pointers, no
+// polymorphic types, no tensors.
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aerie::transport {
+
+enum class MessageKind : uint16_t { kBatch = 1, kBatchResult = 2, kShutdown = 3 };
+
+enum class ForwardMode : int32_t { kIdle = 0, kExtend = 1, kDecode = 2, kMixed = 3 };
+
+struct SamplingRowMsg {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = -1;
+  int64_t seed = 0;
+  int64_t step = 0;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(temperature, top_p, min_p, top_k, seed, step);
+  }
+  bool operator==(const SamplingRowMsg&) const = default;
+};
+
+// One forward for one rank group: everything every rank needs to run the same step, KV
+// slots included (the scheduler allocates them; no rank allocates on its own).
+struct BatchMessage {
+  uint64_t seq = 0;      // per channel, increasing by one
+  uint64_t step_id = 0;  // the scheduler's iteration number
+  ForwardMode mode = ForwardMode::kIdle;
+  std::vector<uint64_t> rids;          // [batch]
+  std::vector<int32_t> input_ids;      // [tokens]
+  std::vector<int32_t> positions;      // [tokens]
+  std::vector<int32_t> out_cache_loc;  // [tokens]
+  std::vector<int32_t> qo_indptr;      // [batch + 1]
+  std::vector<int32_t> kv_indptr;      // [batch + 1]
+  std::vector<int32_t> kv_indices;     // [kv_indptr.back()]
+  std::vector<int32_t> logit_rows;     // [batch]
+  std::vector<SamplingRowMsg> sampling;  // [batch]
+  std::vector<int64_t> global_num_tokens;  // DP attention: every rank's token count
+  int32_t bucket = 0;                      // CUDA-graph bucket every rank replays (0: eager)
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
+       global_num_tokens, bucket);
+  }
+  bool operator==(const BatchMessage&) const = default;
+};
+
+// What comes back: one sampled token per request of the batch, or an error.
+struct BatchResult {
+  uint64_t seq = 0;
+  uint64_t step_id = 0;
+  std::vector<uint64_t> rids;
+  std::vector<int32_t> next_tokens;
+  std::string error;  // empty when the step ran
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(seq, step_id, rids, next_tokens, error);
+  }
+  bool operator==(const BatchResult&) const = default;
+};
+
+struct Shutdown {
+  uint64_t seq = 0;
+  std::string reason;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(seq, reason);
+  }
+  bool operator==(const Shutdown&) const = default;
+};
+
+template <class T>
+constexpr MessageKind kind_of();
+template <>
+constexpr MessageKind kind_of<BatchMessage>() { return MessageKind::kBatch; }
+template <>
+constexpr MessageKind kind_of<BatchResult>() { return MessageKind::kBatchResult; }
+template <>
+constexpr MessageKind kind_of<Shutdown>() { return MessageKind::kShutdown; }
+
+}  // namespace aerie::transport

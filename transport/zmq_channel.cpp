@@ -1,0 +1,90 @@
+#include "transport/zmq_channel.hpp"
+
+#include <zmq.hpp>
+
+#include "kernels/error.hpp"
+
+namespace aerie::transport {
+
+namespace {
+
+void open(zmq::socket_t& s, const std::string& endpoint, bool bind) {
+  try {
+    if (bind) s.bind(endpoint);
+    else s.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    AERIE_FAIL("cannot " << (bind ? "bind" : "connect") << " " << endpoint << ": " << e.what());
+  }
+}
+
+std::string last_endpoint(const zmq::socket_t& s) { return s.get(zmq::sockopt::last_endpoint); }
+
+template <class T>
+std::optional<AnyMessage> as_message(const Frame& f, ChannelStats& stats) {
+  auto decoded = decode_payload<T>(f.payload);
+  if (std::holds_alternative<std::string>(decoded)) {
+    ++stats.dropped_bad_frames;
+    return std::nullopt;
+  }
+  return AnyMessage(std::move(std::get<T>(decoded)));
+}
+
+}  // namespace
+
+ZmqSender::ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind)
+    : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::push)) {
+  socket_->set(zmq::sockopt::linger, 1000);
+  open(*socket_, endpoint, bind);
+}
+ZmqSender::~ZmqSender() = default;
+
+void ZmqSender::send_bytes(const std::vector<uint8_t>& frame) {
+  socket_->send(zmq::buffer(frame), zmq::send_flags::none);
+  ++stats_.sent;
+}
+
+std::string ZmqSender::endpoint() const { return last_endpoint(*socket_); }
+
+ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes)
+    : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull)), max_message_bytes_(max_message_bytes) {
+  // ZeroMQ refuses (and disconnects) a peer whose message exceeds this, before buffering it.
+  socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_message_bytes) + static_cast<int64_t>(kFrameHeaderBytes));
+  socket_->set(zmq::sockopt::linger, 0);
+  open(*socket_, endpoint, bind);
+}
+ZmqReceiver::~ZmqReceiver() = default;
+
+std::string ZmqReceiver::endpoint() const { return last_endpoint(*socket_); }
+
+std::optional<AnyMessage> ZmqReceiver::receive(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, left.count() > 0 ? left : std::chrono::milliseconds(0));
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    zmq::message_t raw;
+    if (!socket_->recv(raw, zmq::recv_flags::dontwait)) continue;
+    const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(raw.data()), raw.size());
+    auto decoded = decode_frame(bytes, known_message_kinds(), max_message_bytes_);
+    if (std::holds_alternative<FrameDecodeError>(decoded)) {
+      ++stats_.dropped_bad_frames;
+      continue;
+    }
+    const Frame& f = std::get<Frame>(decoded);
+    std::optional<AnyMessage> msg;
+    switch (static_cast<MessageKind>(f.kind)) {
+      case MessageKind::kBatch: msg = as_message<BatchMessage>(f, stats_); break;
+      case MessageKind::kBatchResult: msg = as_message<BatchResult>(f, stats_); break;
+      case MessageKind::kShutdown: msg = as_message<Shutdown>(f, stats_); break;
+    }
+    if (!msg) continue;
+    const uint64_t seq = std::visit([](const auto& m) { return m.seq; }, *msg);
+    if (seq != expected_seq_) ++stats_.sequence_gaps;
+    expected_seq_ = seq + 1;
+    ++stats_.received;
+    return msg;
+  }
+}
+
+}  // namespace aerie::transport

@@ -1,0 +1,70 @@
+#pragma once
+// One direction of framed messages over ZeroMQ (PUSH -> PULL): the scheduler's batches to a
+// worker, or a worker's results back. The receiver caps message size (ZMQ_MAXMSGSIZE),
+// checks each frame (transport/frame.hpp) and each sequence number; what fails is dropped
+// and counted, never delivered, never a crash.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "transport/codec.hpp"
+
+namespace zmq {
+class context_t;
+class socket_t;
+}  // namespace zmq
+
+namespace aerie::transport {
+
+struct ChannelStats {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t dropped_bad_frames = 0;  // failed the frame or payload checks
+  uint64_t sequence_gaps = 0;       // a frame arrived with seq != expected
+};
+
+// Endpoints are ZeroMQ addresses: "tcp://127.0.0.1:PORT", "ipc:///path", "inproc://name".
+class ZmqSender {
+ public:
+  ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind);
+  ~ZmqSender();
+  // Stamps the next sequence number into msg.seq and sends it.
+  template <class T>
+  void send(T msg) {
+    msg.seq = next_seq_++;
+    send_bytes(encode_message(msg));
+  }
+  void send_bytes(const std::vector<uint8_t>& frame);  // raw (tests send malformed frames)
+  const ChannelStats& stats() const { return stats_; }
+  // The endpoint actually bound (resolves tcp://127.0.0.1:* to its port).
+  std::string endpoint() const;
+
+ private:
+  std::unique_ptr<zmq::socket_t> socket_;
+  uint64_t next_seq_ = 0;
+  ChannelStats stats_;
+};
+
+using AnyMessage = std::variant<BatchMessage, BatchResult, Shutdown>;
+
+class ZmqReceiver {
+ public:
+  ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes = kDefaultMaxPayloadBytes);
+  ~ZmqReceiver();
+  // The next well-formed message, or nothing when none arrives within the timeout.
+  // Malformed frames in between are dropped and counted.
+  std::optional<AnyMessage> receive(std::chrono::milliseconds timeout);
+  const ChannelStats& stats() const { return stats_; }
+  std::string endpoint() const;
+
+ private:
+  std::unique_ptr<zmq::socket_t> socket_;
+  uint32_t max_message_bytes_;
+  uint64_t expected_seq_ = 0;
+  ChannelStats stats_;
+};
+
+}  // namespace aerie::transport
