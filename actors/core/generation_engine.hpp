@@ -1,25 +1,20 @@
 #pragma once
-// GenerationEngine: runs a set of requests to completion on one model replica with
-// continuous batching: waiting prompts are admitted (prefilled) while running requests
-// decode, in one mixed forward per step. KV pages are taken per request as it grows; when
-// the pool runs out, the newest running request is preempted (its pages freed, its
-// prompt + output recomputed later), so every request finishes with the tokens it would
-// get alone.
+// GenerationEngine: a SchedulerCore and a TargetWorkerCore driven in one loop, without
+// actors: what tests and the single-process paths use to run a set of requests to
+// completion. Every request finishes with the tokens it would get alone (batching,
+// chunking and preemption never change outputs).
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "actors/core/generation_request.hpp"
-#include "model/kv_cache.hpp"
-#include "model/llama_model.hpp"
-#include "model/sampler.hpp"
-#include "spec/decode_graph_runner.hpp"
+#include "actors/core/scheduler_core.hpp"
+#include "actors/core/target_worker_core.hpp"
 
 namespace aerie::core {
 
 struct EngineOptions {
   int64_t max_running_requests = 256;
-  int64_t max_prefill_tokens = 16384;  // prompt tokens admitted per step (at least one prompt)
+  int64_t max_prefill_tokens = 16384;  // prompt tokens per iteration (longer prompts are chunked)
   int64_t cuda_graph_max_bs = 0;       // > 0 on CUDA: capture decode graphs up to this batch size
 };
 
@@ -28,6 +23,7 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t max_batch = 0;
   int64_t graph_replays = 0;
+  int64_t prefill_chunks = 0;
 };
 
 class GenerationEngine {
@@ -40,24 +36,14 @@ class GenerationEngine {
   const EngineStats& stats() const { return stats_; }
 
  private:
-  struct Running {
-    size_t index;                  // into the request list
-    std::vector<int32_t> tokens;   // prompt + generated so far
-    int64_t computed = 0;          // tokens whose K/V are in the cache
-  };
-  void check_fits(const GenerationRequest& r) const;
-  bool step(const std::vector<GenerationRequest>& requests, std::vector<GenerationResult>& results);
-
   model::LlamaModel& model_;
   model::KvCache& kv_;
   EngineOptions options_;
-  std::unique_ptr<spec::DecodeGraphRunner> graphs_;
-  model::Sampler sampler_;
-  model::PageAllocator allocator_;
-  model::RequestPageTable pages_;
-  std::deque<Running> waiting_;
-  std::vector<Running> running_;
+  TargetWorkerCore worker_;
   EngineStats stats_;
 };
+
+// The scheduler options that match a model (vocabulary, context, EOS ids).
+SchedulerOptions scheduler_options_for(const model::LlamaConfig& config, int64_t max_running_requests, int64_t chunked_prefill_size);
 
 }  // namespace aerie::core

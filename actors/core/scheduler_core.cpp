@@ -1,0 +1,199 @@
+#include "actors/core/scheduler_core.hpp"
+
+#include <algorithm>
+
+#include "kernels/error.hpp"
+
+namespace aerie::core {
+
+SchedulerCore::SchedulerCore(model::KvCacheShape kv, SchedulerOptions options)
+    : options_(std::move(options)), kv_shape_(kv), allocator_(kv.num_pages), pages_(allocator_, kv.page_size) {
+  AERIE_CHECK(options_.max_running_requests > 0, "max running requests must be positive");
+  AERIE_CHECK(options_.chunked_prefill_size > 0, "chunked prefill size must be positive");
+  AERIE_CHECK(options_.vocab_size > 0 && options_.context_length > 0, "scheduler needs the model's vocabulary and context sizes");
+}
+
+void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
+  AERIE_CHECK(!requests_.count(rid), "request id " << rid << " is already in use");
+  AERIE_CHECK(!r.prompt.empty(), "prompt is empty");
+  AERIE_CHECK(r.max_new_tokens > 0, "max_new_tokens must be positive, got " << r.max_new_tokens);
+  r.sampling.validate();
+  for (int32_t id : r.prompt)
+    AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
+  AERIE_CHECK(total <= options_.context_length, "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens
+                                                          << ") exceeds the context length " << options_.context_length);
+  // The last sampled token is never fed back, so a request needs total - 1 slots.
+  AERIE_CHECK(total - 1 <= kv_shape_.usable_tokens(),
+              "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens << ") can never fit in the KV cache of "
+                         << kv_shape_.usable_tokens() << " tokens; raise --max-total-tokens or the memory budget");
+  Request q;
+  q.tokens = r.prompt;
+  q.result.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  q.req = std::move(r);
+  requests_.emplace(rid, std::move(q));
+  waiting_.push_back(rid);
+}
+
+RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
+  Request& q = requests_.at(rid);
+  q.result.finish_reason = reason;
+  RequestUpdate u{.rid = rid, .new_tokens = {}, .finished = true, .result = q.result};
+  pages_.release(rid);
+  running_.erase(std::remove(running_.begin(), running_.end(), rid), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rid), waiting_.end());
+  requests_.erase(rid);
+  return u;
+}
+
+std::optional<RequestUpdate> SchedulerCore::abort(uint64_t rid) {
+  auto it = requests_.find(rid);
+  if (it == requests_.end() || it->second.aborted) return std::nullopt;
+  const bool busy = in_flight_ && std::any_of(in_flight_->begin(), in_flight_->end(), [&](const Planned& p) { return p.rid == rid; });
+  if (!busy) return finish(rid, "abort");
+  // The in-flight batch still writes its KV slots: retire it when the result arrives.
+  it->second.aborted = true;
+  it->second.result.finish_reason = "abort";
+  return RequestUpdate{.rid = rid, .new_tokens = {}, .finished = true, .result = it->second.result};
+}
+
+void SchedulerCore::preempt_newest() {
+  const uint64_t victim = running_.back();
+  running_.pop_back();
+  pages_.release(victim);
+  requests_.at(victim).computed = 0;  // recomputed from its prompt + output on readmission
+  waiting_.push_front(victim);
+  ++stats_.preemptions;
+}
+
+std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
+  if (in_flight_ || !has_work()) return std::nullopt;
+  // 1. Running requests that are past their prompt need one slot for their next token.
+  //    When the pool is short, preempt the newest (recompute later) until the rest fit.
+  auto decoding = [&](uint64_t rid) {
+    const Request& q = requests_.at(rid);
+    return q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
+  };
+  for (;;) {
+    int64_t need = 0;
+    for (uint64_t rid : running_)
+      if (decoding(rid)) need += pages_.pages_needed(rid, requests_.at(rid).computed + 1);
+    if (need <= allocator_.free_pages() || running_.empty()) break;
+    preempt_newest();
+  }
+  std::vector<Planned> plan;
+  for (uint64_t rid : running_)
+    if (decoding(rid)) {
+      AERIE_CHECK(pages_.reserve(rid, requests_.at(rid).computed + 1), "KV reservation failed after preemption");
+      plan.push_back({rid, requests_.at(rid).computed + 1, true});
+    }
+  // 2. Prompt chunks under the token budget: unfinished chunked prompts first, then new
+  //    requests in arrival order while pages and the running cap allow.
+  int64_t budget = options_.chunked_prefill_size;
+  auto take_chunk = [&](uint64_t rid) -> bool {
+    Request& q = requests_.at(rid);
+    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
+    const int64_t len = std::min(left, budget);
+    if (len <= 0 || !pages_.reserve(rid, q.computed + len)) return false;
+    budget -= len;
+    plan.push_back({rid, q.computed + len, len == left});
+    ++stats_.prefill_chunks;
+    return true;
+  };
+  for (uint64_t rid : running_)
+    if (!decoding(rid) && budget > 0) take_chunk(rid);
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
+    const uint64_t rid = waiting_.front();
+    if (!take_chunk(rid)) break;
+    waiting_.pop_front();
+    running_.push_back(rid);
+  }
+  if (plan.empty()) {
+    AERIE_CHECK(running_.empty() && waiting_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
+    return std::nullopt;
+  }
+  // 3. The message: every sequence's new tokens and whole context, and one logit row,
+  //    sampling parameters and rid per sequence that samples.
+  transport::BatchMessage b;
+  b.step_id = step_++;
+  bool any_prefill = false, any_decode = false;
+  for (const Planned& p : plan) {
+    const Request& q = requests_.at(p.rid);
+    const int64_t begin = q.computed, end = p.new_computed;
+    (end - begin == 1 && p.samples && begin == static_cast<int64_t>(q.tokens.size()) - 1 ? any_decode : any_prefill) = true;
+    for (int64_t t = begin; t < end; ++t) {
+      b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
+      b.positions.push_back(static_cast<int32_t>(t));
+    }
+    pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
+    pages_.append_slots(p.rid, 0, end, b.kv_indices);
+    if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    if (p.samples) {
+      const auto& s = q.req.sampling;
+      b.rids.push_back(p.rid);
+      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+      b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+                            .step = static_cast<int64_t>(q.result.output_ids.size())});
+    }
+  }
+  b.mode = any_prefill && any_decode ? transport::ForwardMode::kMixed
+                                     : (any_prefill ? transport::ForwardMode::kExtend : transport::ForwardMode::kDecode);
+  b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
+  in_flight_ = std::move(plan);
+  ++stats_.iterations;
+  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
+  return b;
+}
+
+std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult& r) {
+  AERIE_CHECK(in_flight_, "a batch result arrived with no batch in flight");
+  const std::vector<Planned> plan = std::move(*in_flight_);
+  in_flight_.reset();
+  std::vector<RequestUpdate> updates;
+  if (!r.error.empty()) {
+    for (const Planned& p : plan)
+      if (requests_.count(p.rid)) updates.push_back(finish(p.rid, "error: " + r.error));
+    return updates;
+  }
+  AERIE_CHECK(r.rids.size() == r.next_tokens.size(), "batch result has " << r.rids.size() << " rids and " << r.next_tokens.size() << " tokens");
+  std::map<uint64_t, int32_t> sampled;
+  for (size_t i = 0; i < r.rids.size(); ++i) sampled[r.rids[i]] = r.next_tokens[i];
+  for (const Planned& p : plan) {
+    auto it = requests_.find(p.rid);
+    if (it == requests_.end()) continue;
+    Request& q = it->second;
+    if (q.aborted) {
+      finish(p.rid, "abort");
+      continue;
+    }
+    q.computed = p.new_computed;
+    if (!p.samples) {
+      updates.push_back({.rid = p.rid});
+      continue;
+    }
+    const auto tok = sampled.find(p.rid);
+    AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
+    q.tokens.push_back(tok->second);
+    q.result.output_ids.push_back(tok->second);
+    const auto& stop = q.req.stop_token_ids;
+    const auto& eos = options_.eos_token_ids;
+    std::string reason;
+    if (std::find(stop.begin(), stop.end(), tok->second) != stop.end() ||
+        (!q.req.ignore_eos && std::find(eos.begin(), eos.end(), tok->second) != eos.end()))
+      reason = "stop";
+    else if (static_cast<int64_t>(q.result.output_ids.size()) >= q.req.max_new_tokens)
+      reason = "length";
+    if (reason.empty()) {
+      updates.push_back({.rid = p.rid, .new_tokens = {tok->second}});
+    } else {
+      RequestUpdate u = finish(p.rid, reason);
+      u.new_tokens = {tok->second};
+      updates.push_back(std::move(u));
+    }
+  }
+  return updates;
+}
+
+}  // namespace aerie::core

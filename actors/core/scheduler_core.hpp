@@ -1,0 +1,95 @@
+#pragma once
+// SchedulerCore: the CAF-free policy of one DP group's Scheduler. It owns request state and
+// KV-page allocation and turns them into one BatchMessage per iteration (continuous
+// batching: decodes and prompt chunks together, chunked prefill under a token budget,
+// admission while pages and the running cap allow, preemption by recompute when the pool
+// runs out); results come back through on_result(), which commits tokens, applies stop
+// conditions and frees pages. One batch is in flight at a time.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/core/generation_request.hpp"
+#include "model/kv_cache.hpp"
+#include "transport/messages.hpp"
+
+namespace aerie::core {
+
+struct SchedulerOptions {
+  int64_t max_running_requests = 256;
+  int64_t chunked_prefill_size = 8192;  // prompt tokens per iteration (a longer prompt is chunked)
+  std::vector<int32_t> eos_token_ids;
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;
+};
+
+struct SchedulerStats {
+  int64_t iterations = 0;
+  int64_t preemptions = 0;
+  int64_t max_batch = 0;
+  int64_t prefill_chunks = 0;
+};
+
+// What happened to a request in one iteration.
+struct RequestUpdate {
+  uint64_t rid = 0;
+  std::vector<int32_t> new_tokens;  // sampled this iteration (empty for a prompt chunk)
+  bool finished = false;
+  GenerationResult result;          // the whole result, when finished
+};
+
+class SchedulerCore {
+ public:
+  SchedulerCore(model::KvCacheShape kv, SchedulerOptions options);
+
+  // Queues a request. Throws aerie::Error, with a message for the client, when it is
+  // malformed or can never fit (prompt + max_new_tokens beyond the KV pool or the context).
+  void submit(uint64_t rid, GenerationRequest request);
+  // Drops a request (queued or running); its pages are freed once no batch uses them.
+  // Returns its final update (finish_reason "abort"), or nothing when unknown.
+  std::optional<RequestUpdate> abort(uint64_t rid);
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  bool in_flight() const { return in_flight_.has_value(); }
+  // The next iteration's batch, when none is in flight and there is work.
+  std::optional<transport::BatchMessage> plan_next();
+  // Commits the in-flight batch's result. A result with an error fails every request of
+  // the batch (finish_reason "error: ...").
+  std::vector<RequestUpdate> on_result(const transport::BatchResult& result);
+
+  const SchedulerStats& stats() const { return stats_; }
+  int64_t free_pages() const { return allocator_.free_pages(); }
+  size_t num_requests() const { return requests_.size(); }
+
+ private:
+  struct Request {
+    GenerationRequest req;
+    std::vector<int32_t> tokens;  // prompt + generated
+    int64_t computed = 0;         // tokens whose K/V are in the cache
+    GenerationResult result;
+    bool aborted = false;
+  };
+  struct Planned {
+    uint64_t rid;
+    int64_t new_computed;  // computed after this batch
+    bool samples;          // the chunk reaches the end of the known tokens
+  };
+  void preempt_newest();
+  RequestUpdate finish(uint64_t rid, const std::string& reason);
+
+  SchedulerOptions options_;
+  model::KvCacheShape kv_shape_;
+  model::PageAllocator allocator_;
+  model::RequestPageTable pages_;
+  std::map<uint64_t, Request> requests_;
+  std::deque<uint64_t> waiting_;
+  std::vector<uint64_t> running_;  // admission order: the newest is preempted first
+  std::optional<std::vector<Planned>> in_flight_;
+  uint64_t step_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace aerie::core

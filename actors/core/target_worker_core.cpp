@@ -1,0 +1,57 @@
+#include "actors/core/target_worker_core.hpp"
+
+#include <algorithm>
+
+#include "kernels/error.hpp"
+
+namespace aerie::core {
+
+TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options)
+    : model_(model), kv_(kv), options_(options), sampler_(model.stream().device(), options.max_batch) {
+  AERIE_CHECK(options_.max_batch > 0, "worker max batch must be positive");
+  if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda) {
+    graphs_ = std::make_unique<spec::DecodeGraphRunner>(model, kv, std::min(options_.cuda_graph_max_bs, options_.max_batch),
+                                                        std::min(model.config().max_position_embeddings, kv.shape().usable_tokens()));
+  }
+}
+
+transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& m) {
+  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .error = ""};
+  ++stats_.batches;
+  try {
+    AERIE_CHECK(m.rids.size() == m.logit_rows.size() && m.rids.size() == m.sampling.size(),
+                "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
+    AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "
+                                                                                           << options_.max_batch);
+    if (m.input_ids.empty()) return r;  // an IDLE batch
+    model::ForwardBatch b;
+    b.input_ids = m.input_ids;
+    b.positions = m.positions;
+    b.out_cache_loc = m.out_cache_loc;
+    b.qo_indptr = m.qo_indptr;
+    b.kv_indptr = m.kv_indptr;
+    b.kv_indices = m.kv_indices;
+    b.logit_rows = m.logit_rows;
+    for (int32_t id : b.input_ids)
+      AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
+    const bool replay = graphs_ && graphs_->can_run(b);
+    const bool all_greedy = std::all_of(m.sampling.begin(), m.sampling.end(), [](const auto& s) { return s.temperature == 0.0f; });
+    stats_.graph_replays += replay ? 1 : 0;
+    if (replay && all_greedy) {
+      r.next_tokens = graphs_->replay_greedy(b);
+      return r;
+    }
+    const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
+    std::vector<model::SamplingRow> rows;
+    for (const auto& s : m.sampling)
+      rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
+    r.next_tokens = sampler_.sample(logits, rows, model_.stream());
+  } catch (const std::exception& e) {
+    ++stats_.errors;
+    r.next_tokens.clear();
+    r.error = e.what();
+  }
+  return r;
+}
+
+}  // namespace aerie::core

@@ -1,0 +1,41 @@
+#pragma once
+// TargetWorkerCore: the CAF-free part of a TargetWorker. It runs one BatchMessage on its
+// rank's model and KV cache (a captured CUDA graph when the batch is a decode that fits a
+// bucket, eagerly otherwise), samples the requested rows and reports the tokens. Errors
+// become a BatchResult with `error` set; the worker stays usable.
+#include <memory>
+
+#include "model/llama_model.hpp"
+#include "model/sampler.hpp"
+#include "spec/decode_graph_runner.hpp"
+#include "transport/messages.hpp"
+
+namespace aerie::core {
+
+struct WorkerOptions {
+  int64_t max_batch = 256;          // sequences per batch at most (sampler capacity)
+  int64_t cuda_graph_max_bs = 0;    // > 0 on CUDA: capture decode graphs up to this batch size
+};
+
+struct WorkerStats {
+  int64_t batches = 0;
+  int64_t graph_replays = 0;
+  int64_t errors = 0;
+};
+
+class TargetWorkerCore {
+ public:
+  TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options);
+  transport::BatchResult execute(const transport::BatchMessage& batch);
+  const WorkerStats& stats() const { return stats_; }
+
+ private:
+  model::LlamaModel& model_;
+  model::KvCache& kv_;
+  WorkerOptions options_;
+  model::Sampler sampler_;
+  std::unique_ptr<spec::DecodeGraphRunner> graphs_;
+  WorkerStats stats_;
+};
+
+}  // namespace aerie::core

@@ -1,0 +1,146 @@
+// SchedulerCore on its own: the batches it plans and how it commits results, with a
+// worker stand-in that answers every sampled row with (position of the row + 1).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "actors/core/scheduler_core.hpp"
+#include "kernels/error.hpp"
+
+using namespace aerie;
+using namespace aerie::core;
+
+namespace {
+
+SchedulerOptions options(int64_t chunk = 8192, int64_t max_running = 256) {
+  return {.max_running_requests = max_running, .chunked_prefill_size = chunk, .eos_token_ids = {2}, .vocab_size = 1000,
+          .context_length = 4096};
+}
+
+GenerationRequest request(int prompt_len, int max_new, float temperature = 0.0f) {
+  GenerationRequest r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(10 + i);
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = temperature;
+  return r;
+}
+
+// Answers each sampled row with the position of its token + 1 (never EOS for short tests).
+transport::BatchResult answer(const transport::BatchMessage& b) {
+  transport::BatchResult r{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {}, .error = ""};
+  for (int32_t row : b.logit_rows) r.next_tokens.push_back(100 + b.positions[static_cast<size_t>(row)]);
+  return r;
+}
+
+}  // namespace
+
+TEST(SchedulerCore, ChunksLongPromptsAndSamplesOnlyTheLastChunk) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options(/*chunk=*/8));
+  s.submit(1, request(20, 2));
+  auto b1 = s.plan_next();
+  ASSERT_TRUE(b1);
+  EXPECT_EQ(b1->input_ids.size(), 8u);
+  EXPECT_TRUE(b1->rids.empty());  // first chunk: nothing to sample
+  EXPECT_FALSE(s.plan_next());    // one batch in flight at a time
+  auto u1 = s.on_result(answer(*b1));
+  ASSERT_EQ(u1.size(), 1u);
+  EXPECT_TRUE(u1[0].new_tokens.empty());
+  auto b2 = s.plan_next();
+  EXPECT_EQ(b2->positions.front(), 8);
+  EXPECT_EQ(b2->kv_indices.size(), 16u);  // the context so far, this chunk included
+  s.on_result(answer(*b2));
+  auto b3 = s.plan_next();
+  EXPECT_EQ(b3->input_ids.size(), 4u);
+  ASSERT_EQ(b3->rids, std::vector<uint64_t>{1});
+  EXPECT_EQ(b3->logit_rows, std::vector<int32_t>{3});
+  auto u3 = s.on_result(answer(*b3));
+  EXPECT_EQ(u3[0].new_tokens, std::vector<int32_t>{119});  // after position 19
+  auto b4 = s.plan_next();  // a decode of the sampled token
+  EXPECT_EQ(b4->input_ids, std::vector<int32_t>{119});
+  EXPECT_EQ(b4->mode, transport::ForwardMode::kDecode);
+  auto u4 = s.on_result(answer(*b4));
+  ASSERT_TRUE(u4[0].finished);
+  EXPECT_EQ(u4[0].result.output_ids, (std::vector<int32_t>{119, 120}));
+  EXPECT_EQ(u4[0].result.finish_reason, "length");
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(s.free_pages(), 63);
+}
+
+TEST(SchedulerCore, MixesDecodesWithNewPromptsAndPreemptsWhenShort) {
+  SchedulerCore s({.num_pages = 5, .page_size = 4}, options());  // 16 usable tokens
+  s.submit(1, request(6, 8));
+  s.submit(2, request(6, 8));
+  auto b = s.plan_next();
+  EXPECT_EQ(b->rids, (std::vector<uint64_t>{1, 2}));
+  int finished = 0;
+  for (;;) {
+    for (auto& u : s.on_result(answer(*b))) finished += u.finished;
+    if (!s.has_work()) break;
+    b = s.plan_next();
+    ASSERT_TRUE(b);
+  }
+  EXPECT_EQ(finished, 2);
+  EXPECT_GT(s.stats().preemptions, 0);  // 2 x 13 tokens do not fit in 16 slots together
+  EXPECT_EQ(s.free_pages(), 4);
+}
+
+TEST(SchedulerCore, RejectsWhatCanNeverRunWithClearErrors) {
+  SchedulerCore s({.num_pages = 5, .page_size = 4}, options());
+  EXPECT_THROW(s.submit(1, request(0, 4)), Error);
+  EXPECT_THROW(s.submit(1, request(4, 0)), Error);
+  EXPECT_THROW(s.submit(1, request(30, 4)), Error);  // beyond the 16-token pool
+  auto bad = request(3, 3);
+  bad.prompt[1] = 5000;
+  EXPECT_THROW(s.submit(1, bad), Error);
+  auto nan = request(3, 3, std::nanf(""));
+  EXPECT_THROW(s.submit(1, nan), Error);
+  s.submit(1, request(3, 3));
+  EXPECT_THROW(s.submit(1, request(3, 3)), Error);  // id in use
+}
+
+TEST(SchedulerCore, AbortsQueuedAndRunningRequests) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options());
+  s.submit(1, request(5, 10));
+  s.submit(2, request(5, 10));
+  auto b = s.plan_next();
+  auto running = s.abort(1);  // in the in-flight batch: reported now, retired with the result
+  ASSERT_TRUE(running && running->finished);
+  EXPECT_EQ(running->result.finish_reason, "abort");
+  auto updates = s.on_result(answer(*b));
+  EXPECT_EQ(updates.size(), 1u);  // only request 2
+  EXPECT_EQ(s.num_requests(), 1u);
+  s.submit(3, request(5, 10));
+  auto queued = s.abort(3);
+  ASSERT_TRUE(queued);
+  EXPECT_FALSE(s.abort(3));
+  EXPECT_FALSE(s.abort(42));
+}
+
+TEST(SchedulerCore, AFailedBatchFailsItsRequestsAndFreesTheirPages) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options());
+  s.submit(1, request(5, 10));
+  auto b = s.plan_next();
+  transport::BatchResult r{.seq = 0, .step_id = b->step_id, .rids = {}, .next_tokens = {}, .error = "device lost"};
+  auto u = s.on_result(r);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].result.finish_reason, "error: device lost");
+  EXPECT_EQ(s.free_pages(), 63);
+  EXPECT_FALSE(s.has_work());
+}
+
+TEST(SchedulerCore, StopsAtEosAndStopTokens) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options());
+  auto r = request(3, 10);
+  r.stop_token_ids = {104};
+  s.submit(1, r);
+  std::vector<int32_t> out;
+  while (s.has_work()) {
+    auto b = s.plan_next();
+    for (auto& u : s.on_result(answer(*b)))
+      if (u.finished) {
+        out = u.result.output_ids;
+        EXPECT_EQ(u.result.finish_reason, "stop");
+      }
+  }
+  EXPECT_EQ(out, (std::vector<int32_t>{102, 103, 104}));
+}
