@@ -1,31 +1,23 @@
-// aerie-generate: offline generation through the engine, one JSON object per prompt.
+// aerie-generate: offline generation through the engine's actors (Router -> Schedulers ->
+// TargetWorkers), one JSON object per prompt. Under mpirun, every rank serves a replica and
+// rank 0 prints the results.
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "actors/core/generation_engine.hpp"
-#include "kernels/buffer.hpp"
 #include "kernels/error.hpp"
-#include "kernels/staging.hpp"
+#include "launch/deployment.hpp"
 #include "launch/generate_options.hpp"
+#include "model/config.hpp"
 #include "model/tokenizer.hpp"
 
 namespace {
 
 using namespace aerie;
 
-int run(const launch::GenerateOptions& o) {
-  const Device device = parse_device(o.device);
-  AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device in this process");
+int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
   model::LlamaConfig config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape)
                                                    : model::LlamaConfig::load(o.model_path);
-  const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
-  // The CPU reference computes in fp32 whatever the weights are stored in.
-  const DType act_dtype = device == Device::kCpu ? DType::kF32 : weight_dtype;
-  model::LlamaWeights weights = o.load_format == "dummy"
-                                    ? model::random_llama_weights(config, o.random_seed, device, weight_dtype)
-                                    : model::load_llama_weights(o.model_path, config, device, weight_dtype);
-
   std::unique_ptr<model::Tokenizer> tokenizer;
   if (!o.prompts.empty()) {
     AERIE_CHECK(!o.model_path.empty(), "--prompt needs --model-path with a tokenizer.model");
@@ -46,31 +38,40 @@ int run(const launch::GenerateOptions& o) {
 
   int64_t needed = 0;
   for (const auto& r : requests) needed += static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
-  const int64_t pool_tokens = o.max_total_tokens > 0 ? o.max_total_tokens : needed;
-  model::KvCache kv(config, model::kv_shape_for_tokens(pool_tokens, o.page_size), device, act_dtype);
-  OwnedStream stream(device);
-  model::LlamaModel llama(config, std::move(weights), stream.get(), act_dtype);
-  core::GenerationEngine engine(llama, kv, {.max_running_requests = o.max_running_requests,
-                                            .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
-  const auto results = engine.generate(requests);
+  launch::DeploymentOptions d{.model_path = o.model_path, .load_format = o.load_format, .model_shape = o.model_shape,
+                              .random_seed = o.random_seed, .device = o.device, .dtype = o.dtype,
+                              .max_total_tokens = o.max_total_tokens > 0 ? o.max_total_tokens : needed, .page_size = o.page_size,
+                              .max_running_requests = o.max_running_requests, .chunked_prefill_size = o.chunked_prefill_size,
+                              .cuda_graph_max_bs = o.cuda_graph_max_bs, .disable_cuda_graph = o.disable_cuda_graph,
+                              .tp_size = o.tp_size, .dp_size = o.dp_size};
+  launch::Deployment deployment(d, world);
+  const auto outcomes = deployment.run(requests);
+  if (!deployment.is_rank0()) return 0;
 
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& res = results[i];
+  int status = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const auto& oc = outcomes[i];
+    if (!oc.error.empty()) {
+      std::cerr << "aerie-generate: prompt " << i << ": " << oc.error << "\n";
+      std::cout << nlohmann::json{{"error", oc.error}}.dump() << "\n";
+      status = 2;
+      continue;
+    }
     const bool from_text = i >= o.input_ids.size();
     if (o.output == "json") {
       nlohmann::json j;
-      j["output_ids"] = res.output_ids;
-      if (from_text) j["text"] = tokenizer->decode(res.output_ids);
+      j["output_ids"] = oc.result.output_ids;
+      if (from_text) j["text"] = tokenizer->decode(oc.result.output_ids);
       std::cout << j.dump() << "\n";
     } else if (from_text) {
-      std::cout << tokenizer->decode(res.output_ids) << "\n";
+      std::cout << tokenizer->decode(oc.result.output_ids) << "\n";
     } else {
-      for (size_t t = 0; t < res.output_ids.size(); ++t) std::cout << (t ? " " : "") << res.output_ids[t];
+      for (size_t t = 0; t < oc.result.output_ids.size(); ++t) std::cout << (t ? " " : "") << oc.result.output_ids[t];
       std::cout << "\n";
     }
   }
   std::cout.flush();
-  return 0;
+  return status;
 }
 
 }  // namespace
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
   try {
     auto options = aerie::launch::parse_generate_args(argc, argv);
     if (!options) return 0;
-    return run(*options);
+    auto world = aerie::parallel::make_process_group(&argc, &argv);
+    return run(*options, *world);
   } catch (const std::exception& e) {
     std::cerr << "aerie-generate: error: " << e.what() << "\n";
     return 2;

@@ -57,6 +57,10 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--cuda-graph-max-bs", o.cuda_graph_max_bs, "capture decode CUDA graphs for batch sizes up to this")
       ->check(CLI::PositiveNumber);
   app.add_flag("--disable-cuda-graph", o.disable_cuda_graph, "run every step eagerly");
+  app.add_option("--chunked-prefill-size", o.chunked_prefill_size, "prompt tokens per iteration (longer prompts are chunked)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tp-size", o.tp_size, "tensor-parallel ranks per DP group")->check(CLI::PositiveNumber);
+  app.add_option("--dp-size", o.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -28,6 +28,9 @@ struct GenerateOptions {
   int64_t max_running_requests = 256;
   int64_t cuda_graph_max_bs = 256;      // decode graphs for batches up to this size (CUDA)
   bool disable_cuda_graph = false;
+  int64_t chunked_prefill_size = 8192;  // prompt tokens per iteration
+  int64_t tp_size = 1;
+  int64_t dp_size = 1;
 };
 
 // Parses argv; throws aerie::Error with a clear message on bad input. Returns nothing

@@ -1,0 +1,80 @@
+#pragma once
+// The messages between Aerie's actors, declared once: each has a CAF `inspect` (type id
+// and fields for the actor system) next to the cereal `serialize` its cross-process
+// counterpart has (transport/messages.hpp). register_message_types() announces them.
+#include <caf/all.hpp>
+#include <cstdint>
+#include <string>
+
+#include "actors/core/generation_request.hpp"
+#include "transport/messages.hpp"
+
+namespace aerie::core {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingOptions& x) {
+  return f(caf::meta::type_name("SamplingOptions"), x.temperature, x.top_p, x.top_k, x.min_p, x.seed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GenerationRequest& x) {
+  return f(caf::meta::type_name("GenerationRequest"), x.prompt, x.sampling, x.max_new_tokens, x.stop_token_ids, x.ignore_eos);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GenerationResult& x) {
+  return f(caf::meta::type_name("GenerationResult"), x.output_ids, x.finish_reason, x.prompt_tokens);
+}
+
+}  // namespace aerie::core
+
+namespace aerie::transport {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingRowMsg& x) {
+  return f(caf::meta::type_name("SamplingRowMsg"), x.temperature, x.top_p, x.min_p, x.top_k, x.seed, x.step);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BatchMessage& x) {
+  return f(caf::meta::type_name("BatchMessage"), x.seq, x.step_id, x.mode, x.rids, x.input_ids, x.positions, x.out_cache_loc,
+           x.qo_indptr, x.kv_indptr, x.kv_indices, x.logit_rows, x.sampling, x.global_num_tokens, x.bucket);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BatchResult& x) {
+  return f(caf::meta::type_name("BatchResult"), x.seq, x.step_id, x.rids, x.next_tokens, x.error);
+}
+
+}  // namespace aerie::transport
+
+namespace aerie::actors {
+
+// A client's request, addressed to the Router (which picks a DP group) or a Scheduler.
+struct SubmitRequest {
+  uint64_t rid = 0;
+  core::GenerationRequest request;
+};
+// The reply to a SubmitRequest: the result, or why it was rejected.
+struct RequestDone {
+  uint64_t rid = 0;
+  core::GenerationResult result;
+  std::string error;  // empty on success
+};
+struct AbortRequest {
+  uint64_t rid = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
+  return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
+  return f(caf::meta::type_name("RequestDone"), x.rid, x.result, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, AbortRequest& x) {
+  return f(caf::meta::type_name("AbortRequest"), x.rid);
+}
+
+// Announces every message type above to the actor system.
+void register_message_types(caf::actor_system_config& cfg);
+
+}  // namespace aerie::actors

@@ -1,0 +1,40 @@
+#include "actors/router_actor.hpp"
+
+#include <algorithm>
+
+namespace aerie::actors {
+
+caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<caf::actor> schedulers) {
+  self->state.schedulers = std::move(schedulers);
+  self->state.in_progress.assign(self->state.schedulers.size(), 0);
+  return {
+      [self](SubmitRequest& s) -> caf::result<RequestDone> {
+        auto& st = self->state;
+        if (st.schedulers.empty()) return RequestDone{s.rid, {}, "no scheduler to serve the request"};
+        const size_t g = static_cast<size_t>(std::min_element(st.in_progress.begin(), st.in_progress.end()) - st.in_progress.begin());
+        ++st.in_progress[g];
+        st.group_of[s.rid] = g;
+        auto promise = self->make_response_promise<RequestDone>();
+        const uint64_t rid = s.rid;
+        self->request(st.schedulers[g], caf::infinite, std::move(s))
+            .then(
+                [self, promise, g, rid](RequestDone& d) mutable {
+                  --self->state.in_progress[g];
+                  self->state.group_of.erase(rid);
+                  promise.deliver(std::move(d));
+                },
+                [self, promise, g, rid](caf::error& e) mutable {
+                  --self->state.in_progress[g];
+                  self->state.group_of.erase(rid);
+                  promise.deliver(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e)});
+                });
+        return promise;
+      },
+      [self](AbortRequest& a) {
+        auto it = self->state.group_of.find(a.rid);
+        if (it != self->state.group_of.end()) self->send(self->state.schedulers[it->second], a);
+      },
+  };
+}
+
+}  // namespace aerie::actors

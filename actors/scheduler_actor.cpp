@@ -1,0 +1,65 @@
+#include "actors/scheduler_actor.hpp"
+
+namespace aerie::actors {
+
+namespace {
+
+void deliver(caf::stateful_actor<SchedulerState>* self, core::RequestUpdate& u) {
+  if (!u.finished) return;
+  auto it = self->state.waiting.find(u.rid);
+  if (it == self->state.waiting.end()) return;
+  it->second.deliver(RequestDone{u.rid, std::move(u.result), ""});
+  self->state.waiting.erase(it);
+}
+
+// Sends the next batch when the worker is free; its reply drives the next iteration.
+void dispatch(caf::stateful_actor<SchedulerState>* self) {
+  auto& st = self->state;
+  std::optional<transport::BatchMessage> batch;
+  try {
+    batch = st.core->plan_next();
+  } catch (const std::exception& e) {
+    // Nothing can run (the pool holds no request's next step): fail what is waiting.
+    for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, e.what()});
+    st.waiting.clear();
+    return;
+  }
+  if (!batch) return;
+  self->request(st.worker, caf::infinite, std::move(*batch))
+      .then(
+          [self](transport::BatchResult& r) {
+            for (auto& u : self->state.core->on_result(r)) deliver(self, u);
+            dispatch(self);
+          },
+          [self](caf::error& e) {
+            transport::BatchResult failed;
+            failed.error = "worker unreachable: " + self->system().render(e);
+            for (auto& u : self->state.core->on_result(failed)) deliver(self, u);
+          });
+}
+
+}  // namespace
+
+caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
+                              caf::actor worker) {
+  self->state.core = std::make_unique<core::SchedulerCore>(kv, std::move(options));
+  self->state.worker = std::move(worker);
+  return {
+      [self](SubmitRequest& s) -> caf::result<RequestDone> {
+        try {
+          self->state.core->submit(s.rid, std::move(s.request));
+        } catch (const std::exception& e) {
+          return RequestDone{s.rid, {}, e.what()};
+        }
+        auto promise = self->make_response_promise();
+        self->state.waiting.emplace(s.rid, promise);
+        if (!self->state.core->in_flight()) dispatch(self);
+        return caf::delegated<RequestDone>{};
+      },
+      [self](AbortRequest& a) {
+        if (auto u = self->state.core->abort(a.rid)) deliver(self, *u);
+      },
+  };
+}
+
+}  // namespace aerie::actors

@@ -1,0 +1,23 @@
+#pragma once
+// The Scheduler actor of one DP group: a thin behavior over core::SchedulerCore. Requests
+// come in as SubmitRequest (answered with RequestDone when they finish or are rejected),
+// batches go to the group's worker actor as requests, results come back as their replies.
+#include <caf/all.hpp>
+#include <map>
+
+#include "actors/core/scheduler_core.hpp"
+#include "actors/messages.hpp"
+
+namespace aerie::actors {
+
+struct SchedulerState {
+  std::unique_ptr<core::SchedulerCore> core;
+  caf::actor worker;
+  std::map<uint64_t, caf::response_promise> waiting;  // rid -> the client's promise
+  static inline const char* name = "aerie.scheduler";
+};
+
+caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
+                              caf::actor worker);
+
+}  // namespace aerie::actors

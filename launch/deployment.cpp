@@ -1,0 +1,145 @@
+#include "launch/deployment.hpp"
+
+#include <caf/all.hpp>
+#include <cstring>
+#include <sstream>
+#include <zmq.hpp>
+
+#include "actors/core/target_worker_core.hpp"
+#include "actors/messages.hpp"
+#include "actors/router_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/target_worker_actor.hpp"
+#include "kernels/buffer.hpp"
+#include "kernels/error.hpp"
+#include "kernels/staging.hpp"
+#include "model/llama_model.hpp"
+#include "transport/zmq_channel.hpp"
+
+namespace aerie::launch {
+
+void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size) {
+  AERIE_CHECK(tp_size >= 1 && dp_size >= 1, "--tp-size and --dp-size must be >= 1");
+  AERIE_CHECK(tp_size == 1, "--tp-size " << tp_size << ": tensor parallelism is not available yet (it needs the NCCL linear layers)");
+  AERIE_CHECK(tp_size * dp_size == world_size, "--tp-size " << tp_size << " x --dp-size " << dp_size << " = " << tp_size * dp_size
+                                                           << " ranks, but this launch has " << world_size
+                                                           << " (start with mpirun -np " << tp_size * dp_size << ")");
+}
+
+namespace {
+constexpr size_t kEndpointBytes = 4096;
+}
+
+struct Deployment::Impl {
+  DeploymentOptions o;
+  parallel::ProcessGroup& world;
+  model::LlamaConfig config;
+  std::unique_ptr<OwnedStream> stream;
+  std::unique_ptr<model::KvCache> kv;
+  std::unique_ptr<model::LlamaModel> model;
+  std::shared_ptr<core::TargetWorkerCore> worker;
+  zmq::context_t zmq_ctx;
+  // Rank 0: links to the other ranks' workers. Other ranks: their own two channels.
+  std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
+  std::unique_ptr<transport::ZmqReceiver> from_scheduler;
+  std::unique_ptr<transport::ZmqSender> to_scheduler;
+
+  Impl(DeploymentOptions opts, parallel::ProcessGroup& w) : o(std::move(opts)), world(w) {
+    check_parallel_layout(o.tp_size, o.dp_size, world.size());
+    AERIE_CHECK(o.max_total_tokens > 0, "the KV pool size must be known before the launch");
+    const Device device = parse_device(o.device);
+    AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
+    config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
+    const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
+    const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
+    auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype)
+                                            : model::load_llama_weights(o.model_path, config, device, weight_dtype);
+    stream = std::make_unique<OwnedStream>(device);
+    kv = std::make_unique<model::KvCache>(config, model::kv_shape_for_tokens(o.max_total_tokens, o.page_size), device, act);
+    model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act);
+    worker = std::make_shared<core::TargetWorkerCore>(
+        *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
+    bootstrap_channels();
+  }
+
+  // Rank 0 binds two loopback endpoints per other rank and broadcasts them; each rank
+  // connects to its pair.
+  void bootstrap_channels() {
+    const int n = world.size();
+    std::vector<uint8_t> buf(kEndpointBytes * static_cast<size_t>(n), 0);
+    if (world.rank() == 0) {
+      for (int r = 1; r < n; ++r) {
+        auto link = std::make_shared<actors::RemoteWorkerLink>();
+        link->to_worker = std::make_unique<transport::ZmqSender>(zmq_ctx, "tcp://127.0.0.1:*", true);
+        link->from_worker = std::make_unique<transport::ZmqReceiver>(zmq_ctx, "tcp://127.0.0.1:*", true);
+        const std::string eps = link->to_worker->endpoint() + "\n" + link->from_worker->endpoint();
+        AERIE_CHECK(eps.size() < kEndpointBytes, "endpoint names too long");
+        std::memcpy(buf.data() + kEndpointBytes * static_cast<size_t>(r), eps.data(), eps.size());
+        links.push_back(std::move(link));
+      }
+    }
+    world.broadcast(buf, 0);
+    if (world.rank() != 0) {
+      const std::string eps(reinterpret_cast<const char*>(buf.data() + kEndpointBytes * static_cast<size_t>(world.rank())));
+      const auto nl = eps.find('\n');
+      AERIE_CHECK(nl != std::string::npos, "rank " << world.rank() << " got no endpoints from rank 0");
+      from_scheduler = std::make_unique<transport::ZmqReceiver>(zmq_ctx, eps.substr(0, nl), false);
+      to_scheduler = std::make_unique<transport::ZmqSender>(zmq_ctx, eps.substr(nl + 1), false);
+    }
+  }
+
+  std::vector<RequestOutcome> run_rank0(const std::vector<core::GenerationRequest>& requests) {
+    caf::actor_system_config cfg;
+    actors::register_message_types(cfg);
+    caf::actor_system sys{cfg};
+    std::vector<caf::actor> schedulers;
+    const auto sched_opts = core::SchedulerOptions{.max_running_requests = o.max_running_requests,
+                                                   .chunked_prefill_size = o.chunked_prefill_size,
+                                                   .eos_token_ids = config.eos_token_ids,
+                                                   .vocab_size = config.vocab_size,
+                                                   .context_length = config.max_position_embeddings};
+    for (int64_t g = 0; g < o.dp_size; ++g) {
+      caf::actor w = g == 0 ? sys.spawn<caf::detached>(actors::target_worker_actor, worker)
+                            : sys.spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(g - 1)]);
+      schedulers.push_back(sys.spawn(actors::scheduler_actor, kv->shape(), sched_opts, w));
+    }
+    auto router = sys.spawn(actors::router_actor, schedulers);
+    std::vector<RequestOutcome> out(requests.size());
+    {
+      // All requests go out at once (the schedulers batch them), then every reply is awaited.
+      caf::scoped_actor self{sys};
+      using Handle = decltype(self->request(router, caf::infinite, actors::SubmitRequest{}));
+      std::vector<Handle> pending;
+      for (size_t i = 0; i < requests.size(); ++i) pending.push_back(self->request(router, caf::infinite, actors::SubmitRequest{i, requests[i]}));
+      for (size_t i = 0; i < pending.size(); ++i)
+        pending[i].receive([&](actors::RequestDone& d) { out[d.rid] = {std::move(d.result), std::move(d.error)}; },
+                           [&](caf::error& e) { out[i].error = sys.render(e); });
+    }
+    return out;
+  }
+};
+
+Deployment::Deployment(DeploymentOptions options, parallel::ProcessGroup& world)
+    : impl_(std::make_unique<Impl>(std::move(options), world)) {}
+Deployment::~Deployment() = default;
+bool Deployment::is_rank0() const { return impl_->world.rank() == 0; }
+
+std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRequest>& requests) {
+  if (!is_rank0()) {
+    actors::serve_worker_loop(*impl_->worker, *impl_->from_scheduler, *impl_->to_scheduler);
+    impl_->world.barrier();
+    return {};
+  }
+  std::vector<RequestOutcome> out;
+  try {
+    out = impl_->run_rank0(requests);
+  } catch (...) {
+    for (auto& l : impl_->links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "rank 0 failed"});
+    throw;
+  }
+  for (auto& l : impl_->links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
+  impl_->world.barrier();
+  return out;
+}
+
+}  // namespace aerie::launch
