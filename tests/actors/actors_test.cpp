@@ -1,0 +1,187 @@
+// The actors driven by injected messages: the Scheduler with a stand-in worker, the
+// TargetWorker with injected batches, the Router with stand-in schedulers; and CAF
+// serialization round trips of every message type.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include "actors/core/generation_engine.hpp"
+#include "actors/messages.hpp"
+#include "actors/router_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/target_worker_actor.hpp"
+
+using namespace aerie;
+using namespace aerie::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct System {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  System() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+template <class T>
+T caf_round_trip(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  EXPECT_FALSE(sink(x));
+  T y;
+  caf::binary_deserializer source{sys, buf};
+  EXPECT_FALSE(source(y));
+  return y;
+}
+
+core::GenerationRequest request(int prompt_len, int max_new) {
+  core::GenerationRequest r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(10 + i);
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = 0.0f;
+  r.ignore_eos = true;
+  return r;
+}
+
+transport::BatchResult answer(const transport::BatchMessage& b) {
+  transport::BatchResult r{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {}, .error = ""};
+  for (int32_t row : b.logit_rows) r.next_tokens.push_back(100 + b.positions[static_cast<size_t>(row)]);
+  return r;
+}
+
+core::SchedulerOptions scheduler_options() {
+  return {.max_running_requests = 16, .chunked_prefill_size = 64, .eos_token_ids = {2}, .vocab_size = 512, .context_length = 4096};
+}
+
+}  // namespace
+
+TEST(ActorMessages, CafRoundTrips) {
+  System s;
+  SubmitRequest sub{7, request(5, 3)};
+  sub.request.sampling = {.temperature = 0.5f, .top_p = 0.9f, .top_k = 7, .min_p = 0.1f, .seed = 99};
+  sub.request.stop_token_ids = {3, 4};
+  auto sub2 = caf_round_trip(*s.sys, sub);
+  EXPECT_EQ(sub2.rid, 7u);
+  EXPECT_EQ(sub2.request.prompt, sub.request.prompt);
+  EXPECT_EQ(sub2.request.sampling.top_k, 7);
+  EXPECT_EQ(sub2.request.stop_token_ids, sub.request.stop_token_ids);
+  RequestDone done{3, {.output_ids = {1, 2}, .finish_reason = "stop", .prompt_tokens = 9}, ""};
+  auto done2 = caf_round_trip(*s.sys, done);
+  EXPECT_EQ(done2.result.output_ids, done.result.output_ids);
+  EXPECT_EQ(done2.result.finish_reason, "stop");
+  transport::BatchMessage b;
+  b.step_id = 4;
+  b.mode = transport::ForwardMode::kDecode;
+  b.input_ids = {1, 2};
+  b.sampling = {{.temperature = 1.0f, .top_p = 0.5f, .min_p = 0.0f, .top_k = 3, .seed = 1, .step = 2}};
+  EXPECT_EQ(caf_round_trip(*s.sys, b), b);
+  transport::BatchResult r{.seq = 1, .step_id = 4, .rids = {9}, .next_tokens = {5}, .error = "x"};
+  EXPECT_EQ(caf_round_trip(*s.sys, r), r);
+}
+
+TEST(SchedulerActor, DrivesRequestsWithInjectedWorkerResults) {
+  System s;
+  caf::scoped_actor client{*s.sys}, worker{*s.sys};
+  auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
+                                caf::actor_cast<caf::actor>(worker));
+  auto h1 = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
+  auto h2 = client->request(scheduler, caf::infinite, SubmitRequest{2, request(3, 2)});
+  auto bad = client->request(scheduler, caf::infinite, SubmitRequest{3, request(0, 2)});  // rejected at once
+  bad.receive([](RequestDone& d) { EXPECT_NE(d.error.find("prompt is empty"), std::string::npos); },
+              [](caf::error&) { ADD_FAILURE() << "no reply"; });
+  // Play the worker: answer every batch the scheduler sends until both requests are done.
+  int batches = 0;
+  for (; batches < 10; ++batches) {
+    bool got = false;
+    worker->receive([&](transport::BatchMessage& b) -> transport::BatchResult {
+                      got = true;
+                      return answer(b);
+                    },
+                    caf::after(std::chrono::milliseconds(200)) >> [] {});
+    if (!got) break;
+  }
+  EXPECT_EQ(batches, 3);  // one prefill of both, then two decodes (request 2 ends after one)
+  h1.receive([](RequestDone& d) {
+               EXPECT_EQ(d.result.output_ids, (std::vector<int32_t>{104, 105, 106}));
+               EXPECT_EQ(d.result.finish_reason, "length");
+             },
+             [](caf::error&) { ADD_FAILURE(); });
+  h2.receive([](RequestDone& d) { EXPECT_EQ(d.result.output_ids, (std::vector<int32_t>{102, 103})); },
+             [](caf::error&) { ADD_FAILURE(); });
+}
+
+TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
+  System s;
+  caf::scoped_actor client{*s.sys}, worker{*s.sys};
+  auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
+                                caf::actor_cast<caf::actor>(worker));
+  auto h = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
+  worker->receive([](transport::BatchMessage& b) -> transport::BatchResult {
+    return {.seq = 0, .step_id = b.step_id, .rids = {}, .next_tokens = {}, .error = "out of device memory"};
+  });
+  h.receive([](RequestDone& d) { EXPECT_EQ(d.result.finish_reason, "error: out of device memory"); },
+            [](caf::error&) { ADD_FAILURE(); });
+}
+
+TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
+  System s;
+  auto cfg = model::LlamaConfig::named_shape("tiny");
+  auto make = [&] {
+    auto m = std::make_shared<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 5, Device::kCpu, DType::kF32, 0.1f), Stream::cpu(),
+                                                 DType::kF32);
+    auto kv = std::make_shared<model::KvCache>(cfg, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+    return std::pair{m, kv};
+  };
+  auto [m1, kv1] = make();
+  auto [m2, kv2] = make();
+  auto core1 = std::make_shared<core::TargetWorkerCore>(*m1, *kv1, core::WorkerOptions{});
+  core::TargetWorkerCore core2(*m2, *kv2, {});
+  auto worker = s.sys->spawn<caf::detached>(target_worker_actor, core1);
+  core::SchedulerCore planner(kv1->shape(), core::scheduler_options_for(cfg, 16, 64));
+  planner.submit(1, request(7, 4));
+  planner.submit(2, request(3, 4));
+  caf::scoped_actor self{*s.sys};
+  while (planner.has_work()) {
+    auto b = planner.plan_next();
+    ASSERT_TRUE(b);
+    const auto expected = core2.execute(*b);
+    transport::BatchResult got;
+    self->request(worker, caf::infinite, *b).receive([&](transport::BatchResult& r) { got = r; },
+                                                     [](caf::error&) { ADD_FAILURE() << "no reply"; });
+    EXPECT_EQ(got, expected);
+    planner.on_result(got);
+  }
+  // A malformed batch comes back as an error, and the worker keeps serving.
+  transport::BatchMessage bad;
+  bad.input_ids = {1};
+  bad.rids = {1};
+  self->request(worker, caf::infinite, bad).receive([](transport::BatchResult& r) { EXPECT_FALSE(r.error.empty()); },
+                                                    [](caf::error&) { ADD_FAILURE(); });
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+TEST(RouterActor, SpreadsRequestsOverTheLeastBusySchedulers) {
+  System s;
+  caf::scoped_actor client{*s.sys}, a{*s.sys}, b{*s.sys};
+  auto router = s.sys->spawn(router_actor, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a), caf::actor_cast<caf::actor>(b)});
+  std::vector<decltype(client->request(router, caf::infinite, SubmitRequest{}))> pending;
+  for (uint64_t rid = 0; rid < 4; ++rid) pending.push_back(client->request(router, caf::infinite, SubmitRequest{rid, request(2, 1)}));
+  std::vector<uint64_t> at_a, at_b;
+  for (int i = 0; i < 2; ++i) {
+    a->receive([&](SubmitRequest& r) -> RequestDone {
+      at_a.push_back(r.rid);
+      return {r.rid, {.output_ids = {1}, .finish_reason = "length", .prompt_tokens = 2}, ""};
+    });
+    b->receive([&](SubmitRequest& r) -> RequestDone {
+      at_b.push_back(r.rid);
+      return {r.rid, {.output_ids = {2}, .finish_reason = "length", .prompt_tokens = 2}, ""};
+    });
+  }
+  EXPECT_EQ(at_a.size(), 2u);
+  EXPECT_EQ(at_b.size(), 2u);
+  for (auto& h : pending)
+    h.receive([](RequestDone& d) { EXPECT_EQ(d.result.finish_reason, "length"); }, [](caf::error&) { ADD_FAILURE(); });
+}
