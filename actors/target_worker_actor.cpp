@@ -23,13 +23,4 @@ caf::behavior remote_worker_actor(caf::event_based_actor*, std::shared_ptr<Remot
   };
 }
 
-void serve_worker_loop(core::TargetWorkerCore& core, transport::ZmqReceiver& from_scheduler, transport::ZmqSender& to_scheduler) {
-  for (;;) {
-    auto m = from_scheduler.receive(std::chrono::seconds(1));
-    if (!m) continue;
-    if (std::holds_alternative<transport::Shutdown>(*m)) return;
-    if (auto* b = std::get_if<transport::BatchMessage>(&*m)) to_scheduler.send(core.execute(*b));
-  }
-}
-
 }  // namespace aerie::actors

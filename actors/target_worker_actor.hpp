@@ -2,7 +2,8 @@
 // The TargetWorker actor: answers each BatchMessage with the BatchResult of running it.
 // Spawn it detached (it owns a thread), so the forward never blocks the actor scheduler.
 // A remote worker is the same behavior with a ZeroMQ hop: remote_worker_actor forwards the
-// batch to another rank's worker loop and answers with what comes back.
+// batch to another rank (where a bridge hands it to that rank's TargetWorker actor) and
+// answers with what comes back.
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>
@@ -21,9 +22,5 @@ struct RemoteWorkerLink {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 caf::behavior remote_worker_actor(caf::event_based_actor* self, std::shared_ptr<RemoteWorkerLink> link);
-
-// Serves BatchMessages arriving on `from_scheduler` until a Shutdown: the loop a rank
-// other than 0 runs. Malformed frames are dropped (and counted by the receiver).
-void serve_worker_loop(core::TargetWorkerCore& core, transport::ZmqReceiver& from_scheduler, transport::ZmqSender& to_scheduler);
 
 }  // namespace aerie::actors

@@ -45,8 +45,12 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
                               .cuda_graph_max_bs = o.cuda_graph_max_bs, .disable_cuda_graph = o.disable_cuda_graph,
                               .tp_size = o.tp_size, .dp_size = o.dp_size};
   launch::Deployment deployment(d, world);
+  if (!deployment.is_rank0()) {
+    deployment.shutdown();  // serve until rank 0 is done
+    return 0;
+  }
   const auto outcomes = deployment.run(requests);
-  if (!deployment.is_rank0()) return 0;
+  deployment.shutdown();
 
   int status = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {

@@ -88,10 +88,16 @@ struct Deployment::Impl {
     }
   }
 
-  std::vector<RequestOutcome> run_rank0(const std::vector<core::GenerationRequest>& requests) {
-    caf::actor_system_config cfg;
-    actors::register_message_types(cfg);
-    caf::actor_system sys{cfg};
+  // Rank 0's actors: one Scheduler per DP group over its worker, a Router in front.
+  std::unique_ptr<caf::actor_system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor router;
+  bool stopped = false;
+
+  void start_actors() {
+    cfg = std::make_unique<caf::actor_system_config>();
+    actors::register_message_types(*cfg);
+    sys = std::make_unique<caf::actor_system>(*cfg);
     std::vector<caf::actor> schedulers;
     const auto sched_opts = core::SchedulerOptions{.max_running_requests = o.max_running_requests,
                                                    .chunked_prefill_size = o.chunked_prefill_size,
@@ -99,47 +105,84 @@ struct Deployment::Impl {
                                                    .vocab_size = config.vocab_size,
                                                    .context_length = config.max_position_embeddings};
     for (int64_t g = 0; g < o.dp_size; ++g) {
-      caf::actor w = g == 0 ? sys.spawn<caf::detached>(actors::target_worker_actor, worker)
-                            : sys.spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(g - 1)]);
-      schedulers.push_back(sys.spawn(actors::scheduler_actor, kv->shape(), sched_opts, w));
+      caf::actor w = g == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
+                            : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(g - 1)]);
+      schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, w));
     }
-    auto router = sys.spawn(actors::router_actor, schedulers);
+    router = sys->spawn(actors::router_actor, schedulers);
+  }
+
+  std::vector<RequestOutcome> run_rank0(const std::vector<core::GenerationRequest>& requests) {
     std::vector<RequestOutcome> out(requests.size());
-    {
-      // All requests go out at once (the schedulers batch them), then every reply is awaited.
-      caf::scoped_actor self{sys};
-      using Handle = decltype(self->request(router, caf::infinite, actors::SubmitRequest{}));
-      std::vector<Handle> pending;
-      for (size_t i = 0; i < requests.size(); ++i) pending.push_back(self->request(router, caf::infinite, actors::SubmitRequest{i, requests[i]}));
-      for (size_t i = 0; i < pending.size(); ++i)
-        pending[i].receive([&](actors::RequestDone& d) { out[d.rid] = {std::move(d.result), std::move(d.error)}; },
-                           [&](caf::error& e) { out[i].error = sys.render(e); });
-    }
+    // All requests go out at once (the schedulers batch them), then every reply is awaited.
+    caf::scoped_actor self{*sys};
+    using Handle = decltype(self->request(router, caf::infinite, actors::SubmitRequest{}));
+    std::vector<Handle> pending;
+    for (size_t i = 0; i < requests.size(); ++i) pending.push_back(self->request(router, caf::infinite, actors::SubmitRequest{i, requests[i]}));
+    for (size_t i = 0; i < pending.size(); ++i)
+      pending[i].receive([&](actors::RequestDone& d) { out[d.rid] = {std::move(d.result), std::move(d.error)}; },
+                         [&](caf::error& e) { out[i].error = sys->render(e); });
     return out;
+  }
+
+  // A rank other than 0: its TargetWorker actor behind a bridge that carries batches from
+  // ZeroMQ in and results back out.
+  void serve_other_rank() {
+    caf::actor_system_config c;
+    actors::register_message_types(c);
+    caf::actor_system s{c};
+    auto w = s.spawn<caf::detached>(actors::target_worker_actor, worker);
+    caf::scoped_actor bridge{s};
+    for (;;) {
+      auto m = from_scheduler->receive(std::chrono::seconds(1));
+      if (!m) continue;
+      if (std::holds_alternative<transport::Shutdown>(*m)) break;
+      if (auto* b = std::get_if<transport::BatchMessage>(&*m)) {
+        transport::BatchResult r;
+        bridge->request(w, caf::infinite, std::move(*b))
+            .receive([&](transport::BatchResult& res) { r = std::move(res); },
+                     [&](caf::error& e) { r.error = s.render(e); });
+        to_scheduler->send(std::move(r));
+      }
+    }
+    bridge->send_exit(w, caf::exit_reason::user_shutdown);
+  }
+
+  void shutdown() {
+    if (stopped) return;
+    stopped = true;
+    if (world.rank() == 0) {
+      for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
+    } else {
+      serve_other_rank();
+    }
+    world.barrier();
   }
 };
 
 Deployment::Deployment(DeploymentOptions options, parallel::ProcessGroup& world)
-    : impl_(std::make_unique<Impl>(std::move(options), world)) {}
-Deployment::~Deployment() = default;
+    : impl_(std::make_unique<Impl>(std::move(options), world)) {
+  if (impl_->world.rank() == 0) impl_->start_actors();
+}
+
+Deployment::~Deployment() {
+  if (impl_ && impl_->world.rank() == 0 && !impl_->stopped) {
+    try {
+      impl_->shutdown();
+    } catch (...) {  // never throw from a destructor; the other ranks' mpirun teardown follows
+    }
+  }
+}
+
 bool Deployment::is_rank0() const { return impl_->world.rank() == 0; }
 
 std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRequest>& requests) {
-  if (!is_rank0()) {
-    actors::serve_worker_loop(*impl_->worker, *impl_->from_scheduler, *impl_->to_scheduler);
-    impl_->world.barrier();
-    return {};
-  }
-  std::vector<RequestOutcome> out;
-  try {
-    out = impl_->run_rank0(requests);
-  } catch (...) {
-    for (auto& l : impl_->links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "rank 0 failed"});
-    throw;
-  }
-  for (auto& l : impl_->links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
-  impl_->world.barrier();
-  return out;
+  AERIE_CHECK(is_rank0(), "Deployment::run is rank 0's; other ranks call shutdown() to serve");
+  return impl_->run_rank0(requests);
 }
+
+caf::actor Deployment::router() const { return impl_->router; }
+caf::actor_system& Deployment::system() { return *impl_->sys; }
+void Deployment::shutdown() { impl_->shutdown(); }
 
 }  // namespace aerie::launch

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/fwd.hpp>
+
 #include "actors/core/generation_request.hpp"
 #include "parallel/process_group.hpp"
 
@@ -39,13 +41,21 @@ struct RequestOutcome {
 
 class Deployment {
  public:
+  // Loads the model on this rank; rank 0 also starts the actor system and its actors.
   Deployment(DeploymentOptions options, parallel::ProcessGroup& world);
+  // Rank 0 tells the other ranks to stop, if shutdown() was not called.
   ~Deployment();
   bool is_rank0() const;
-  // Rank 0: runs the requests to completion through the Router, results in request order,
-  // then tells the other ranks to stop. Other ranks: serve batches until told to stop,
-  // and return nothing.
+
+  // Rank 0: runs the requests to completion through the Router, results in request order
+  // (rids 0..n-1 of this call). May be called again.
   std::vector<RequestOutcome> run(const std::vector<core::GenerationRequest>& requests);
+  // Rank 0: the Router, where a frontend sends actors::SubmitRequest / AbortRequest.
+  caf::actor router() const;
+  caf::actor_system& system();
+  // Rank 0: stops the other ranks and waits for them. Other ranks: serve batches (through
+  // their TargetWorker actor) until rank 0 says stop. Every rank calls it once.
+  void shutdown();
 
  private:
   struct Impl;
