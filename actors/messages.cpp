@@ -1,5 +1,7 @@
 #include "actors/messages.hpp"
 
+#include "actors/frontend_actor.hpp"
+
 namespace aerie::actors {
 
 void register_message_types(caf::actor_system_config& cfg) {
@@ -8,6 +10,8 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<AbortRequest>("aerie.AbortRequest");
   cfg.add_message_type<transport::BatchMessage>("aerie.BatchMessage");
   cfg.add_message_type<transport::BatchResult>("aerie.BatchResult");
+  cfg.add_message_type<ClientLine>("aerie.ClientLine");
+  cfg.add_message_type<DrainRequest>("aerie.DrainRequest");
 }
 
 }  // namespace aerie::actors

@@ -9,6 +9,7 @@ namespace aerie::cuda_runtime {
 
 bool available();
 int sm_count();                      // multiprocessors of the current device
+void memory_info(size_t* free_bytes, size_t* total_bytes);  // of the current device
 void* malloc_device(size_t bytes);
 void free_device(void* p);
 void* malloc_host_pinned(size_t bytes);

@@ -10,6 +10,7 @@ namespace {
 
 bool available() { return false; }
 int sm_count() { no_cuda(); }
+void memory_info(size_t*, size_t*) { no_cuda(); }
 void* malloc_device(size_t) { no_cuda(); }
 void free_device(void*) {}
 void* malloc_host_pinned(size_t) { no_cuda(); }

@@ -11,6 +11,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
+#include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
@@ -46,7 +47,7 @@ struct Deployment::Impl {
 
   Impl(DeploymentOptions opts, parallel::ProcessGroup& w) : o(std::move(opts)), world(w) {
     check_parallel_layout(o.tp_size, o.dp_size, world.size());
-    AERIE_CHECK(o.max_total_tokens > 0, "the KV pool size must be known before the launch");
+    AERIE_CHECK(o.mem_fraction_static > 0.0 && o.mem_fraction_static < 1.0, "--mem-fraction-static must be in (0, 1)");
     const Device device = parse_device(o.device);
     AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
@@ -55,11 +56,28 @@ struct Deployment::Impl {
     auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype)
                                             : model::load_llama_weights(o.model_path, config, device, weight_dtype);
     stream = std::make_unique<OwnedStream>(device);
-    kv = std::make_unique<model::KvCache>(config, model::kv_shape_for_tokens(o.max_total_tokens, o.page_size), device, act);
+    kv = std::make_unique<model::KvCache>(config, kv_shape(device, act), device, act);
     model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act);
     worker = std::make_shared<core::TargetWorkerCore>(
         *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
     bootstrap_channels();
+  }
+
+  // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
+  // mem_fraction_static of the device after the weights (as sglang sizes it); on CPU, the
+  // CPU budget.
+  model::KvCacheShape kv_shape(Device device, DType act) const {
+    if (o.max_total_tokens > 0) return model::kv_shape_for_tokens(o.max_total_tokens, o.page_size);
+    int64_t budget = o.cpu_kv_budget_bytes;
+    if (device == Device::kCuda) {
+      size_t free_bytes = 0, total_bytes = 0;
+      cuda_runtime::memory_info(&free_bytes, &total_bytes);
+      const int64_t used = static_cast<int64_t>(total_bytes - free_bytes);
+      budget = static_cast<int64_t>(o.mem_fraction_static * static_cast<double>(total_bytes)) - used;
+      AERIE_CHECK(budget > 0, "--mem-fraction-static " << o.mem_fraction_static << " leaves no room for the KV cache after the weights ("
+                                                       << used / (1 << 20) << " MiB in use of " << total_bytes / (1 << 20) << " MiB)");
+    }
+    return model::kv_shape_for_budget(config, act, budget, o.page_size);
   }
 
   // Rank 0 binds two loopback endpoints per other rank and broadcasts them; each rank

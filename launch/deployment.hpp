@@ -24,7 +24,9 @@ struct DeploymentOptions {
   uint64_t random_seed = 0;
   std::string device = "cpu";
   std::string dtype = "auto";
-  int64_t max_total_tokens = 0;  // KV pool per replica, in tokens (0: sized by the caller's requests)
+  int64_t max_total_tokens = 0;      // KV pool per replica, in tokens (0: from the memory budget below)
+  double mem_fraction_static = 0.85;  // CUDA: share of the device's memory for weights + KV pool
+  int64_t cpu_kv_budget_bytes = int64_t{256} << 20;  // CPU: KV pool budget when max_total_tokens is 0
   int64_t page_size = 1;
   int64_t max_running_requests = 256;
   int64_t chunked_prefill_size = 8192;

@@ -32,6 +32,8 @@ int sm_count() {
   return n;
 }
 
+void memory_info(size_t* free_bytes, size_t* total_bytes) { AERIE_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes)); }
+
 void* malloc_device(size_t bytes) {
   void* p = nullptr;
   AERIE_CUDA_CHECK(cudaMalloc(&p, bytes));

@@ -1,0 +1,68 @@
+#include "actors/frontend_actor.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace aerie::actors {
+
+namespace {
+
+void maybe_drained(caf::stateful_actor<FrontendState>* self) {
+  if (self->state.in_progress != 0) return;
+  for (auto& p : self->state.drains) p.deliver(true);
+  self->state.drains.clear();
+}
+
+}  // namespace
+
+caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::actor router,
+                             std::function<std::pair<std::string, core::GenerationRequest>(const std::string&)> parse,
+                             std::function<void(const std::string&)> write) {
+  self->state.router = std::move(router);
+  self->state.parse = std::move(parse);
+  self->state.write = std::move(write);
+  return {
+      [self](ClientLine& line) {
+        auto& st = self->state;
+        std::pair<std::string, core::GenerationRequest> parsed;
+        try {
+          parsed = st.parse(line.text);
+        } catch (const std::exception& e) {
+          st.write(nlohmann::json{{"error", {{"code", "invalid_request"}, {"message", e.what()}}}}.dump());
+          return;
+        }
+        const uint64_t rid = st.next_rid++;
+        const std::string client_id = parsed.first.empty() ? std::to_string(rid) : parsed.first;
+        ++st.in_progress;
+        self->request(st.router, caf::infinite, SubmitRequest{rid, std::move(parsed.second)})
+            .then(
+                [self, client_id](RequestDone& d) {
+                  nlohmann::json j{{"rid", client_id}};
+                  if (!d.error.empty()) {
+                    j["error"] = {{"code", "rejected"}, {"message", d.error}};
+                  } else {
+                    j["output_ids"] = d.result.output_ids;
+                    j["meta_info"] = {{"id", client_id},
+                                      {"finish_reason", d.result.finish_reason},
+                                      {"prompt_tokens", d.result.prompt_tokens},
+                                      {"completion_tokens", d.result.output_ids.size()}};
+                  }
+                  self->state.write(j.dump());
+                  --self->state.in_progress;
+                  maybe_drained(self);
+                },
+                [self, client_id](caf::error& e) {
+                  self->state.write(nlohmann::json{{"rid", client_id}, {"error", {{"code", "internal"}, {"message", self->system().render(e)}}}}.dump());
+                  --self->state.in_progress;
+                  maybe_drained(self);
+                });
+      },
+      [self](DrainRequest) -> caf::result<bool> {
+        if (self->state.in_progress == 0) return true;
+        auto p = self->make_response_promise();
+        self->state.drains.push_back(p);
+        return caf::delegated<bool>{};
+      },
+  };
+}
+
+}  // namespace aerie::actors

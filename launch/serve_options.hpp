@@ -1,0 +1,19 @@
+#pragma once
+// Command line of aerie-serve (sglang's flag names), parsed into DeploymentOptions.
+#include <optional>
+#include <string>
+
+#include "launch/deployment.hpp"
+
+namespace aerie::launch {
+
+struct ServeOptions {
+  DeploymentOptions deployment;
+  std::string host = "127.0.0.1";
+  int port = 30000;
+};
+
+// Throws aerie::Error with a clear message on bad flags; nothing when --help was printed.
+std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv);
+
+}  // namespace aerie::launch

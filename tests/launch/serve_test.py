@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""aerie-serve end to end: sglang /generate bodies as JSON lines on stdin give the same
+tokens as aerie-generate, in one process and under mpirun -np 2 --dp-size 2; malformed
+lines get an error line with a code and the service keeps answering.
+
+  serve_test.py --serve BIN/aerie-serve --generate BIN/aerie-generate --mpirun MPIRUN
+"""
+import argparse
+import json
+import random
+import subprocess
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--serve", required=True)
+    ap.add_argument("--generate", required=True)
+    ap.add_argument("--mpirun", required=True)
+    args = ap.parse_args()
+    rng = random.Random(5)
+    prompts = [[rng.randrange(3, 500) for _ in range(rng.randint(1, 30))] for _ in range(24)]
+    gen = [args.generate, "--load-format", "dummy", "--max-new-tokens", "10", "--temperature", "0", "--ignore-eos", "--output", "json"]
+    for p in prompts:
+        gen += ["--input-ids", ",".join(map(str, p))]
+    out = subprocess.run(gen, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    expected = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
+
+    lines = []
+    for i, p in enumerate(prompts):
+        lines.append(json.dumps({"rid": f"r{i}", "input_ids": p,
+                                 "sampling_params": {"max_new_tokens": 10, "temperature": 0, "ignore_eos": True}}))
+        if i == 3:
+            lines += ["{not json", json.dumps({"input_ids": []}), json.dumps({"input_ids": [1, 10**6]}),
+                      json.dumps({"input_ids": [1], "sampling_params": {"temperature": -1}}),
+                      json.dumps({"input_ids": [1], "sampling_params": {"max_new_tokens": "many"}})]
+    stdin = "\n".join(lines) + "\n"
+    mpi = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    for name, cmd in (("one process", [args.serve, "--load-format", "dummy", "--max-total-tokens", "2048"]),
+                      ("mpirun -np 2 --dp-size 2", mpi + [args.serve, "--load-format", "dummy", "--dp-size", "2",
+                                                           "--max-total-tokens", "512"])):
+        res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, f"{name}: exit {res.returncode}: {res.stderr}"
+        replies = [json.loads(l) for l in res.stdout.splitlines() if l.strip()]
+        errors = [r for r in replies if "error" in r]
+        ok = {r["rid"]: r for r in replies if "error" not in r}
+        assert len(errors) == 5, f"{name}: {len(errors)} error lines, expected 5: {errors}"
+        assert all(e["error"]["code"] == "invalid_request" for e in errors), errors
+        assert len(ok) == len(prompts), f"{name}: {len(ok)} results for {len(prompts)} requests"
+        for i, exp in enumerate(expected):
+            r = ok[f"r{i}"]
+            assert r["output_ids"] == exp, f"{name}: request {i}: {r['output_ids']} != {exp}"
+            assert r["meta_info"]["finish_reason"] == "length" and r["meta_info"]["completion_tokens"] == 10
+        print(f"{name}: {len(ok)} results equal aerie-generate, 5 malformed lines answered with errors")
+    print("serve_test: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
