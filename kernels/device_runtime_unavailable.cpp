@@ -9,6 +9,8 @@ namespace {
 }  // namespace
 
 bool available() { return false; }
+int device_count() { return 0; }
+void set_device(int) { no_cuda(); }
 int sm_count() { no_cuda(); }
 void memory_info(size_t*, size_t*) { no_cuda(); }
 void* malloc_device(size_t) { no_cuda(); }

@@ -1,6 +1,7 @@
 #include "launch/deployment.hpp"
 
 #include <caf/all.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <zmq.hpp>
@@ -50,6 +51,7 @@ struct Deployment::Impl {
     AERIE_CHECK(o.mem_fraction_static > 0.0 && o.mem_fraction_static < 1.0, "--mem-fraction-static must be in (0, 1)");
     const Device device = parse_device(o.device);
     AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
+    if (device == Device::kCuda) bind_local_gpu();
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
@@ -61,6 +63,16 @@ struct Deployment::Impl {
     worker = std::make_shared<core::TargetWorkerCore>(
         *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
     bootstrap_channels();
+  }
+
+  // One rank per GPU: under mpirun, rank i of a node takes that node's GPU i.
+  void bind_local_gpu() const {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) return;
+    const int count = cuda_runtime::device_count();
+    const int rank = std::atoi(local);
+    AERIE_CHECK(rank < count, "local rank " << rank << " has no GPU of its own (" << count << " on this node)");
+    cuda_runtime::set_device(rank);
   }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of

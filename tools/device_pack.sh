@@ -8,7 +8,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAERIE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 cmake --build build-cuda -j"$(nproc)"
 rm -rf .device && mkdir -p .device/bin
-bins="build-cuda/launch/aerie-generate build-cuda/launch/aerie-bench build-cuda/tests/aerie-dump-logits \
+bins="build-cuda/launch/aerie-generate build-cuda/launch/aerie-serve build-cuda/launch/aerie-bench build-cuda/tests/aerie-dump-logits \
       build-cuda/tests/gpu_test"
 cp $bins .device/bin/
 strip .device/bin/* || true

@@ -25,6 +25,17 @@ bool available() {
   return n > 0;
 }
 
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void set_device(int device) { AERIE_CUDA_CHECK(cudaSetDevice(device)); }
+
 int sm_count() {
   int dev = 0, n = 0;
   AERIE_CUDA_CHECK(cudaGetDevice(&dev));
