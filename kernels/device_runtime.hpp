@@ -10,6 +10,7 @@ namespace aerie::cuda_runtime {
 bool available();
 int device_count();
 void set_device(int device);  // this thread's (and, first, this process's) current device
+int current_device();
 int sm_count();                      // multiprocessors of the current device
 void memory_info(size_t* free_bytes, size_t* total_bytes);  // of the current device
 void* malloc_device(size_t bytes);

@@ -11,6 +11,7 @@ namespace {
 bool available() { return false; }
 int device_count() { return 0; }
 void set_device(int) { no_cuda(); }
+int current_device() { no_cuda(); }
 int sm_count() { no_cuda(); }
 void memory_info(size_t*, size_t*) { no_cuda(); }
 void* malloc_device(size_t) { no_cuda(); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie::core {
@@ -9,6 +10,7 @@ namespace aerie::core {
 TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options)
     : model_(model), kv_(kv), options_(options), sampler_(model.stream().device(), options.max_batch) {
   AERIE_CHECK(options_.max_batch > 0, "worker max batch must be positive");
+  if (model.stream().device() == Device::kCuda) cuda_device_ = cuda_runtime::current_device();
   if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda) {
     graphs_ = std::make_unique<spec::DecodeGraphRunner>(model, kv, std::min(options_.cuda_graph_max_bs, options_.max_batch),
                                                         std::min(model.config().max_position_embeddings, kv.shape().usable_tokens()));
@@ -19,6 +21,8 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .error = ""};
   ++stats_.batches;
   try {
+    // The current device is per thread, and an actor may run this on any thread.
+    if (cuda_device_ >= 0) cuda_runtime::set_device(cuda_device_);
     AERIE_CHECK(m.rids.size() == m.logit_rows.size() && m.rids.size() == m.sampling.size(),
                 "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
     AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "

@@ -36,6 +36,7 @@ class TargetWorkerCore {
   model::Sampler sampler_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   WorkerStats stats_;
+  int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)
 };
 
 }  // namespace aerie::core

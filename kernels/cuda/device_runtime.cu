@@ -35,6 +35,11 @@ int device_count() {
 }
 
 void set_device(int device) { AERIE_CUDA_CHECK(cudaSetDevice(device)); }
+int current_device() {
+  int d = 0;
+  AERIE_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
 
 int sm_count() {
   int dev = 0, n = 0;
