@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
 
 #include "actors/core/generation_engine.hpp"
+#include "actors/frontend_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/target_worker_actor.hpp"
+#include "kernels/error.hpp"
 
 using namespace aerie;
 using namespace aerie::actors;
@@ -184,4 +189,65 @@ TEST(RouterActor, SpreadsRequestsOverTheLeastBusySchedulers) {
   EXPECT_EQ(at_b.size(), 2u);
   for (auto& h : pending)
     h.receive([](RequestDone& d) { EXPECT_EQ(d.result.finish_reason, "length"); }, [](caf::error&) { ADD_FAILURE(); });
+}
+
+TEST(FrontendActor, TurnsLinesIntoRequestsAndRepliesIntoLines) {
+  System s;
+  caf::scoped_actor client{*s.sys}, router{*s.sys};
+  std::mutex mu;
+  std::vector<std::string> lines;
+  auto parse = [](const std::string& text) -> std::pair<std::string, core::GenerationRequest> {
+    if (text == "bad") throw Error("malformed request");
+    return {text, request(3, 2)};
+  };
+  auto write = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  };
+  auto frontend = s.sys->spawn(frontend_actor, caf::actor_cast<caf::actor>(router), parse, write);
+  client->send(frontend, ClientLine{"bad"});
+  client->send(frontend, ClientLine{"first"});
+  router->receive([](SubmitRequest& r) -> RequestDone {
+    return {r.rid, {.output_ids = {7, 8}, .finish_reason = "length", .prompt_tokens = 3}, ""};
+  });
+  client->request(frontend, caf::infinite, DrainRequest{}).receive([](bool drained) { EXPECT_TRUE(drained); },
+                                                                  [](caf::error&) { ADD_FAILURE(); });
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("invalid_request"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"output_ids\":[7,8]"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("\"rid\":\"first\""), std::string::npos) << lines[1];
+}
+
+TEST(RemoteWorkerActor, CarriesBatchesOverZeroMqAndSkipsStaleResults) {
+  System s;
+  zmq::context_t ctx;
+  auto link = std::make_shared<RemoteWorkerLink>();
+  link->to_worker = std::make_unique<transport::ZmqSender>(ctx, "inproc://to-worker", true);
+  link->from_worker = std::make_unique<transport::ZmqReceiver>(ctx, "inproc://from-worker", true);
+  transport::ZmqReceiver worker_in(ctx, "inproc://to-worker", false);
+  transport::ZmqSender worker_out(ctx, "inproc://from-worker", false);
+  auto remote = s.sys->spawn<caf::detached>(remote_worker_actor, link);
+  // The other rank: answers with a stale result first, then the right one.
+  std::thread other([&] {
+    auto m = worker_in.receive(std::chrono::seconds(5));
+    ASSERT_TRUE(m && std::holds_alternative<transport::BatchMessage>(*m));
+    const auto& b = std::get<transport::BatchMessage>(*m);
+    worker_out.send(transport::BatchResult{.seq = 0, .step_id = b.step_id + 100, .rids = {}, .next_tokens = {}, .error = ""});
+    worker_out.send(answer(b));
+  });
+  transport::BatchMessage b;
+  b.step_id = 3;
+  b.positions = {0, 1};
+  b.rids = {5};
+  b.logit_rows = {1};
+  caf::scoped_actor self{*s.sys};
+  self->request(remote, caf::infinite, b).receive(
+      [](transport::BatchResult& r) {
+        EXPECT_EQ(r.step_id, 3u);
+        EXPECT_EQ(r.next_tokens, std::vector<int32_t>{101});
+      },
+      [](caf::error&) { ADD_FAILURE(); });
+  other.join();
+  self->send_exit(remote, caf::exit_reason::user_shutdown);
 }
