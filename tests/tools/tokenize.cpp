@@ -1,0 +1,41 @@
+// aerie-tokenize TOKENIZER_JSON: reads one JSON string per line on stdin and prints
+// {"ids": [...], "text": decode(ids), "stream": the incremental detokenizer's pieces joined,
+// "pieces_valid_utf8": bool} per line, for the parity test against the tokenizers package.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.hpp"
+#include "model/bpe_tokenizer.hpp"
+
+int main(int argc, char** argv) {
+  using namespace aerie;
+  try {
+    AERIE_CHECK(argc == 2, "usage: aerie-tokenize TOKENIZER_JSON");
+    model::BpeTokenizer tok(argv[1]);
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      const std::string text = nlohmann::json::parse(line).get<std::string>();
+      nlohmann::json out;
+      try {
+        const auto ids = tok.encode(text);
+        model::IncrementalDetokenizer inc(tok);
+        std::string stream;
+        bool valid = true;
+        for (int32_t id : ids) {
+          const std::string piece = inc.push({id});
+          valid = valid && nlohmann::json(piece).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict).size() > 0;
+          stream += piece;
+        }
+        stream += inc.finish();
+        out = {{"ids", ids}, {"text", tok.decode(ids)}, {"stream", stream}, {"pieces_valid_utf8", valid}};
+      } catch (const std::exception& e) {
+        out = {{"error", e.what()}};
+      }
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "aerie-tokenize: " << e.what() << "\n";
+    return 2;
+  }
+}
