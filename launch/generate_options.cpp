@@ -36,7 +36,7 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--model-shape", o.model_shape, "with --load-format dummy and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");
   app.add_option("--random-seed", o.random_seed, "seed of the dummy weights");
   app.add_option("--input-ids", id_lists, "a prompt as comma-separated token ids (repeat for a batch)")->take_all();
-  app.add_option("--prompt", o.prompts, "a text prompt (needs tokenizer.model in the model folder; repeatable)");
+  app.add_option("--prompt", o.prompts, "a text prompt (needs tokenizer.json or tokenizer.model in the model folder; repeatable)");
   app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
   app.add_option("--temperature", o.sampling.temperature, "0 = greedy");
   app.add_option("--top-p", o.sampling.top_p, "nucleus sampling mass, in (0, 1]");
