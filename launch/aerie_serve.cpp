@@ -1,18 +1,63 @@
-// aerie-serve: the engine as a long-running service. Rank 0 reads sglang /generate bodies as
-// JSON lines on stdin and writes one result line per request (completion order) on stdout;
-// under mpirun the other ranks serve their replicas until rank 0 reaches the end of input.
+// aerie-serve: the engine as a long-running service. Rank 0 serves the HTTP API (or, with
+// --stdin-json, reads sglang /generate bodies as JSON lines on stdin and writes one result
+// line per request); under mpirun the other ranks serve their replicas until rank 0 stops
+// (SIGINT/SIGTERM, or the end of stdin).
+#include <pthread.h>
+#include <signal.h>
+
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "actors/frontend_actor.hpp"
 #include "kernels/error.hpp"
+#include "launch/http_server.hpp"
 #include "launch/json_request.hpp"
 #include "launch/serve_options.hpp"
 #include "model/config.hpp"
 
+namespace {
+
+using namespace aerie;
+
+void serve_stdin_json(launch::Deployment& deployment, const model::LlamaConfig& config) {
+  std::cerr << "aerie-serve: ready; reading requests as JSON lines on stdin\n";
+  std::mutex out_mu;
+  auto write = [&out_mu](const std::string& line) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    std::cout << line << std::endl;
+  };
+  auto parse = [vocab = config.vocab_size](const std::string& text) {
+    nlohmann::json body;
+    try {
+      body = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      AERIE_FAIL("malformed JSON: " << e.what());
+    }
+    auto p = launch::parse_generate_request(body, vocab);
+    return std::pair{p.rid, std::move(p.request)};
+  };
+  auto frontend = deployment.system().spawn(actors::frontend_actor, deployment.router(), parse, write);
+  std::string line;
+  while (std::getline(std::cin, line))
+    if (!line.empty()) caf::anon_send(frontend, actors::ClientLine{line});
+  caf::scoped_actor self{deployment.system()};
+  self->request(frontend, caf::infinite, actors::DrainRequest{}).receive([](bool) {}, [](caf::error&) {});
+  self->send_exit(frontend, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace aerie;
+  // SIGINT/SIGTERM are taken by one thread (sigwait) that stops the server; blocked here,
+  // before any other thread exists, so every later thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   try {
     auto options = launch::parse_serve_args(argc, argv);
     if (!options) return 0;
@@ -24,30 +69,27 @@ int main(int argc, char** argv) {
     }
     const auto& d = options->deployment;
     const auto config = d.model_path.empty() ? model::LlamaConfig::named_shape(d.model_shape) : model::LlamaConfig::load(d.model_path);
-    std::cerr << "aerie-serve: ready (" << d.dp_size << " replica(s)); reading requests as JSON lines on stdin\n";
-    std::mutex out_mu;
-    auto write = [&out_mu](const std::string& line) {
-      std::lock_guard<std::mutex> lock(out_mu);
-      std::cout << line << std::endl;
-    };
-    auto parse = [vocab = config.vocab_size](const std::string& text) {
-      nlohmann::json body;
+    if (options->stdin_json) {
+      serve_stdin_json(deployment, config);
+    } else {
+      std::string name = options->served_model_name;
+      if (name.empty()) name = d.model_path.empty() ? d.model_shape : std::filesystem::path(d.model_path).filename().string();
+      launch::HttpServer server(deployment, config, d.model_path.empty() ? nullptr : model::load_text_tokenizer(d.model_path, config.bos_token_id),
+                                d, {.host = options->host, .port = options->port, .model_name = name});
+      std::thread stopper([&] {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        server.stop();
+      });
+      std::cerr << "aerie-serve: listening on http://" << options->host << ":" << options->port << " (" << d.dp_size << " replica(s))\n";
       try {
-        body = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {
-        AERIE_FAIL("malformed JSON: " << e.what());
+        server.listen();
+      } catch (...) {
+        pthread_kill(stopper.native_handle(), SIGTERM);
+        stopper.join();
+        throw;
       }
-      auto p = launch::parse_generate_request(body, vocab);
-      return std::pair{p.rid, std::move(p.request)};
-    };
-    auto frontend = deployment.system().spawn(actors::frontend_actor, deployment.router(), parse, write);
-    std::string line;
-    while (std::getline(std::cin, line))
-      if (!line.empty()) caf::anon_send(frontend, actors::ClientLine{line});
-    {
-      caf::scoped_actor self{deployment.system()};
-      self->request(frontend, caf::infinite, actors::DrainRequest{}).receive([](bool) {}, [](caf::error&) {});
-      self->send_exit(frontend, caf::exit_reason::user_shutdown);
+      stopper.join();
     }
     deployment.shutdown();
     return 0;

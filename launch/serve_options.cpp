@@ -11,8 +11,9 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
   ServeOptions s;
   auto& d = s.deployment;
   CLI::App app{"aerie-serve: the Aerie engine as a service. Under mpirun, every rank serves a replica (--dp-size) and rank 0\n"
-               "runs the Router and Schedulers. Requests are sglang /generate bodies, one JSON object per line on stdin\n"
-               "({\"input_ids\": [...], \"sampling_params\": {...}}); each result is one JSON line on stdout."};
+               "runs the Router, the Schedulers and the HTTP API (GET /health, /health_generate, /get_server_info,\n"
+               "/v1/models; POST /generate with sglang's body). With --stdin-json, /generate bodies are read as JSON lines\n"
+               "on stdin and each result is one JSON line on stdout."};
   app.add_option("--model-path", d.model_path, "Hugging Face model folder");
   app.add_option("--load-format", d.load_format, "auto or dummy")->check(CLI::IsMember({"auto", "dummy"}));
   app.add_option("--model-shape", d.model_shape, "with dummy weights and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");
@@ -30,8 +31,10 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
   app.add_option("--page-size", d.page_size, "tokens per KV page")->check(CLI::PositiveNumber);
   app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(CLI::PositiveNumber);
   app.add_flag("--disable-cuda-graph", d.disable_cuda_graph, "run every step eagerly");
-  app.add_option("--host", s.host, "address of the HTTP API (arrives with the serving API; validated today)");
+  app.add_option("--host", s.host, "address the HTTP API listens on");
   app.add_option("--port", s.port, "port of the HTTP API")->check(CLI::Range(1, 65535));
+  app.add_option("--served-model-name", s.served_model_name, "the model id /v1/models reports");
+  app.add_flag("--stdin-json", s.stdin_json, "read requests as JSON lines on stdin instead of serving HTTP");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

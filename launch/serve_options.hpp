@@ -11,6 +11,8 @@ struct ServeOptions {
   DeploymentOptions deployment;
   std::string host = "127.0.0.1";
   int port = 30000;
+  std::string served_model_name;  // default: the model folder's name
+  bool stdin_json = false;         // read /generate bodies as JSON lines on stdin instead of HTTP
 };
 
 // Throws aerie::Error with a clear message on bad flags; nothing when --help was printed.

@@ -36,8 +36,8 @@ def main():
                       json.dumps({"input_ids": [1], "sampling_params": {"max_new_tokens": "many"}})]
     stdin = "\n".join(lines) + "\n"
     mpi = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-    for name, cmd in (("one process", [args.serve, "--load-format", "dummy", "--max-total-tokens", "2048"]),
-                      ("mpirun -np 2 --dp-size 2", mpi + [args.serve, "--load-format", "dummy", "--dp-size", "2",
+    for name, cmd in (("one process", [args.serve, "--stdin-json", "--load-format", "dummy", "--max-total-tokens", "2048"]),
+                      ("mpirun -np 2 --dp-size 2", mpi + [args.serve, "--stdin-json", "--load-format", "dummy", "--dp-size", "2",
                                                            "--max-total-tokens", "512"])):
         res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, f"{name}: exit {res.returncode}: {res.stderr}"

@@ -1,0 +1,136 @@
+#include "launch/http_server.hpp"
+
+#include <httplib.h>
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.hpp"
+#include "kernels/error.hpp"
+#include "launch/json_request.hpp"
+
+namespace aerie::launch {
+
+namespace {
+
+using nlohmann::json;
+
+std::string error_body(const std::string& code, const std::string& message) {
+  return json{{"error", {{"code", code}, {"message", message}}}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::unique_ptr<model::TextTokenizer> tokenizer,
+                       DeploymentOptions deployment_options, HttpOptions options)
+    : deployment_(deployment),
+      config_(std::move(config)),
+      tokenizer_(std::move(tokenizer)),
+      deployment_options_(std::move(deployment_options)),
+      options_(std::move(options)),
+      server_(std::make_unique<httplib::Server>()) {
+  auto& s = *server_;
+  // cpp-httplib's default pool is max(8, cores - 1) threads: far too few for requests
+  // that wait on the engine. Each handler only blocks on its own reply.
+  const int threads = options_.handler_threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_payload_max_length(options_.max_body_bytes);
+  auto send = [](httplib::Response& res, const Reply& r) { res.status = r.status, res.set_content(r.body, "application/json"); };
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+  s.Get("/health_generate", [this, send](const httplib::Request&, httplib::Response& res) { send(res, health_generate()); });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"object", "list"}, {"data", {{{"id", options_.model_name}, {"object", "model"}, {"owned_by", "aerie"},
+                                                        {"max_model_len", config_.max_position_embeddings}}}}}
+                        .dump(),
+                    "application/json");
+  });
+  s.Get("/get_server_info", [this](const httplib::Request&, httplib::Response& res) {
+    const auto& d = deployment_options_;
+    res.set_content(json{{"model_path", d.model_path}, {"load_format", d.load_format}, {"device", d.device}, {"dtype", d.dtype},
+                         {"tp_size", d.tp_size}, {"dp_size", d.dp_size}, {"max_running_requests", d.max_running_requests},
+                         {"max_total_tokens", d.max_total_tokens}, {"chunked_prefill_size", d.chunked_prefill_size},
+                         {"page_size", d.page_size}, {"context_length", config_.max_position_embeddings},
+                         {"vocab_size", config_.vocab_size}}
+                        .dump(),
+                    "application/json");
+  });
+  s.Post("/generate", [this, send](const httplib::Request& req, httplib::Response& res) { send(res, generate(req.body)); });
+  // cpp-httplib answers an oversized body with 413 itself; make every other failure JSON too.
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty())
+      res.set_content(error_body(res.status == 413 ? "payload_too_large" : res.status == 404 ? "not_found" : "http_error",
+                                 "HTTP " + std::to_string(res.status)),
+                      "application/json");
+  });
+}
+
+HttpServer::~HttpServer() = default;
+
+HttpServer::Reply HttpServer::generate(const std::string& body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return {400, error_body("invalid_json", std::string("malformed JSON: ") + e.what())};
+  }
+  ParsedRequest p;
+  try {
+    AERIE_CHECK(j.is_object(), "the request must be a JSON object");
+    AERIE_CHECK(!j.value("stream", false), "streaming responses are not supported by this server yet; send \"stream\": false");
+    if (j.contains("text")) {
+      AERIE_CHECK(!j.contains("input_ids"), "give 'text' or 'input_ids', not both");
+      AERIE_CHECK(j["text"].is_string(), "'text' must be a string");
+      AERIE_CHECK(tokenizer_, "'text' needs a tokenizer; this model folder has none, send 'input_ids'");
+      const std::string text = j["text"].get<std::string>();
+      AERIE_CHECK(!text.empty(), "'text' is empty");
+      j["input_ids"] = tokenizer_->encode(text);
+      j.erase("text");
+    }
+    p = parse_generate_request(j, config_.vocab_size);
+  } catch (const std::exception& e) {
+    return {400, error_body("invalid_request", e.what())};
+  }
+  const uint64_t rid = next_rid_++;
+  actors::RequestDone done;
+  bool replied = false;
+  {
+    caf::scoped_actor self{deployment_.system()};
+    self->request(deployment_.router(), caf::infinite, actors::SubmitRequest{rid, p.request})
+        .receive([&](actors::RequestDone& d) { done = std::move(d), replied = true; }, [&](caf::error& e) {
+          done.error = deployment_.system().render(e);
+        });
+  }
+  if (!replied) return {503, error_body("unavailable", done.error)};
+  if (!done.error.empty()) return {400, error_body("rejected", done.error)};
+  const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string id = p.rid.empty() ? std::to_string(rid) : p.rid;
+  json out{{"output_ids", done.result.output_ids},
+           {"meta_info",
+            {{"id", id},
+             {"finish_reason", {{"type", done.result.finish_reason}}},
+             {"prompt_tokens", done.result.prompt_tokens},
+             {"completion_tokens", done.result.output_ids.size()},
+             {"e2e_latency", latency}}}};
+  if (tokenizer_) out["text"] = tokenizer_->decode(done.result.output_ids);
+  return {200, out.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+HttpServer::Reply HttpServer::health_generate() {
+  json probe{{"input_ids", {config_.bos_token_id >= 0 ? config_.bos_token_id : 0}},
+             {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}}}};
+  Reply r = generate(probe.dump());
+  if (r.status != 200) return {503, error_body("unhealthy", r.body)};
+  return {200, "{}"};
+}
+
+void HttpServer::listen() {
+  AERIE_CHECK(server_->bind_to_port(options_.host.c_str(), options_.port), "cannot listen on " << options_.host << ":" << options_.port);
+  bound_port_ = options_.port;
+  server_->listen_after_bind();
+}
+
+void HttpServer::stop() { server_->stop(); }
+
+}  // namespace aerie::launch

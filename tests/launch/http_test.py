@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""aerie-serve's HTTP API: /generate answers equal aerie-generate's (64 concurrent requests),
+/v1/models and /get_server_info answer, every malformed request gets a 4xx JSON error with a
+code and /health_generate stays 200 afterwards, and SIGTERM stops the server cleanly.
+
+  http_test.py --serve BIN/aerie-serve --generate BIN/aerie-generate
+"""
+import argparse
+import concurrent.futures
+import json
+import random
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(url, body=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--serve", required=True)
+    ap.add_argument("--generate", required=True)
+    args = ap.parse_args()
+    rng = random.Random(9)
+    prompts = [[rng.randrange(3, 500) for _ in range(rng.randint(1, 40))] for _ in range(64)]
+    gen = [args.generate, "--load-format", "dummy", "--max-new-tokens", "8", "--temperature", "0", "--ignore-eos", "--output", "json"]
+    for p in prompts:
+        gen += ["--input-ids", ",".join(map(str, p))]
+    out = subprocess.run(gen, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    expected = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([args.serve, "--load-format", "dummy", "--port", str(port), "--max-total-tokens", "4096"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                if call(base + "/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("server did not come up")
+        status, models = call(base + "/v1/models")
+        assert status == 200 and models["data"][0]["id"] == "tiny", models
+        status, info = call(base + "/get_server_info")
+        assert status == 200 and info["dp_size"] == 1, info
+
+        def one(i):
+            return call(base + "/generate", {"rid": f"q{i}", "input_ids": prompts[i],
+                                             "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}})
+        with concurrent.futures.ThreadPoolExecutor(64) as pool:
+            results = list(pool.map(one, range(len(prompts))))
+        for i, (status, r) in enumerate(results):
+            assert status == 200, (i, r)
+            assert r["output_ids"] == expected[i], f"request {i}: {r['output_ids']} != {expected[i]}"
+            assert r["meta_info"]["id"] == f"q{i}" and r["meta_info"]["completion_tokens"] == 8
+        print(f"{len(prompts)} concurrent /generate requests equal aerie-generate")
+
+        bad = [
+            ("malformed JSON", None, b"{oops", 400, "invalid_json"),
+            ("wrong type", {"input_ids": [1], "sampling_params": {"max_new_tokens": "8"}}, None, 400, "invalid_request"),
+            ("empty prompt", {"input_ids": []}, None, 400, "invalid_request"),
+            ("empty text", {"text": ""}, None, 400, "invalid_request"),
+            ("token outside vocab", {"input_ids": [1, 99999]}, None, 400, "invalid_request"),
+            ("max_new_tokens <= 0", {"input_ids": [1], "sampling_params": {"max_new_tokens": 0}}, None, 400, "invalid_request"),
+            ("temperature < 0", {"input_ids": [1], "sampling_params": {"temperature": -1}}, None, 400, "invalid_request"),
+            ("top_p outside (0,1]", {"input_ids": [1], "sampling_params": {"top_p": 1.5}}, None, 400, "invalid_request"),
+            ("prompt longer than the context", {"input_ids": [1] * 5000}, None, 400, "rejected"),
+            ("max_new_tokens too large", {"input_ids": [1], "sampling_params": {"max_new_tokens": 10 ** 9}}, None, 400, "rejected"),
+            ("oversized body", None, b"[" + b"1," * (9 << 20) + b"1]", 413, "payload_too_large"),
+        ]
+        for name, body, raw, want, code in bad:
+            status, r = call(base + "/generate", body, raw)
+            assert status == want and r["error"]["code"] == code, f"{name}: {status} {r}"
+            status, _ = call(base + "/health_generate")
+            assert status == 200, f"unhealthy after {name}"
+        print(f"{len(bad)} malformed requests answered with 4xx JSON errors; /health_generate stayed 200")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        rc = server.wait(timeout=60)
+    assert rc == 0, f"server exit {rc}: {server.stderr.read()}"
+    print("http_test: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
