@@ -50,6 +50,12 @@ namespace aerie::actors {
 struct SubmitRequest {
   uint64_t rid = 0;
   core::GenerationRequest request;
+  caf::actor stream_to;  // when set, receives a TokenChunk for every iteration that adds tokens
+};
+// Tokens a request gained in one iteration (streaming).
+struct TokenChunk {
+  uint64_t rid = 0;
+  std::vector<int32_t> tokens;
 };
 // The reply to a SubmitRequest: the result, or why it was rejected.
 struct RequestDone {
@@ -63,7 +69,11 @@ struct AbortRequest {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
-  return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request);
+  return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request, x.stream_to);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenChunk& x) {
+  return f(caf::meta::type_name("TokenChunk"), x.rid, x.tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {

@@ -5,7 +5,12 @@ namespace aerie::actors {
 namespace {
 
 void deliver(caf::stateful_actor<SchedulerState>* self, core::RequestUpdate& u) {
+  if (!u.new_tokens.empty()) {
+    auto s = self->state.streams.find(u.rid);
+    if (s != self->state.streams.end()) self->send(s->second, TokenChunk{u.rid, u.new_tokens});
+  }
   if (!u.finished) return;
+  self->state.streams.erase(u.rid);
   auto it = self->state.waiting.find(u.rid);
   if (it == self->state.waiting.end()) return;
   it->second.deliver(RequestDone{u.rid, std::move(u.result), ""});
@@ -53,6 +58,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::
         }
         auto promise = self->make_response_promise();
         self->state.waiting.emplace(s.rid, promise);
+        if (s.stream_to) self->state.streams.emplace(s.rid, s.stream_to);
         if (!self->state.core->in_flight()) dispatch(self);
         return caf::delegated<RequestDone>{};
       },

@@ -14,6 +14,7 @@ struct SchedulerState {
   std::unique_ptr<core::SchedulerCore> core;
   caf::actor worker;
   std::map<uint64_t, caf::response_promise> waiting;  // rid -> the client's promise
+  std::map<uint64_t, caf::actor> streams;             // rid -> where its TokenChunks go
   static inline const char* name = "aerie.scheduler";
 };
 

@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
 #include "launch/json_request.hpp"
+#include "model/bpe_tokenizer.hpp"
 
 namespace aerie::launch {
 
@@ -55,7 +56,13 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
                         .dump(),
                     "application/json");
   });
-  s.Post("/generate", [this, send](const httplib::Request& req, httplib::Response& res) { send(res, generate(req.body)); });
+  s.Post("/generate", [this, send](const httplib::Request& req, httplib::Response& res) {
+    bool stream = false;
+    auto parsed = parse(req.body, &stream);
+    if (auto* r = std::get_if<Reply>(&parsed)) return send(res, *r);
+    if (!stream) return send(res, generate(req.body));
+    stream_generate(std::get<ParsedRequest>(std::move(parsed)), res);
+  });
   // cpp-httplib answers an oversized body with 413 itself; make every other failure JSON too.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty())
@@ -67,18 +74,18 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
 
 HttpServer::~HttpServer() = default;
 
-HttpServer::Reply HttpServer::generate(const std::string& body) {
-  const auto t0 = std::chrono::steady_clock::now();
+std::variant<ParsedRequest, HttpServer::Reply> HttpServer::parse(const std::string& body, bool* stream) const {
   json j;
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {
-    return {400, error_body("invalid_json", std::string("malformed JSON: ") + e.what())};
+    return Reply{400, error_body("invalid_json", std::string("malformed JSON: ") + e.what())};
   }
   ParsedRequest p;
   try {
     AERIE_CHECK(j.is_object(), "the request must be a JSON object");
-    AERIE_CHECK(!j.value("stream", false), "streaming responses are not supported by this server yet; send \"stream\": false");
+    if (j.contains("stream")) AERIE_CHECK(j["stream"].is_boolean(), "'stream' must be true or false");
+    *stream = j.value("stream", false);
     if (j.contains("text")) {
       AERIE_CHECK(!j.contains("input_ids"), "give 'text' or 'input_ids', not both");
       AERIE_CHECK(j["text"].is_string(), "'text' must be a string");
@@ -90,8 +97,17 @@ HttpServer::Reply HttpServer::generate(const std::string& body) {
     }
     p = parse_generate_request(j, config_.vocab_size);
   } catch (const std::exception& e) {
-    return {400, error_body("invalid_request", e.what())};
+    return Reply{400, error_body("invalid_request", e.what())};
   }
+  return p;
+}
+
+HttpServer::Reply HttpServer::generate(const std::string& body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool stream = false;
+  auto parsed = parse(body, &stream);
+  if (auto* r = std::get_if<Reply>(&parsed)) return *r;
+  ParsedRequest p = std::get<ParsedRequest>(std::move(parsed));
   const uint64_t rid = next_rid_++;
   actors::RequestDone done;
   bool replied = false;
@@ -115,6 +131,71 @@ HttpServer::Reply HttpServer::generate(const std::string& body) {
              {"e2e_latency", latency}}}};
   if (tokenizer_) out["text"] = tokenizer_->decode(done.result.output_ids);
   return {200, out.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+// Server-sent events: one `data: {...}` per iteration that adds tokens (the new ids and the
+// text they complete), a final one with meta_info, then `data: [DONE]`. The scoped actor
+// that receives the chunks lives in the connection's thread, which also writes them; a
+// client that goes away aborts its request, which frees its KV pages.
+void HttpServer::stream_generate(ParsedRequest p, httplib::Response& res) {
+  struct Stream {
+    std::unique_ptr<caf::scoped_actor> self;
+    uint64_t rid;
+    std::string client_id;
+    std::string pending_text;  // decoded bytes that do not finish a UTF-8 character yet
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    bool started = false;
+  };
+  auto st = std::make_shared<Stream>();
+  st->rid = next_rid_++;
+  st->client_id = p.rid.empty() ? std::to_string(st->rid) : p.rid;
+  auto request = std::make_shared<core::GenerationRequest>(std::move(p.request));
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [this, st, request](size_t, httplib::DataSink& sink) {
+    auto write = [&](const json& j) {
+      const std::string line = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+      return sink.write(line.data(), line.size());
+    };
+    if (!st->started) {  // the first call, in the connection's thread: the actor lives here from now on
+      st->started = true;
+      st->self = std::make_unique<caf::scoped_actor>(deployment_.system());
+      (*st->self)->send(deployment_.router(), actors::SubmitRequest{st->rid, *request, caf::actor_cast<caf::actor>(*st->self)});
+    }
+    bool done = false, alive = true;
+    (*st->self)->receive(
+        [&](actors::TokenChunk& c) {
+          json j{{"token_ids", c.tokens}, {"meta_info", {{"id", st->client_id}}}};
+          if (tokenizer_) {
+            st->pending_text += tokenizer_->decode(c.tokens);
+            j["text"] = model::take_complete_utf8(st->pending_text);  // never half a character
+          }
+          alive = write(j);
+        },
+        [&](actors::RequestDone& d) {
+          done = true;
+          json j{{"meta_info", {{"id", st->client_id}}}};
+          if (!d.error.empty()) {
+            j = json{{"error", {{"code", "rejected"}, {"message", d.error}}}};
+          } else {
+            j["output_ids"] = d.result.output_ids;
+            j["meta_info"] = {{"id", st->client_id},
+                              {"finish_reason", {{"type", d.result.finish_reason}}},
+                              {"prompt_tokens", d.result.prompt_tokens},
+                              {"completion_tokens", d.result.output_ids.size()},
+                              {"e2e_latency", std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count()}};
+          }
+          alive = write(j);
+          const std::string end = "data: [DONE]\n\n";
+          alive = alive && sink.write(end.data(), end.size());
+        },
+        caf::after(std::chrono::seconds(600)) >> [&] { alive = false; });
+    if (!alive && !done) {
+      (*st->self)->send(deployment_.router(), actors::AbortRequest{st->rid});  // the client is gone
+      return false;
+    }
+    if (done) sink.done();
+    return true;
+  });
 }
 
 HttpServer::Reply HttpServer::health_generate() {

@@ -1,19 +1,24 @@
 #pragma once
 // The HTTP API of aerie-serve (rank 0): sglang's native endpoints over the Router.
 //   GET  /health, /health_generate (runs a one-token generation), /get_server_info, /v1/models
-//   POST /generate  {"text" | "input_ids", "sampling_params": {...}, "rid"}  (non-streaming)
+//   POST /generate  {"text" | "input_ids", "sampling_params": {...}, "rid", "stream"}
+//                   (with "stream": true, server-sent events as tokens are produced)
 // Every bad request gets a 4xx JSON error {"error": {"code", "message"}} and the server stays
 // healthy. Requests run on a large handler pool, so hundreds can wait on the engine at once.
 #include <atomic>
 #include <memory>
 #include <string>
 
+#include <variant>
+
 #include "launch/deployment.hpp"
+#include "launch/json_request.hpp"
 #include "model/config.hpp"
 #include "model/text_tokenizer.hpp"
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace aerie::launch {
@@ -41,7 +46,9 @@ class HttpServer {
     int status;
     std::string body;
   };
+  std::variant<ParsedRequest, Reply> parse(const std::string& body, bool* stream) const;
   Reply generate(const std::string& body);
+  void stream_generate(ParsedRequest p, httplib::Response& res);
   Reply health_generate();
 
   Deployment& deployment_;

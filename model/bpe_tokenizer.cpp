@@ -251,20 +251,23 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   return bytes;
 }
 
-std::string IncrementalDetokenizer::push(const std::vector<int32_t>& ids) {
-  pending_ += tok_.decode(ids);
-  // Release everything up to the last complete UTF-8 character.
-  size_t cut = pending_.size();
-  for (size_t back = 1; back <= std::min<size_t>(4, pending_.size()); ++back) {
-    const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
+std::string take_complete_utf8(std::string& pending) {
+  size_t cut = pending.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, pending.size()); ++back) {
+    const unsigned char c = static_cast<unsigned char>(pending[pending.size() - back]);
     const size_t n = utf8_len(c);
-    if (n == 0) continue;              // a continuation byte: look further back
-    if (n > back) cut = pending_.size() - back;  // its sequence is not complete yet
+    if (n == 0) continue;                       // a continuation byte: look further back
+    if (n > back) cut = pending.size() - back;  // its sequence is not complete yet
     break;
   }
-  std::string out = pending_.substr(0, cut);
-  pending_.erase(0, cut);
+  std::string out = pending.substr(0, cut);
+  pending.erase(0, cut);
   return out;
+}
+
+std::string IncrementalDetokenizer::push(const std::vector<int32_t>& ids) {
+  pending_ += tok_.decode(ids);
+  return take_complete_utf8(pending_);
 }
 
 std::string IncrementalDetokenizer::finish() {

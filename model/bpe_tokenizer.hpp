@@ -42,6 +42,10 @@ class BpeTokenizer {
   std::unordered_map<std::string, uint8_t> char_byte_;
 };
 
+// Removes and returns the longest prefix of `pending` that ends on a whole UTF-8 character;
+// an unfinished character stays in `pending` for the next piece.
+std::string take_complete_utf8(std::string& pending);
+
 // Turns a growing list of ids into text pieces that never split a UTF-8 character.
 class IncrementalDetokenizer {
  public:

@@ -77,6 +77,51 @@ def main():
             assert r["meta_info"]["id"] == f"q{i}" and r["meta_info"]["completion_tokens"] == 8
         print(f"{len(prompts)} concurrent /generate requests equal aerie-generate")
 
+        # Streaming: server-sent events whose token ids add up to the same output.
+        def stream(i):
+            body = json.dumps({"input_ids": prompts[i], "stream": True,
+                               "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}).encode()
+            req = urllib.request.Request(base + "/generate", data=body, headers={"Content-Type": "application/json"})
+            ids, final, done = [], None, False
+            with urllib.request.urlopen(req, timeout=120) as r:
+                assert r.headers["Content-Type"].startswith("text/event-stream")
+                for raw in r:
+                    line = raw.decode().strip()
+                    if not line.startswith("data: "):
+                        continue
+                    if line == "data: [DONE]":
+                        done = True
+                        break
+                    ev = json.loads(line[6:])
+                    if "output_ids" in ev:
+                        final = ev
+                    else:
+                        ids += ev["token_ids"]
+            return ids, final, done
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            streamed = list(pool.map(stream, range(16)))
+        for i, (ids, final, done) in enumerate(streamed):
+            assert done and ids == expected[i] and final["output_ids"] == expected[i], (i, ids, final)
+        print("16 concurrent streams add up to the same tokens and end with [DONE]")
+
+        # A client that disconnects mid-stream: its request is aborted, the server carries on.
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", port))
+            body = json.dumps({"input_ids": [1, 2, 3], "stream": True, "sampling_params": {"max_new_tokens": 3000, "temperature": 0,
+                                                                                            "ignore_eos": True}})
+            s.sendall(f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+            s.settimeout(60)
+            got = b""
+            while b"data:" not in got:
+                chunk = s.recv(4096)
+                assert chunk, "stream closed before its first event"
+                got += chunk
+            s.close()
+        status, r = call(base + "/generate", {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 8, "temperature": 0,
+                                                                                          "ignore_eos": True}})
+        assert status == 200 and r["output_ids"] == expected[0], r
+        print("disconnected streams were dropped; the server still answers")
+
         bad = [
             ("malformed JSON", None, b"{oops", 400, "invalid_json"),
             ("wrong type", {"input_ids": [1], "sampling_params": {"max_new_tokens": "8"}}, None, 400, "invalid_request"),
