@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
@@ -55,6 +56,31 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
                          {"vocab_size", config_.vocab_size}}
                         .dump(),
                     "application/json");
+  });
+  s.Post("/abort_request", [this](const httplib::Request& req, httplib::Response& res) {
+    json j;
+    try {
+      j = json::parse(req.body);
+    } catch (const json::exception&) {
+      res.status = 400;
+      return res.set_content(error_body("invalid_json", "malformed JSON"), "application/json");
+    }
+    if (!j.is_object() || !j.contains("rid") || !(j["rid"].is_string() || j["rid"].is_number_integer())) {
+      res.status = 400;
+      return res.set_content(error_body("invalid_request", "'rid' (string or integer) is required"), "application/json");
+    }
+    const std::string rid = j["rid"].is_string() ? j["rid"].get<std::string>() : std::to_string(j["rid"].get<int64_t>());
+    std::optional<uint64_t> engine_rid;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      if (auto it = live_.find(rid); it != live_.end()) engine_rid = it->second;
+    }
+    if (!engine_rid) {
+      res.status = 404;
+      return res.set_content(error_body("not_found", "no request '" + rid + "' in progress"), "application/json");
+    }
+    caf::anon_send(deployment_.router(), actors::AbortRequest{*engine_rid});
+    res.set_content("{}", "application/json");
   });
   s.Post("/generate", [this, send](const httplib::Request& req, httplib::Response& res) {
     bool stream = false;
@@ -109,6 +135,8 @@ HttpServer::Reply HttpServer::generate(const std::string& body) {
   if (auto* r = std::get_if<Reply>(&parsed)) return *r;
   ParsedRequest p = std::get<ParsedRequest>(std::move(parsed));
   const uint64_t rid = next_rid_++;
+  const std::string id = p.rid.empty() ? std::to_string(rid) : p.rid;
+  track(id, rid);
   actors::RequestDone done;
   bool replied = false;
   {
@@ -118,10 +146,10 @@ HttpServer::Reply HttpServer::generate(const std::string& body) {
           done.error = deployment_.system().render(e);
         });
   }
+  untrack(id);
   if (!replied) return {503, error_body("unavailable", done.error)};
   if (!done.error.empty()) return {400, error_body("rejected", done.error)};
   const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string id = p.rid.empty() ? std::to_string(rid) : p.rid;
   json out{{"output_ids", done.result.output_ids},
            {"meta_info",
             {{"id", id},
@@ -196,6 +224,16 @@ void HttpServer::stream_generate(ParsedRequest p, httplib::Response& res) {
     if (done) sink.done();
     return true;
   });
+}
+
+void HttpServer::track(const std::string& client_rid, uint64_t rid) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_[client_rid] = rid;
+}
+
+void HttpServer::untrack(const std::string& client_rid) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_.erase(client_rid);
 }
 
 HttpServer::Reply HttpServer::health_generate() {

@@ -1,11 +1,14 @@
 #pragma once
 // The HTTP API of aerie-serve (rank 0): sglang's native endpoints over the Router.
 //   GET  /health, /health_generate (runs a one-token generation), /get_server_info, /v1/models
+//   POST /abort_request {"rid": ...}: ends that request (its reply says finish_reason "abort")
 //   POST /generate  {"text" | "input_ids", "sampling_params": {...}, "rid", "stream"}
 //                   (with "stream": true, server-sent events as tokens are produced)
 // Every bad request gets a 4xx JSON error {"error": {"code", "message"}} and the server stays
 // healthy. Requests run on a large handler pool, so hundreds can wait on the engine at once.
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -58,6 +61,10 @@ class HttpServer {
   HttpOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
+  std::mutex live_mu_;
+  std::map<std::string, uint64_t> live_;  // client rid -> engine rid, while in progress
+  void track(const std::string& client_rid, uint64_t rid);
+  void untrack(const std::string& client_rid);
   int bound_port_ = 0;
 };
 

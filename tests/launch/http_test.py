@@ -122,6 +122,23 @@ def main():
         assert status == 200 and r["output_ids"] == expected[0], r
         print("disconnected streams were dropped; the server still answers")
 
+        # /abort_request ends a long request early; unknown ids are 404.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            long = pool.submit(call, base + "/generate", {"rid": "long-one", "input_ids": [1, 2, 3],
+                                                         "sampling_params": {"max_new_tokens": 3000, "temperature": 0,
+                                                                             "ignore_eos": True}})
+            for _ in range(200):
+                status, _ = call(base + "/abort_request", {"rid": "long-one"})
+                if status == 200:
+                    break
+                time.sleep(0.01)
+            assert status == 200, "the long request never became abortable"
+            status, r = long.result(timeout=120)
+        assert status == 200 and r["meta_info"]["finish_reason"]["type"] == "abort", r
+        assert r["meta_info"]["completion_tokens"] < 3000, r["meta_info"]
+        assert call(base + "/abort_request", {"rid": "nobody"})[0] == 404
+        print(f"/abort_request ended a request after {r['meta_info']['completion_tokens']} of 3000 tokens")
+
         bad = [
             ("malformed JSON", None, b"{oops", 400, "invalid_json"),
             ("wrong type", {"input_ids": [1], "sampling_params": {"max_new_tokens": "8"}}, None, 400, "invalid_request"),
