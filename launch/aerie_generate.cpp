@@ -16,13 +16,16 @@ namespace {
 using namespace aerie;
 
 int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
-  model::LlamaConfig config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape)
-                                                   : model::LlamaConfig::load(o.model_path);
+  const std::string& model_path = o.deployment.model_path;
+  // The tokenizer (and the BOS id it adds) is needed before the deployment: the prompts
+  // size its default KV pool.
+  model::LlamaConfig config = model_path.empty() ? model::LlamaConfig::named_shape(o.deployment.model_shape)
+                                                 : model::LlamaConfig::load(model_path);
   std::unique_ptr<model::TextTokenizer> tokenizer;
   if (!o.prompts.empty()) {
-    AERIE_CHECK(!o.model_path.empty(), "--prompt needs --model-path with a tokenizer.json or tokenizer.model");
-    tokenizer = model::load_text_tokenizer(o.model_path, config.bos_token_id);
-    AERIE_CHECK(tokenizer, o.model_path << ": no tokenizer.json or tokenizer.model for --prompt");
+    AERIE_CHECK(!model_path.empty(), "--prompt needs --model-path with a tokenizer.json or tokenizer.model");
+    tokenizer = model::load_text_tokenizer(model_path, config.bos_token_id);
+    AERIE_CHECK(tokenizer, model_path << ": no tokenizer.json or tokenizer.model for --prompt");
   }
   std::vector<core::GenerationRequest> requests;
   auto add = [&](std::vector<int32_t> ids) {
@@ -39,12 +42,8 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
 
   int64_t needed = 0;
   for (const auto& r : requests) needed += static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
-  launch::DeploymentOptions d{.model_path = o.model_path, .load_format = o.load_format, .model_shape = o.model_shape,
-                              .random_seed = o.random_seed, .device = o.device, .dtype = o.dtype,
-                              .max_total_tokens = o.max_total_tokens > 0 ? o.max_total_tokens : needed, .page_size = o.page_size,
-                              .max_running_requests = o.max_running_requests, .chunked_prefill_size = o.chunked_prefill_size,
-                              .cuda_graph_max_bs = o.cuda_graph_max_bs, .disable_cuda_graph = o.disable_cuda_graph,
-                              .tp_size = o.tp_size, .dp_size = o.dp_size};
+  launch::DeploymentOptions d = o.deployment;
+  if (d.max_total_tokens == 0) d.max_total_tokens = needed;
   launch::Deployment deployment(d, world);
   if (!deployment.is_rank0()) {
     deployment.shutdown();  // serve until rank 0 is done

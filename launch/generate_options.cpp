@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "kernels/error.hpp"
+#include "launch/deployment_flags.hpp"
 
 namespace aerie::launch {
 
@@ -30,11 +31,7 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   CLI::App app{"aerie-generate: offline generation for one or many prompts in one batch.\n"
                "Prints one JSON object per prompt on stdout: {\"output_ids\": [...]}."};
   std::vector<std::string> id_lists;
-  app.add_option("--model-path", o.model_path, "Hugging Face model folder (config.json + safetensors)");
-  app.add_option("--load-format", o.load_format, "auto: read the checkpoint; dummy: seeded random weights")
-      ->check(CLI::IsMember({"auto", "dummy"}));
-  app.add_option("--model-shape", o.model_shape, "with --load-format dummy and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");
-  app.add_option("--random-seed", o.random_seed, "seed of the dummy weights");
+  add_deployment_flags(app, o.deployment, "default: what the prompts need");
   app.add_option("--input-ids", id_lists, "a prompt as comma-separated token ids (repeat for a batch)")->take_all();
   app.add_option("--prompt", o.prompts, "a text prompt (needs tokenizer.json or tokenizer.model in the model folder; repeatable)");
   app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
@@ -45,22 +42,7 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--seed", o.sampling.seed, "sampling seed");
   app.add_option("--stop-token-ids", o.stop_token_ids, "extra ids that end generation")->delimiter(',');
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's EOS ids");
-  app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", o.dtype, "weight dtype: auto (the checkpoint's), f32, bf16, f16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}));
   app.add_option("--output", o.output, "json (one object per prompt) or text")->check(CLI::IsMember({"json", "text"}));
-  app.add_option("--max-total-tokens", o.max_total_tokens, "KV pool size in tokens (default: what the prompts need)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--page-size", o.page_size, "tokens per KV page")->check(CLI::PositiveNumber);
-  app.add_option("--max-running-requests", o.max_running_requests, "requests decoded together at most")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--cuda-graph-max-bs", o.cuda_graph_max_bs, "capture decode CUDA graphs for batch sizes up to this")
-      ->check(CLI::PositiveNumber);
-  app.add_flag("--disable-cuda-graph", o.disable_cuda_graph, "run every step eagerly");
-  app.add_option("--chunked-prefill-size", o.chunked_prefill_size, "prompt tokens per iteration (longer prompts are chunked)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--tp-size", o.tp_size, "tensor-parallel ranks per DP group")->check(CLI::PositiveNumber);
-  app.add_option("--dp-size", o.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -71,7 +53,7 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   }
   for (const auto& s : id_lists) o.input_ids.push_back(parse_id_list(s));
   AERIE_CHECK(!o.input_ids.empty() || !o.prompts.empty(), "give at least one --input-ids or --prompt");
-  AERIE_CHECK(o.load_format == "dummy" || !o.model_path.empty(), "--model-path is required unless --load-format dummy");
+  check_deployment_flags(o.deployment);
   o.sampling.validate();
   return o;
 }
