@@ -16,7 +16,6 @@
 #include "launch/http_server.hpp"
 #include "launch/json_request.hpp"
 #include "launch/serve_options.hpp"
-#include "model/config.hpp"
 
 namespace {
 
@@ -68,7 +67,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const auto& d = options->deployment;
-    const auto config = d.model_path.empty() ? model::LlamaConfig::named_shape(d.model_shape) : model::LlamaConfig::load(d.model_path);
+    const auto& config = deployment.config();
     if (options->stdin_json) {
       serve_stdin_json(deployment, config);
     } else {

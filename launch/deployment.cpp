@@ -205,6 +205,7 @@ Deployment::~Deployment() {
 }
 
 bool Deployment::is_rank0() const { return impl_->world.rank() == 0; }
+const model::LlamaConfig& Deployment::config() const { return impl_->config; }
 
 std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRequest>& requests) {
   AERIE_CHECK(is_rank0(), "Deployment::run is rank 0's; other ranks call shutdown() to serve");

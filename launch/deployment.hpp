@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/core/generation_request.hpp"
+#include "model/config.hpp"
 #include "parallel/process_group.hpp"
 
 namespace aerie::launch {
@@ -48,6 +49,7 @@ class Deployment {
   // Rank 0 tells the other ranks to stop, if shutdown() was not called.
   ~Deployment();
   bool is_rank0() const;
+  const model::LlamaConfig& config() const;
 
   // Rank 0: runs the requests to completion through the Router, results in request order
   // (rids 0..n-1 of this call). May be called again.

@@ -86,7 +86,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
     bool stream = false;
     auto parsed = parse(req.body, &stream);
     if (auto* r = std::get_if<Reply>(&parsed)) return send(res, *r);
-    if (!stream) return send(res, generate(req.body));
+    if (!stream) return send(res, run(std::get<ParsedRequest>(std::move(parsed))));
     stream_generate(std::get<ParsedRequest>(std::move(parsed)), res);
   });
   // cpp-httplib answers an oversized body with 413 itself; make every other failure JSON too.
@@ -128,12 +128,8 @@ std::variant<ParsedRequest, HttpServer::Reply> HttpServer::parse(const std::stri
   return p;
 }
 
-HttpServer::Reply HttpServer::generate(const std::string& body) {
+HttpServer::Reply HttpServer::run(ParsedRequest p) {
   const auto t0 = std::chrono::steady_clock::now();
-  bool stream = false;
-  auto parsed = parse(body, &stream);
-  if (auto* r = std::get_if<Reply>(&parsed)) return *r;
-  ParsedRequest p = std::get<ParsedRequest>(std::move(parsed));
   const uint64_t rid = next_rid_++;
   const std::string id = p.rid.empty() ? std::to_string(rid) : p.rid;
   track(id, rid);
@@ -237,9 +233,11 @@ void HttpServer::untrack(const std::string& client_rid) {
 }
 
 HttpServer::Reply HttpServer::health_generate() {
-  json probe{{"input_ids", {config_.bos_token_id >= 0 ? config_.bos_token_id : 0}},
-             {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}}}};
-  Reply r = generate(probe.dump());
+  ParsedRequest probe;
+  probe.request.prompt = {config_.bos_token_id >= 0 ? config_.bos_token_id : 0};
+  probe.request.max_new_tokens = 1;
+  probe.request.sampling.temperature = 0.0f;
+  Reply r = run(std::move(probe));
   if (r.status != 200) return {503, error_body("unhealthy", r.body)};
   return {200, "{}"};
 }

@@ -50,7 +50,7 @@ class HttpServer {
     std::string body;
   };
   std::variant<ParsedRequest, Reply> parse(const std::string& body, bool* stream) const;
-  Reply generate(const std::string& body);
+  Reply run(ParsedRequest p);  // a parsed, non-streaming /generate
   void stream_generate(ParsedRequest p, httplib::Response& res);
   Reply health_generate();
 
