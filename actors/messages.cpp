@@ -9,6 +9,8 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<RequestDone>("aerie.RequestDone");
   cfg.add_message_type<AbortRequest>("aerie.AbortRequest");
   cfg.add_message_type<TokenChunk>("aerie.TokenChunk");
+  cfg.add_message_type<GetLoad>("aerie.GetLoad");
+  cfg.add_message_type<LoadReport>("aerie.LoadReport");
   cfg.add_message_type<transport::BatchMessage>("aerie.BatchMessage");
   cfg.add_message_type<transport::BatchResult>("aerie.BatchResult");
   cfg.add_message_type<ClientLine>("aerie.ClientLine");

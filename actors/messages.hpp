@@ -17,11 +17,13 @@ typename Inspector::result_type inspect(Inspector& f, SamplingOptions& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerationRequest& x) {
-  return f(caf::meta::type_name("GenerationRequest"), x.prompt, x.sampling, x.max_new_tokens, x.stop_token_ids, x.ignore_eos);
+  return f(caf::meta::type_name("GenerationRequest"), x.prompt, x.sampling, x.max_new_tokens, x.stop_token_ids, x.ignore_eos,
+           x.logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerationResult& x) {
-  return f(caf::meta::type_name("GenerationResult"), x.output_ids, x.finish_reason, x.prompt_tokens);
+  return f(caf::meta::type_name("GenerationResult"), x.output_ids, x.finish_reason, x.prompt_tokens, x.output_logprobs,
+           x.spec_verify_ct);
 }
 
 }  // namespace aerie::core
@@ -30,7 +32,11 @@ namespace aerie::transport {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingRowMsg& x) {
-  return f(caf::meta::type_name("SamplingRowMsg"), x.temperature, x.top_p, x.min_p, x.top_k, x.seed, x.step);
+  return f(caf::meta::type_name("SamplingRowMsg"), x.temperature, x.top_p, x.min_p, x.top_k, x.seed, x.step, x.logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenLogprobs& x) {
+  return f(caf::meta::type_name("TokenLogprobs"), x.logprob, x.top_ids, x.top_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchMessage& x) {
@@ -39,7 +45,7 @@ typename Inspector::result_type inspect(Inspector& f, BatchMessage& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchResult& x) {
-  return f(caf::meta::type_name("BatchResult"), x.seq, x.step_id, x.rids, x.next_tokens, x.error);
+  return f(caf::meta::type_name("BatchResult"), x.seq, x.step_id, x.rids, x.next_tokens, x.logprobs, x.error);
 }
 
 }  // namespace aerie::transport
@@ -56,6 +62,7 @@ struct SubmitRequest {
 struct TokenChunk {
   uint64_t rid = 0;
   std::vector<int32_t> tokens;
+  std::vector<transport::TokenLogprobs> logprobs;  // one per token, when the request asked
 };
 // The reply to a SubmitRequest: the result, or why it was rejected.
 struct RequestDone {
@@ -66,6 +73,17 @@ struct RequestDone {
 struct AbortRequest {
   uint64_t rid = 0;
 };
+// Asks the Router (or one Scheduler) how loaded the engine is; answered with a LoadReport
+// summed over the DP groups (for /metrics and /get_server_info).
+struct GetLoad {};
+struct LoadReport {
+  int64_t running = 0;          // requests in the running batch
+  int64_t queued = 0;           // requests waiting for admission
+  int64_t kv_used_tokens = 0;   // KV slots held by requests
+  int64_t kv_total_tokens = 0;  // usable KV slots
+  int64_t spec_verify_ct = 0;   // verify forwards so far (speculative decoding)
+  int64_t spec_accepted_tokens = 0;  // tokens those verifies committed
+};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
@@ -73,7 +91,7 @@ typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenChunk& x) {
-  return f(caf::meta::type_name("TokenChunk"), x.rid, x.tokens);
+  return f(caf::meta::type_name("TokenChunk"), x.rid, x.tokens, x.logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
@@ -82,6 +100,16 @@ typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AbortRequest& x) {
   return f(caf::meta::type_name("AbortRequest"), x.rid);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GetLoad&) {
+  return f(caf::meta::type_name("GetLoad"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LoadReport& x) {
+  return f(caf::meta::type_name("LoadReport"), x.running, x.queued, x.kv_used_tokens, x.kv_total_tokens, x.spec_verify_ct,
+           x.spec_accepted_tokens);
 }
 
 // Announces every message type above to the actor system.

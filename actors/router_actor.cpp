@@ -1,6 +1,8 @@
 #include "actors/router_actor.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 
 namespace aerie::actors {
 
@@ -28,6 +30,31 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
                   self->state.group_of.erase(rid);
                   promise.deliver(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e)});
                 });
+        return promise;
+      },
+      [self](GetLoad g) -> caf::result<LoadReport> {
+        auto& st = self->state;
+        auto promise = self->make_response_promise<LoadReport>();
+        if (st.schedulers.empty()) return LoadReport{};
+        // Ask every group; the last reply (or failure) delivers the sum.
+        struct Gather {
+          LoadReport sum;
+          size_t pending;
+        };
+        auto gather = std::make_shared<Gather>(Gather{{}, st.schedulers.size()});
+        for (const auto& s : st.schedulers)
+          self->request(s, std::chrono::seconds(10), g)
+              .then(
+                  [gather, promise](LoadReport& r) mutable {
+                    auto& t = gather->sum;
+                    t.running += r.running, t.queued += r.queued, t.kv_used_tokens += r.kv_used_tokens;
+                    t.kv_total_tokens += r.kv_total_tokens, t.spec_verify_ct += r.spec_verify_ct;
+                    t.spec_accepted_tokens += r.spec_accepted_tokens;
+                    if (--gather->pending == 0) promise.deliver(t);
+                  },
+                  [gather, promise](caf::error&) mutable {
+                    if (--gather->pending == 0) promise.deliver(gather->sum);
+                  });
         return promise;
       },
       [self](AbortRequest& a) {

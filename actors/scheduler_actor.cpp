@@ -7,7 +7,7 @@ namespace {
 void deliver(caf::stateful_actor<SchedulerState>* self, core::RequestUpdate& u) {
   if (!u.new_tokens.empty()) {
     auto s = self->state.streams.find(u.rid);
-    if (s != self->state.streams.end()) self->send(s->second, TokenChunk{u.rid, u.new_tokens});
+    if (s != self->state.streams.end()) self->send(s->second, TokenChunk{u.rid, u.new_tokens, u.new_logprobs});
   }
   if (!u.finished) return;
   self->state.streams.erase(u.rid);
@@ -64,6 +64,11 @@ caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::
       },
       [self](AbortRequest& a) {
         if (auto u = self->state.core->abort(a.rid)) deliver(self, *u);
+      },
+      [self](GetLoad) {
+        const auto& c = *self->state.core;
+        return LoadReport{.running = c.num_running(), .queued = c.num_queued(), .kv_used_tokens = c.kv_used_tokens(),
+                          .kv_total_tokens = c.kv_total_tokens(), .spec_verify_ct = 0, .spec_accepted_tokens = 0};
       },
   };
 }

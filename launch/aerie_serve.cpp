@@ -28,14 +28,21 @@ void serve_stdin_json(launch::Deployment& deployment, const model::LlamaConfig& 
     std::lock_guard<std::mutex> lock(out_mu);
     std::cout << line << std::endl;
   };
-  auto parse = [vocab = config.vocab_size](const std::string& text) {
+  const launch::RequestLimits limits{.vocab_size = config.vocab_size,
+                                     .max_total_tokens = std::min<int64_t>(config.max_position_embeddings, deployment.kv_capacity_tokens() + 1),
+                                     .tokenizer = nullptr};
+  auto parse = [limits](const std::string& text) {
     nlohmann::json body;
     try {
       body = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       AERIE_FAIL("malformed JSON: " << e.what());
     }
-    auto p = launch::parse_generate_request(body, vocab);
+    auto p = launch::parse_generate_request(body, limits);
+    // The JSON-lines frontend writes whole results: what needs the HTTP layer is refused, not ignored.
+    AERIE_CHECK(p.stop.empty(), "'stop' strings are served by the HTTP API; use stop_token_ids here");
+    AERIE_CHECK(!p.stream, "'stream' is served by the HTTP API");
+    AERIE_CHECK(!p.return_logprob, "'return_logprob' is served by the HTTP API");
     return std::pair{p.rid, std::move(p.request)};
   };
   auto frontend = deployment.system().spawn(actors::frontend_actor, deployment.router(), parse, write);
@@ -74,7 +81,7 @@ int main(int argc, char** argv) {
       std::string name = options->served_model_name;
       if (name.empty()) name = d.model_path.empty() ? d.model_shape : std::filesystem::path(d.model_path).filename().string();
       launch::HttpServer server(deployment, config, d.model_path.empty() ? nullptr : model::load_text_tokenizer(d.model_path, config.bos_token_id),
-                                d, {.host = options->host, .port = options->port, .model_name = name});
+                                d, {.host = options->host, .port = options->port, .model_name = name, .chat_template = options->chat_template});
       std::thread stopper([&] {
         int sig = 0;
         sigwait(&stop_signals, &sig);

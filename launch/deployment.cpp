@@ -206,6 +206,7 @@ Deployment::~Deployment() {
 
 bool Deployment::is_rank0() const { return impl_->world.rank() == 0; }
 const model::LlamaConfig& Deployment::config() const { return impl_->config; }
+int64_t Deployment::kv_capacity_tokens() const { return impl_->kv->shape().usable_tokens(); }
 
 std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRequest>& requests) {
   AERIE_CHECK(is_rank0(), "Deployment::run is rank 0's; other ranks call shutdown() to serve");

@@ -50,6 +50,8 @@ class Deployment {
   ~Deployment();
   bool is_rank0() const;
   const model::LlamaConfig& config() const;
+  // Usable KV slots of this rank's pool (a request needs prompt + max_new_tokens - 1).
+  int64_t kv_capacity_tokens() const;
 
   // Rank 0: runs the requests to completion through the Router, results in request order
   // (rids 0..n-1 of this call). May be called again.

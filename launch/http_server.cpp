@@ -4,13 +4,14 @@
 
 #include <caf/all.hpp>
 #include <chrono>
-#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
-#include "launch/json_request.hpp"
-#include "model/bpe_tokenizer.hpp"
+#include "launch/serving/request_session.hpp"
+#include "launch/serving/response_writer.hpp"
+
+static_assert(CPPHTTPLIB_LISTEN_BACKLOG >= 1024, "build with a deep listen backlog (see launch/CMakeLists.txt)");
 
 namespace aerie::launch {
 
@@ -18,8 +19,25 @@ namespace {
 
 using nlohmann::json;
 
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string error_body(const std::string& code, const std::string& message) {
-  return json{{"error", {{"code", code}, {"message", message}}}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dump(json{{"error", {{"code", code}, {"type", "invalid_request_error"}, {"message", message}}}});
+}
+
+void send_json(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, "application/json");
+}
+
+// Parses a body as JSON, or answers 400 itself (invalid UTF-8 and NaN are malformed JSON).
+std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    send_json(res, 400, error_body("invalid_json", std::string("malformed JSON: ") + e.what()));
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -31,64 +49,90 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
       tokenizer_(std::move(tokenizer)),
       deployment_options_(std::move(deployment_options)),
       options_(std::move(options)),
+      metrics_(options_.model_name),
       server_(std::make_unique<httplib::Server>()) {
+  if (tokenizer_) {
+    const ChatFamily family = options_.chat_template.empty() ? detect_chat_family(deployment_options_.model_path, tokenizer_.get())
+                                                             : parse_chat_family(options_.chat_template);
+    chat_.emplace(family, *tokenizer_);
+  }
   auto& s = *server_;
   // cpp-httplib's default pool is max(8, cores - 1) threads: far too few for requests
   // that wait on the engine. Each handler only blocks on its own reply.
   const int threads = options_.handler_threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.set_payload_max_length(options_.max_body_bytes);
-  auto send = [](httplib::Response& res, const Reply& r) { res.status = r.status, res.set_content(r.body, "application/json"); };
+
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
-  s.Get("/health_generate", [this, send](const httplib::Request&, httplib::Response& res) { send(res, health_generate()); });
+  s.Get("/health_generate", [this](const httplib::Request&, httplib::Response& res) {
+    const Reply r = health_generate();
+    send_json(res, r.status, r.body);
+  });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(json{{"object", "list"}, {"data", {{{"id", options_.model_name}, {"object", "model"}, {"owned_by", "aerie"},
-                                                        {"max_model_len", config_.max_position_embeddings}}}}}
-                        .dump(),
+    res.set_content(dump(json{{"object", "list"},
+                              {"data", {{{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "aerie"},
+                                         {"root", options_.model_name}, {"max_model_len", config_.max_position_embeddings}}}}}),
+                    "application/json");
+  });
+  s.Get("/get_model_info", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(json{{"model_path", deployment_options_.model_path}, {"tokenizer_path", deployment_options_.model_path},
+                              {"is_generation", true}}),
                     "application/json");
   });
   s.Get("/get_server_info", [this](const httplib::Request&, httplib::Response& res) {
     const auto& d = deployment_options_;
-    res.set_content(json{{"model_path", d.model_path}, {"load_format", d.load_format}, {"device", d.device}, {"dtype", d.dtype},
-                         {"tp_size", d.tp_size}, {"dp_size", d.dp_size}, {"max_running_requests", d.max_running_requests},
-                         {"max_total_tokens", d.max_total_tokens}, {"chunked_prefill_size", d.chunked_prefill_size},
-                         {"page_size", d.page_size}, {"context_length", config_.max_position_embeddings},
-                         {"vocab_size", config_.vocab_size}}
-                        .dump(),
+    const EngineLoad l = load();
+    res.set_content(dump(json{{"model_path", d.model_path}, {"served_model_name", options_.model_name}, {"load_format", d.load_format},
+                              {"device", d.device}, {"dtype", d.dtype}, {"tp_size", d.tp_size}, {"dp_size", d.dp_size},
+                              {"max_running_requests", d.max_running_requests}, {"max_total_tokens", d.max_total_tokens},
+                              {"chunked_prefill_size", d.chunked_prefill_size}, {"page_size", d.page_size},
+                              {"context_length", config_.max_position_embeddings}, {"vocab_size", config_.vocab_size},
+                              {"chat_template", chat_ ? chat_family_name(chat_->family()) : nullptr},
+                              {"speculative_algorithm", nullptr},
+                              // sglang's bench_serving reads the accept length from here (absent: no speculation).
+                              {"internal_states", json::array({json{{"num_running_reqs", l.running}, {"num_queue_reqs", l.queued},
+                                                                    {"avg_spec_accept_length", nullptr}}})}}),
                     "application/json");
   });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(load()), "text/plain; version=0.0.4");
+  });
+  s.Post("/flush_cache", [](const httplib::Request&, httplib::Response& res) {
+    // Aerie keeps no prefix cache between requests, so there is nothing to flush.
+    res.set_content("Cache flushed.\n", "text/plain");
+  });
   s.Post("/abort_request", [this](const httplib::Request& req, httplib::Response& res) {
-    json j;
-    try {
-      j = json::parse(req.body);
-    } catch (const json::exception&) {
-      res.status = 400;
-      return res.set_content(error_body("invalid_json", "malformed JSON"), "application/json");
-    }
-    if (!j.is_object() || !j.contains("rid") || !(j["rid"].is_string() || j["rid"].is_number_integer())) {
-      res.status = 400;
-      return res.set_content(error_body("invalid_request", "'rid' (string or integer) is required"), "application/json");
-    }
-    const std::string rid = j["rid"].is_string() ? j["rid"].get<std::string>() : std::to_string(j["rid"].get<int64_t>());
+    const auto j = parse_body(req, res);
+    if (!j) return;
+    if (!j->is_object() || !j->contains("rid") || !((*j)["rid"].is_string() || (*j)["rid"].is_number_integer()))
+      return send_json(res, 400, error_body("invalid_request", "'rid' (string or integer) is required"));
+    const std::string rid = (*j)["rid"].is_string() ? (*j)["rid"].get<std::string>() : std::to_string((*j)["rid"].get<int64_t>());
     std::optional<uint64_t> engine_rid;
     {
       std::lock_guard<std::mutex> lock(live_mu_);
       if (auto it = live_.find(rid); it != live_.end()) engine_rid = it->second;
     }
-    if (!engine_rid) {
-      res.status = 404;
-      return res.set_content(error_body("not_found", "no request '" + rid + "' in progress"), "application/json");
-    }
+    if (!engine_rid) return send_json(res, 404, error_body("not_found", "no request '" + rid + "' in progress"));
     caf::anon_send(deployment_.router(), actors::AbortRequest{*engine_rid});
     res.set_content("{}", "application/json");
   });
-  s.Post("/generate", [this, send](const httplib::Request& req, httplib::Response& res) {
-    bool stream = false;
-    auto parsed = parse(req.body, &stream);
-    if (auto* r = std::get_if<Reply>(&parsed)) return send(res, *r);
-    if (!stream) return send(res, run(std::get<ParsedRequest>(std::move(parsed))));
-    stream_generate(std::get<ParsedRequest>(std::move(parsed)), res);
-  });
+  auto endpoint = [this](auto parse) {
+    return [this, parse](const httplib::Request& req, httplib::Response& res) {
+      if (draining_) return send_json(res, 503, error_body("unavailable", "the server is shutting down"));
+      const auto j = parse_body(req, res);
+      if (!j) return;
+      std::optional<ParsedRequest> p;
+      try {
+        p = parse(*j);
+      } catch (const std::exception& e) {
+        return send_json(res, 400, error_body("invalid_request", e.what()));
+      }
+      serve(std::move(*p), res);
+    };
+  };
+  s.Post("/generate", endpoint([this](const json& j) { return parse_generate_request(j, limits()); }));
+  s.Post("/v1/completions", endpoint([this](const json& j) { return parse_completion_request(j, limits()); }));
+  s.Post("/v1/chat/completions", endpoint([this](const json& j) { return parse_chat_request(j, limits(), chat_ ? &*chat_ : nullptr); }));
   // cpp-httplib answers an oversized body with 413 itself; make every other failure JSON too.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty())
@@ -100,126 +144,97 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
 
 HttpServer::~HttpServer() = default;
 
-std::variant<ParsedRequest, HttpServer::Reply> HttpServer::parse(const std::string& body, bool* stream) const {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {
-    return Reply{400, error_body("invalid_json", std::string("malformed JSON: ") + e.what())};
-  }
-  ParsedRequest p;
-  try {
-    AERIE_CHECK(j.is_object(), "the request must be a JSON object");
-    if (j.contains("stream")) AERIE_CHECK(j["stream"].is_boolean(), "'stream' must be true or false");
-    *stream = j.value("stream", false);
-    if (j.contains("text")) {
-      AERIE_CHECK(!j.contains("input_ids"), "give 'text' or 'input_ids', not both");
-      AERIE_CHECK(j["text"].is_string(), "'text' must be a string");
-      AERIE_CHECK(tokenizer_, "'text' needs a tokenizer; this model folder has none, send 'input_ids'");
-      const std::string text = j["text"].get<std::string>();
-      AERIE_CHECK(!text.empty(), "'text' is empty");
-      j["input_ids"] = tokenizer_->encode(text);
-      j.erase("text");
-    }
-    p = parse_generate_request(j, config_.vocab_size);
-  } catch (const std::exception& e) {
-    return Reply{400, error_body("invalid_request", e.what())};
-  }
-  return p;
+RequestLimits HttpServer::limits() const {
+  // The scheduler needs prompt + max_new_tokens - 1 KV slots and at most the context.
+  return {.vocab_size = config_.vocab_size,
+          .max_total_tokens = std::min<int64_t>(config_.max_position_embeddings, deployment_.kv_capacity_tokens() + 1),
+          .tokenizer = tokenizer_.get()};
 }
 
-HttpServer::Reply HttpServer::run(ParsedRequest p) {
-  const auto t0 = std::chrono::steady_clock::now();
+std::string HttpServer::client_id(const ParsedRequest& p, uint64_t rid) const {
+  if (!p.rid.empty()) return p.rid;
+  switch (p.kind) {
+    case ApiKind::kCompletion: return "cmpl-" + std::to_string(rid);
+    case ApiKind::kChat: return "chatcmpl-" + std::to_string(rid);
+    case ApiKind::kGenerate: break;
+  }
+  return std::to_string(rid);
+}
+
+EngineLoad HttpServer::load() {
+  EngineLoad l;
+  caf::scoped_actor self{deployment_.system()};
+  self->request(deployment_.router(), std::chrono::seconds(5), actors::GetLoad{})
+      .receive([&](actors::LoadReport& r) { l = {r.running, r.queued, r.kv_used_tokens, r.kv_total_tokens}; }, [](caf::error&) {});
+  return l;
+}
+
+void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
+  if (p.stream) return stream(std::move(p), res);
   const uint64_t rid = next_rid_++;
-  const std::string id = p.rid.empty() ? std::to_string(rid) : p.rid;
+  const std::string id = client_id(p, rid);
   track(id, rid);
-  actors::RequestDone done;
-  bool replied = false;
-  {
-    caf::scoped_actor self{deployment_.system()};
-    self->request(deployment_.router(), caf::infinite, actors::SubmitRequest{rid, p.request})
-        .receive([&](actors::RequestDone& d) { done = std::move(d), replied = true; }, [&](caf::error& e) {
-          done.error = deployment_.system().render(e);
-        });
-  }
+  RequestSession session(deployment_, tokenizer_.get(), metrics_, rid, p);
+  ResponseWriter writer(p, id, options_.model_name, tokenizer_.get());
+  SessionUpdate u;
+  do {
+    u = session.next();
+    writer.absorb(u);
+  } while (!u.finished);
   untrack(id);
-  if (!replied) return {503, error_body("unavailable", done.error)};
-  if (!done.error.empty()) return {400, error_body("rejected", done.error)};
-  const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json out{{"output_ids", done.result.output_ids},
-           {"meta_info",
-            {{"id", id},
-             {"finish_reason", {{"type", done.result.finish_reason}}},
-             {"prompt_tokens", done.result.prompt_tokens},
-             {"completion_tokens", done.result.output_ids.size()},
-             {"e2e_latency", latency}}}};
-  if (tokenizer_) out["text"] = tokenizer_->decode(done.result.output_ids);
-  return {200, out.dump(-1, ' ', false, json::error_handler_t::replace)};
+  if (!u.error.empty()) return send_json(res, 400, error_body("rejected", u.error));
+  send_json(res, 200, dump(writer.body(u, session.seconds_since_arrival())));
 }
 
-// Server-sent events: one `data: {...}` per iteration that adds tokens (the new ids and the
-// text they complete), a final one with meta_info, then `data: [DONE]`. The scoped actor
-// that receives the chunks lives in the connection's thread, which also writes them; a
-// client that goes away aborts its request, which frees its KV pages.
-void HttpServer::stream_generate(ParsedRequest p, httplib::Response& res) {
+// Server-sent events: `data: {...}` per update, then `data: [DONE]`. The session (and its
+// scoped actor) is made on the first call of the content provider, in the connection's
+// thread, which makes every later call too. A client that goes away aborts its request.
+void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
   struct Stream {
-    std::unique_ptr<caf::scoped_actor> self;
-    uint64_t rid;
-    std::string client_id;
-    std::string pending_text;  // decoded bytes that do not finish a UTF-8 character yet
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    bool started = false;
+    ParsedRequest request;
+    uint64_t rid = 0;
+    std::string id;
+    std::unique_ptr<RequestSession> session;
+    std::unique_ptr<ResponseWriter> writer;
   };
   auto st = std::make_shared<Stream>();
   st->rid = next_rid_++;
-  st->client_id = p.rid.empty() ? std::to_string(st->rid) : p.rid;
-  auto request = std::make_shared<core::GenerationRequest>(std::move(p.request));
+  st->id = client_id(p, st->rid);
+  st->request = std::move(p);
+  track(st->id, st->rid);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [this, st, request](size_t, httplib::DataSink& sink) {
-    auto write = [&](const json& j) {
-      const std::string line = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-      return sink.write(line.data(), line.size());
-    };
-    if (!st->started) {  // the first call, in the connection's thread: the actor lives here from now on
-      st->started = true;
-      st->self = std::make_unique<caf::scoped_actor>(deployment_.system());
-      (*st->self)->send(deployment_.router(), actors::SubmitRequest{st->rid, *request, caf::actor_cast<caf::actor>(*st->self)});
-    }
-    bool done = false, alive = true;
-    (*st->self)->receive(
-        [&](actors::TokenChunk& c) {
-          json j{{"token_ids", c.tokens}, {"meta_info", {{"id", st->client_id}}}};
-          if (tokenizer_) {
-            st->pending_text += tokenizer_->decode(c.tokens);
-            j["text"] = model::take_complete_utf8(st->pending_text);  // never half a character
-          }
-          alive = write(j);
-        },
-        [&](actors::RequestDone& d) {
-          done = true;
-          json j{{"meta_info", {{"id", st->client_id}}}};
-          if (!d.error.empty()) {
-            j = json{{"error", {{"code", "rejected"}, {"message", d.error}}}};
-          } else {
-            j["output_ids"] = d.result.output_ids;
-            j["meta_info"] = {{"id", st->client_id},
-                              {"finish_reason", {{"type", d.result.finish_reason}}},
-                              {"prompt_tokens", d.result.prompt_tokens},
-                              {"completion_tokens", d.result.output_ids.size()},
-                              {"e2e_latency", std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count()}};
-          }
-          alive = write(j);
-          const std::string end = "data: [DONE]\n\n";
-          alive = alive && sink.write(end.data(), end.size());
-        },
-        caf::after(std::chrono::seconds(600)) >> [&] { alive = false; });
-    if (!alive && !done) {
-      (*st->self)->send(deployment_.router(), actors::AbortRequest{st->rid});  // the client is gone
-      return false;
-    }
-    if (done) sink.done();
-    return true;
-  });
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, st](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& payload) {
+          const std::string line = "data: " + payload + "\n\n";
+          return sink.write(line.data(), line.size());
+        };
+        if (!st->session) {
+          st->session = std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, st->rid, st->request);
+          st->writer = std::make_unique<ResponseWriter>(st->request, st->id, options_.model_name, tokenizer_.get());
+        }
+        const SessionUpdate u = st->session->next();
+        bool alive = true;
+        if (!u.error.empty()) {
+          alive = write(error_body("rejected", u.error));
+        } else {
+          for (const auto& c : st->writer->chunks(u, st->session->seconds_since_arrival())) alive = alive && write(dump(c));
+        }
+        if (!alive) {
+          st->session->abort();  // the client is gone: free its pages
+          return false;
+        }
+        if (u.finished) {
+          write("[DONE]");
+          sink.done();
+        }
+        return true;
+      },
+      [this, st](bool) {
+        untrack(st->id);
+        st->session.reset();  // aborts the request if it has not ended
+      });
 }
 
 void HttpServer::track(const std::string& client_rid, uint64_t rid) {
@@ -233,12 +248,17 @@ void HttpServer::untrack(const std::string& client_rid) {
 }
 
 HttpServer::Reply HttpServer::health_generate() {
+  if (draining_) return {503, error_body("unavailable", "the server is shutting down")};
   ParsedRequest probe;
   probe.request.prompt = {config_.bos_token_id >= 0 ? config_.bos_token_id : 0};
   probe.request.max_new_tokens = 1;
   probe.request.sampling.temperature = 0.0f;
-  Reply r = run(std::move(probe));
-  if (r.status != 200) return {503, error_body("unhealthy", r.body)};
+  const uint64_t rid = next_rid_++;
+  RequestSession session(deployment_, nullptr, metrics_, rid, probe);
+  SessionUpdate u;
+  do u = session.next(std::chrono::seconds(60));
+  while (!u.finished);
+  if (!u.error.empty()) return {503, error_body("unhealthy", u.error)};
   return {200, "{}"};
 }
 
@@ -248,6 +268,9 @@ void HttpServer::listen() {
   server_->listen_after_bind();
 }
 
-void HttpServer::stop() { server_->stop(); }
+void HttpServer::stop() {
+  draining_ = true;
+  server_->stop();
+}
 
 }  // namespace aerie::launch

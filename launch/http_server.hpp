@@ -1,28 +1,32 @@
 #pragma once
-// The HTTP API of aerie-serve (rank 0): sglang's native endpoints over the Router.
-//   GET  /health, /health_generate (runs a one-token generation), /get_server_info, /v1/models
-//   POST /abort_request {"rid": ...}: ends that request (its reply says finish_reason "abort")
-//   POST /generate  {"text" | "input_ids", "sampling_params": {...}, "rid", "stream"}
-//                   (with "stream": true, server-sent events as tokens are produced)
-// Every bad request gets a 4xx JSON error {"error": {"code", "message"}} and the server stays
-// healthy. Requests run on a large handler pool, so hundreds can wait on the engine at once.
+// The HTTP API of aerie-serve (rank 0), over the Router:
+//   sglang native: POST /generate, GET /health, /health_generate (a one-token generation;
+//     503 while draining or broken), /get_server_info, /get_model_info, POST /abort_request,
+//     POST /flush_cache
+//   OpenAI: POST /v1/completions, /v1/chat/completions, GET /v1/models
+//   Prometheus: GET /metrics
+// Streaming replies are server-sent events; a client that disconnects aborts its request.
+// Every bad request gets a 4xx JSON error {"error": {"code", "type", "message"}} and the
+// server stays healthy. Requests run on a large handler pool with a deep listen backlog, so
+// hundreds can wait on the engine at once.
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
-
-#include <variant>
 
 #include "launch/deployment.hpp"
 #include "launch/json_request.hpp"
+#include "launch/serving/chat_template.hpp"
+#include "launch/serving/serving_metrics.hpp"
 #include "model/config.hpp"
 #include "model/text_tokenizer.hpp"
 
 namespace httplib {
 class Server;
 struct Response;
-}
+}  // namespace httplib
 
 namespace aerie::launch {
 
@@ -30,8 +34,10 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 30000;
   std::string model_name = "aerie";
+  std::string chat_template;  // empty: detected from the model folder
   size_t max_body_bytes = 16u << 20;
-  int handler_threads = 512;
+  int handler_threads = 1024;
+  int listen_backlog = 4096;
 };
 
 class HttpServer {
@@ -41,6 +47,7 @@ class HttpServer {
   ~HttpServer();
   // Serves until stop(); throws when the address cannot be bound.
   void listen();
+  // Refuses new work (health checks answer 503), then stops serving.
   void stop();
   int bound_port() const { return bound_port_; }
 
@@ -49,17 +56,22 @@ class HttpServer {
     int status;
     std::string body;
   };
-  std::variant<ParsedRequest, Reply> parse(const std::string& body, bool* stream) const;
-  Reply run(ParsedRequest p);  // a parsed, non-streaming /generate
-  void stream_generate(ParsedRequest p, httplib::Response& res);
+  void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
+  void stream(ParsedRequest p, httplib::Response& res);
   Reply health_generate();
+  EngineLoad load();
+  std::string client_id(const ParsedRequest& p, uint64_t rid) const;
+  RequestLimits limits() const;
 
   Deployment& deployment_;
   model::LlamaConfig config_;
   std::unique_ptr<model::TextTokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_;
   DeploymentOptions deployment_options_;
   HttpOptions options_;
+  ServingMetrics metrics_;
   std::unique_ptr<httplib::Server> server_;
+  std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
   std::map<std::string, uint64_t> live_;  // client rid -> engine rid, while in progress

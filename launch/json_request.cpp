@@ -1,8 +1,10 @@
 #include "launch/json_request.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/error.hpp"
+#include "launch/serving/chat_template.hpp"
 
 namespace aerie::launch {
 
@@ -10,9 +12,11 @@ namespace {
 
 using nlohmann::json;
 
+bool present(const json& obj, const char* key) { return obj.contains(key) && !obj[key].is_null(); }
+
 template <class T>
 T field(const json& obj, const char* key, T fallback) {
-  if (!obj.contains(key) || obj[key].is_null()) return fallback;
+  if (!present(obj, key)) return fallback;
   const json& v = obj[key];
   if constexpr (std::is_same_v<T, bool>) {
     AERIE_CHECK(v.is_boolean(), "'" << key << "' must be true or false");
@@ -20,6 +24,7 @@ T field(const json& obj, const char* key, T fallback) {
     AERIE_CHECK(v.is_number_integer(), "'" << key << "' must be an integer");
   } else {
     AERIE_CHECK(v.is_number(), "'" << key << "' must be a number");
+    AERIE_CHECK(std::isfinite(v.get<double>()), "'" << key << "' must be a finite number");
   }
   return v.get<T>();
 }
@@ -36,31 +41,182 @@ std::vector<int32_t> token_list(const json& v, const char* key, int64_t vocab) {
   return ids;
 }
 
+std::vector<std::string> stop_strings(const json& obj) {
+  if (!present(obj, "stop")) return {};
+  const json& v = obj["stop"];
+  if (v.is_string()) return {v.get<std::string>()};
+  AERIE_CHECK(v.is_array(), "'stop' must be a string or a list of strings");
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    AERIE_CHECK(s.is_string(), "'stop' must be a string or a list of strings");
+    AERIE_CHECK(!s.get<std::string>().empty(), "'stop' strings must not be empty");
+    out.push_back(s.get<std::string>());
+  }
+  AERIE_CHECK(out.size() <= 16, "at most 16 'stop' strings, got " << out.size());
+  return out;
+}
+
+std::string rid_of(const json& body, const char* key) {
+  if (!present(body, key)) return {};
+  AERIE_CHECK(body[key].is_string() || body[key].is_number_integer(), "'" << key << "' must be a string or an integer");
+  return body[key].is_string() ? body[key].get<std::string>() : std::to_string(body[key].get<int64_t>());
+}
+
+std::vector<int32_t> encode_text(const std::string& text, const char* key, const RequestLimits& limits) {
+  AERIE_CHECK(limits.tokenizer, "'" << key << "' text needs a tokenizer; this model folder has none, send token ids");
+  AERIE_CHECK(!text.empty(), "'" << key << "' is empty");
+  return limits.tokenizer->encode(text);  // throws on invalid UTF-8
+}
+
+void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits, const char* max_key) {
+  AERIE_CHECK(!r.prompt.empty(), "the prompt is empty");
+  AERIE_CHECK(r.max_new_tokens > 0, "'" << max_key << "' must be positive, got " << r.max_new_tokens);
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  AERIE_CHECK(prompt < limits.max_total_tokens,
+              "the prompt has " << prompt << " tokens; this server takes at most " << limits.max_total_tokens - 1);
+  AERIE_CHECK(prompt + r.max_new_tokens <= limits.max_total_tokens, "'" << max_key << "' (" << r.max_new_tokens << ") + the prompt ("
+                                                                        << prompt << " tokens) exceeds " << limits.max_total_tokens
+                                                                        << " tokens");
+}
+
+// The OpenAI fields shared by completions and chat.
+void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limits) {
+  auto& r = p.request;
+  AERIE_CHECK(!present(body, "model") || body["model"].is_string(), "'model' must be a string");
+  AERIE_CHECK(field<int64_t>(body, "n", 1) == 1, "'n' other than 1 is not supported");
+  AERIE_CHECK(field<int64_t>(body, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
+  AERIE_CHECK(field<double>(body, "presence_penalty", 0.0) == 0.0, "'presence_penalty' other than 0 is not supported");
+  AERIE_CHECK(field<double>(body, "frequency_penalty", 0.0) == 0.0, "'frequency_penalty' other than 0 is not supported");
+  AERIE_CHECK(field<double>(body, "repetition_penalty", 1.0) == 1.0, "'repetition_penalty' other than 1 is not supported");
+  if (present(body, "logit_bias")) AERIE_CHECK(body["logit_bias"].is_object() && body["logit_bias"].empty(), "'logit_bias' is not supported");
+  r.sampling.temperature = field<float>(body, "temperature", 1.0f);
+  r.sampling.top_p = field<float>(body, "top_p", 1.0f);
+  r.sampling.top_k = field<int32_t>(body, "top_k", -1);
+  r.sampling.min_p = field<float>(body, "min_p", 0.0f);
+  r.sampling.seed = field<int64_t>(body, "seed", 0);
+  r.ignore_eos = field<bool>(body, "ignore_eos", false);
+  if (present(body, "stop_token_ids")) r.stop_token_ids = token_list(body["stop_token_ids"], "stop_token_ids", limits.vocab_size);
+  p.stop = stop_strings(body);
+  p.stream = field<bool>(body, "stream", false);
+  if (present(body, "stream_options")) {
+    const json& so = body["stream_options"];
+    AERIE_CHECK(so.is_object(), "'stream_options' must be an object");
+    p.include_usage = field<bool>(so, "include_usage", false);
+  }
+  p.rid = rid_of(body, "rid");
+  r.sampling.validate();
+}
+
 }  // namespace
 
-ParsedRequest parse_generate_request(const json& body, int64_t vocab) {
+ParsedRequest parse_generate_request(const json& body, const RequestLimits& limits) {
   AERIE_CHECK(body.is_object(), "the request must be a JSON object");
   ParsedRequest p;
-  AERIE_CHECK(body.contains("input_ids"), "'input_ids' is required (text prompts need the tokenizer of the serving API)");
-  p.request.prompt = token_list(body["input_ids"], "input_ids", vocab);
-  AERIE_CHECK(!p.request.prompt.empty(), "'input_ids' is empty");
-  if (body.contains("rid") && !body["rid"].is_null()) {
-    AERIE_CHECK(body["rid"].is_string() || body["rid"].is_number_integer(), "'rid' must be a string or an integer");
-    p.rid = body["rid"].is_string() ? body["rid"].get<std::string>() : std::to_string(body["rid"].get<int64_t>());
-  }
-  const json sp = body.contains("sampling_params") ? body["sampling_params"] : json::object();
-  AERIE_CHECK(sp.is_object(), "'sampling_params' must be an object");
+  p.kind = ApiKind::kGenerate;
   auto& r = p.request;
-  r.max_new_tokens = field<int64_t>(sp, "max_new_tokens", 128);
-  AERIE_CHECK(r.max_new_tokens > 0, "'max_new_tokens' must be positive");
+  if (present(body, "text")) {
+    AERIE_CHECK(!present(body, "input_ids"), "give 'text' or 'input_ids', not both");
+    AERIE_CHECK(body["text"].is_string(), "'text' must be a string");
+    r.prompt = encode_text(body["text"].get<std::string>(), "text", limits);
+  } else {
+    AERIE_CHECK(present(body, "input_ids"), "'text' or 'input_ids' is required");
+    r.prompt = token_list(body["input_ids"], "input_ids", limits.vocab_size);
+    AERIE_CHECK(!r.prompt.empty(), "'input_ids' is empty");
+  }
+  p.rid = rid_of(body, "rid");
+  p.stream = field<bool>(body, "stream", false);
+  p.return_logprob = field<bool>(body, "return_logprob", false);
+  const int32_t top = field<int32_t>(body, "top_logprobs_num", 0);
+  AERIE_CHECK(top >= 0 && top <= core::kMaxTopLogprobs, "'top_logprobs_num' must be between 0 and " << core::kMaxTopLogprobs);
+  if (p.return_logprob) r.logprobs = top;
+  const json sp = present(body, "sampling_params") ? body["sampling_params"] : json::object();
+  AERIE_CHECK(sp.is_object(), "'sampling_params' must be an object");
+  // sglang's default of 128, shortened to what the context leaves when not given.
+  r.max_new_tokens = field<int64_t>(sp, "max_new_tokens",
+                                    std::clamp<int64_t>(limits.max_total_tokens - static_cast<int64_t>(r.prompt.size()), 1, 128));
   r.sampling.temperature = field<float>(sp, "temperature", 1.0f);
   r.sampling.top_p = field<float>(sp, "top_p", 1.0f);
   r.sampling.top_k = field<int32_t>(sp, "top_k", -1);
   r.sampling.min_p = field<float>(sp, "min_p", 0.0f);
   r.sampling.seed = field<int64_t>(sp, "seed", 0);
   r.ignore_eos = field<bool>(sp, "ignore_eos", false);
-  if (sp.contains("stop_token_ids") && !sp["stop_token_ids"].is_null()) r.stop_token_ids = token_list(sp["stop_token_ids"], "stop_token_ids", vocab);
+  if (present(sp, "stop_token_ids")) r.stop_token_ids = token_list(sp["stop_token_ids"], "stop_token_ids", limits.vocab_size);
+  p.stop = stop_strings(sp);
   r.sampling.validate();
+  check_lengths(r, limits, "max_new_tokens");
+  return p;
+}
+
+ParsedRequest parse_completion_request(const json& body, const RequestLimits& limits) {
+  AERIE_CHECK(body.is_object(), "the request must be a JSON object");
+  ParsedRequest p;
+  p.kind = ApiKind::kCompletion;
+  AERIE_CHECK(present(body, "prompt"), "'prompt' is required");
+  json prompt = body["prompt"];
+  // A one-element batch is one prompt; larger batches are not supported.
+  if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) prompt = prompt[0];
+  if (prompt.is_string()) {
+    p.request.prompt = encode_text(prompt.get<std::string>(), "prompt", limits);
+  } else {
+    AERIE_CHECK(prompt.is_array() && (prompt.empty() || prompt[0].is_number_integer()),
+                "'prompt' must be a string or a list of token ids (one prompt per request)");
+    p.request.prompt = token_list(prompt, "prompt", limits.vocab_size);
+    AERIE_CHECK(!p.request.prompt.empty(), "'prompt' is empty");
+  }
+  AERIE_CHECK(!field<bool>(body, "echo", false), "'echo' is not supported");
+  AERIE_CHECK(!present(body, "suffix"), "'suffix' is not supported");
+  openai_common(body, p, limits);
+  p.request.max_new_tokens = field<int64_t>(body, "max_tokens", 16);
+  if (present(body, "logprobs")) {
+    const int32_t k = field<int32_t>(body, "logprobs", 0);
+    AERIE_CHECK(k >= 0 && k <= 5, "'logprobs' must be between 0 and 5");
+    p.return_logprob = true;
+    p.request.logprobs = k;
+  }
+  check_lengths(p.request, limits, "max_tokens");
+  return p;
+}
+
+ParsedRequest parse_chat_request(const json& body, const RequestLimits& limits, const ChatTemplate* chat) {
+  AERIE_CHECK(body.is_object(), "the request must be a JSON object");
+  ParsedRequest p;
+  p.kind = ApiKind::kChat;
+  AERIE_CHECK(chat, "chat completions need the model's tokenizer; this model folder has none");
+  AERIE_CHECK(present(body, "messages") && body["messages"].is_array(), "'messages' (a list) is required");
+  std::vector<ChatMessage> messages;
+  for (const auto& m : body["messages"]) {
+    AERIE_CHECK(m.is_object() && m.contains("role") && m["role"].is_string(), "each message needs a string 'role'");
+    ChatMessage cm{m["role"].get<std::string>(), ""};
+    if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for it
+    const json c = m.contains("content") ? m["content"] : json();
+    if (c.is_string()) {
+      cm.content = c.get<std::string>();
+    } else if (c.is_array()) {  // [{"type": "text", "text": ...}, ...]
+      for (const auto& part : c) {
+        AERIE_CHECK(part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
+                    "message content parts must be {\"type\": \"text\", \"text\": ...} (no images)");
+        cm.content += part["text"].get<std::string>();
+      }
+    } else {
+      AERIE_FAIL("message 'content' must be a string or a list of text parts");
+    }
+    messages.push_back(std::move(cm));
+  }
+  p.request.prompt = chat->render(messages);
+  const auto extra_stops = chat->stop_token_ids();
+  openai_common(body, p, limits);
+  p.request.stop_token_ids.insert(p.request.stop_token_ids.end(), extra_stops.begin(), extra_stops.end());
+  const int64_t rest = limits.max_total_tokens - static_cast<int64_t>(p.request.prompt.size());
+  p.request.max_new_tokens = field<int64_t>(body, "max_completion_tokens", field<int64_t>(body, "max_tokens", rest));
+  if (field<bool>(body, "logprobs", false)) {
+    const int32_t k = field<int32_t>(body, "top_logprobs", 0);
+    AERIE_CHECK(k >= 0 && k <= core::kMaxTopLogprobs, "'top_logprobs' must be between 0 and " << core::kMaxTopLogprobs);
+    p.return_logprob = true;
+    p.request.logprobs = k;
+  } else {
+    AERIE_CHECK(!present(body, "top_logprobs"), "'top_logprobs' needs 'logprobs': true");
+  }
+  check_lengths(p.request, limits, "max_tokens");
   return p;
 }
 

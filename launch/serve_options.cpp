@@ -12,13 +12,16 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
   ServeOptions s;
   auto& d = s.deployment;
   CLI::App app{"aerie-serve: the Aerie engine as a service. Under mpirun, every rank serves a replica (--dp-size) and rank 0\n"
-               "runs the Router, the Schedulers and the HTTP API (GET /health, /health_generate, /get_server_info,\n"
-               "/v1/models; POST /generate with sglang's body). With --stdin-json, /generate bodies are read as JSON lines\n"
-               "on stdin and each result is one JSON line on stdout."};
+               "runs the Router, the Schedulers and the HTTP API: sglang's POST /generate, /abort_request, /flush_cache and\n"
+               "GET /health, /health_generate, /get_server_info, /get_model_info; OpenAI's POST /v1/completions,\n"
+               "/v1/chat/completions and GET /v1/models; Prometheus GET /metrics. With --stdin-json, /generate bodies\n"
+               "are read as JSON lines on stdin and each result is one JSON line on stdout."};
   add_deployment_flags(app, d, "default: from the memory budget");
   app.add_option("--host", s.host, "address the HTTP API listens on");
   app.add_option("--port", s.port, "port of the HTTP API")->check(CLI::Range(1, 65535));
   app.add_option("--served-model-name", s.served_model_name, "the model id /v1/models reports");
+  app.add_option("--chat-template", s.chat_template, "chat template family for /v1/chat/completions (default: from the model folder)")
+      ->check(CLI::IsMember({"llama-3", "llama-2", "plain"}));
   app.add_flag("--stdin-json", s.stdin_json, "read requests as JSON lines on stdin instead of serving HTTP");
   try {
     app.parse(argc, argv);

@@ -85,6 +85,7 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& path) : split_(std::make
     vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max(max_id, id);
   }
+  std::vector<int32_t> special_ids;
   if (j.contains("added_tokens") && j["added_tokens"].is_array())
     for (const auto& a : j["added_tokens"]) {
       AERIE_CHECK(a.contains("content") && a["content"].is_string() && a.contains("id") && a["id"].is_number_integer(),
@@ -92,11 +93,14 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& path) : split_(std::make
       const int64_t id = a["id"].get<int64_t>();
       AERIE_CHECK(id >= 0 && id < (int64_t{1} << 24), where << ": added token id " << id << " out of range");
       added_.emplace_back(a["content"].get<std::string>(), static_cast<int32_t>(id));
+      if (a.value("special", false)) special_ids.push_back(static_cast<int32_t>(id));
       max_id = std::max(max_id, id);
     }
   std::sort(added_.begin(), added_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   id_to_token_.assign(static_cast<size_t>(max_id + 1), "");
   is_added_.assign(static_cast<size_t>(max_id + 1), false);
+  is_special_.assign(static_cast<size_t>(max_id + 1), false);
+  for (int32_t id : special_ids) is_special_[static_cast<size_t>(id)] = true;
   for (const auto& [text, id] : vocab_) id_to_token_[static_cast<size_t>(id)] = text;
   for (const auto& [text, id] : added_) {
     id_to_token_[static_cast<size_t>(id)] = text;
@@ -232,10 +236,11 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text) const {
   return out;
 }
 
-std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) continue;  // ids the tokenizer lacks decode to nothing
+    if (skip_special && is_special_[static_cast<size_t>(id)]) continue;
     const std::string& t = id_to_token_[static_cast<size_t>(id)];
     if (is_added_[static_cast<size_t>(id)]) {
       bytes += t;

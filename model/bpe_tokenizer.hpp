@@ -22,8 +22,10 @@ class BpeTokenizer {
 
   // Token ids of `text` (no BOS; callers add it). Throws on invalid UTF-8.
   std::vector<int32_t> encode(const std::string& text) const;
-  // The bytes the ids stand for (may end inside a UTF-8 sequence).
-  std::string decode(const std::vector<int32_t>& ids) const;
+  // The bytes the ids stand for (may end inside a UTF-8 sequence). With skip_special, added
+  // tokens marked "special" (BOS, EOS, chat headers) decode to nothing, as Hugging Face's
+  // skip_special_tokens=True.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
   // The id of an added token's text, or -1.
   int32_t added_token_id(const std::string& content) const;
@@ -33,6 +35,7 @@ class BpeTokenizer {
   std::unordered_map<std::string, int32_t> vocab_;  // byte-mapped token text -> id
   std::vector<std::string> id_to_token_;
   std::vector<bool> is_added_;                      // added tokens decode to their text as is
+  std::vector<bool> is_special_;                    // added tokens marked "special"
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left\x01right" -> rank
   std::vector<std::pair<std::string, int32_t>> added_;   // content, id (longest first)
   bool ignore_merges_ = false;

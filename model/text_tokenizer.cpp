@@ -18,6 +18,8 @@ class Bpe final : public TextTokenizer {
     return ids;
   }
   std::string decode(const std::vector<int32_t>& ids) const override { return tok_.decode(ids); }
+  std::string decode_output(const std::vector<int32_t>& ids) const override { return tok_.decode(ids, true); }
+  int32_t token_id(const std::string& token) const override { return tok_.added_token_id(token); }
 
  private:
   BpeTokenizer tok_;
@@ -29,6 +31,9 @@ class SentencePiece final : public TextTokenizer {
   SentencePiece(const std::filesystem::path& dir, int32_t bos) : tok_(dir, bos) {}
   std::vector<int32_t> encode(const std::string& text) const override { return tok_.encode(text); }
   std::string decode(const std::vector<int32_t>& ids) const override { return tok_.decode(ids); }
+  // sentencepiece leaves control pieces (BOS, EOS) out of its text already.
+  std::string decode_output(const std::vector<int32_t>& ids) const override { return tok_.decode(ids); }
+  int32_t token_id(const std::string& token) const override { return tok_.piece_id(token); }
 
  private:
   Tokenizer tok_;

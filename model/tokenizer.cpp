@@ -40,4 +40,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 
 int64_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
+int32_t Tokenizer::piece_id(const std::string& piece) const {
+  const int id = sp_->PieceToId(piece);
+  // PieceToId answers the unknown id for pieces it lacks.
+  return id == sp_->unk_id() && piece != sp_->IdToPiece(sp_->unk_id()) ? -1 : id;
+}
+
 }  // namespace aerie::model

@@ -22,6 +22,8 @@ class Tokenizer {
   std::vector<int32_t> encode(const std::string& text) const;
   std::string decode(const std::vector<int32_t>& ids) const;
   int64_t vocab_size() const;
+  // The id of a piece (e.g. "</s>"), or -1 when the model lacks it.
+  int32_t piece_id(const std::string& piece) const;
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;

@@ -21,11 +21,25 @@ struct SamplingRowMsg {
   int32_t top_k = -1;
   int64_t seed = 0;
   int64_t step = 0;
+  int32_t logprobs = -1;  // -1: none; 0: the sampled token's log-probability; k > 0: also the k most likely
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(temperature, top_p, min_p, top_k, seed, step);
+    ar(temperature, top_p, min_p, top_k, seed, step, logprobs);
   }
   bool operator==(const SamplingRowMsg&) const = default;
+};
+
+// Log-probabilities of one sampled position under the model's own distribution (the
+// log-softmax of the raw logits, before temperature or truncation).
+struct TokenLogprobs {
+  float logprob = 0.0f;             // of the sampled token
+  std::vector<int32_t> top_ids;     // the most likely tokens, most likely first (when asked)
+  std::vector<float> top_logprobs;  // their log-probabilities
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(logprob, top_ids, top_logprobs);
+  }
+  bool operator==(const TokenLogprobs&) const = default;
 };
 
 // One forward for one rank group: everything every rank needs to run the same step, KV
@@ -59,10 +73,11 @@ struct BatchResult {
   uint64_t step_id = 0;
   std::vector<uint64_t> rids;
   std::vector<int32_t> next_tokens;
+  std::vector<TokenLogprobs> logprobs;  // [batch] when any row asked for them, else empty
   std::string error;  // empty when the step ran
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(seq, step_id, rids, next_tokens, error);
+    ar(seq, step_id, rids, next_tokens, logprobs, error);
   }
   bool operator==(const BatchResult&) const = default;
 };

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/messages.hpp"
+
 namespace aerie::core {
 
 // sglang's sampling parameters (defaults as sglang's SamplingParams).
@@ -17,18 +19,23 @@ struct SamplingOptions {
   void validate() const;
 };
 
+constexpr int32_t kMaxTopLogprobs = 20;  // as OpenAI's top_logprobs
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;          // token ids, not empty
   SamplingOptions sampling;
   int64_t max_new_tokens = 128;
   std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
   bool ignore_eos = false;
+  int32_t logprobs = -1;  // -1: none; 0: each output token's log-probability; k > 0: also the top k
 };
 
 struct GenerationResult {
   std::vector<int32_t> output_ids;  // generated ids; a stop/EOS id that ended it is included
-  std::string finish_reason;        // "stop" (EOS or stop id) | "length" (max_new_tokens)
+  std::string finish_reason;        // "stop" (EOS or stop id) | "length" (max_new_tokens) | "abort"
   int64_t prompt_tokens = 0;
+  std::vector<transport::TokenLogprobs> output_logprobs;  // one per output id, when asked
+  int64_t spec_verify_ct = 0;  // target verify forwards of speculative decoding (0 without it)
 };
 
 }  // namespace aerie::core

@@ -18,6 +18,8 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
   AERIE_CHECK(!r.prompt.empty(), "prompt is empty");
   AERIE_CHECK(r.max_new_tokens > 0, "max_new_tokens must be positive, got " << r.max_new_tokens);
   r.sampling.validate();
+  AERIE_CHECK(r.logprobs >= -1 && r.logprobs <= kMaxTopLogprobs,
+              "top log-probabilities must be between 0 and " << kMaxTopLogprobs << ", got " << r.logprobs);
   for (int32_t id : r.prompt)
     AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
@@ -38,7 +40,7 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
 RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
   Request& q = requests_.at(rid);
   q.result.finish_reason = reason;
-  RequestUpdate u{.rid = rid, .new_tokens = {}, .finished = true, .result = q.result};
+  RequestUpdate u{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = q.result};
   pages_.release(rid);
   running_.erase(std::remove(running_.begin(), running_.end(), rid), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rid), waiting_.end());
@@ -54,7 +56,7 @@ std::optional<RequestUpdate> SchedulerCore::abort(uint64_t rid) {
   // The in-flight batch still writes its KV slots: retire it when the result arrives.
   it->second.aborted = true;
   it->second.result.finish_reason = "abort";
-  return RequestUpdate{.rid = rid, .new_tokens = {}, .finished = true, .result = it->second.result};
+  return RequestUpdate{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = it->second.result};
 }
 
 void SchedulerCore::preempt_newest() {
@@ -135,7 +137,7 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
       b.rids.push_back(p.rid);
       b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
       b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-                            .step = static_cast<int64_t>(q.result.output_ids.size())});
+                            .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = q.req.logprobs});
     }
   }
   b.mode = any_prefill && any_decode ? transport::ForwardMode::kMixed
@@ -158,8 +160,14 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     return updates;
   }
   AERIE_CHECK(r.rids.size() == r.next_tokens.size(), "batch result has " << r.rids.size() << " rids and " << r.next_tokens.size() << " tokens");
+  AERIE_CHECK(r.logprobs.empty() || r.logprobs.size() == r.rids.size(),
+              "batch result has " << r.logprobs.size() << " logprob entries for " << r.rids.size() << " rows");
   std::map<uint64_t, int32_t> sampled;
-  for (size_t i = 0; i < r.rids.size(); ++i) sampled[r.rids[i]] = r.next_tokens[i];
+  std::map<uint64_t, const transport::TokenLogprobs*> logprobs;
+  for (size_t i = 0; i < r.rids.size(); ++i) {
+    sampled[r.rids[i]] = r.next_tokens[i];
+    if (!r.logprobs.empty()) logprobs[r.rids[i]] = &r.logprobs[i];
+  }
   for (const Planned& p : plan) {
     auto it = requests_.find(p.rid);
     if (it == requests_.end()) continue;
@@ -177,6 +185,13 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
     q.tokens.push_back(tok->second);
     q.result.output_ids.push_back(tok->second);
+    std::vector<transport::TokenLogprobs> new_logprobs;
+    if (q.req.logprobs >= 0) {
+      const auto lp = logprobs.find(p.rid);
+      AERIE_CHECK(lp != logprobs.end(), "batch result lacks the log-probabilities request " << p.rid << " asked for");
+      q.result.output_logprobs.push_back(*lp->second);
+      new_logprobs.push_back(*lp->second);
+    }
     const auto& stop = q.req.stop_token_ids;
     const auto& eos = options_.eos_token_ids;
     std::string reason;
@@ -186,10 +201,11 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     else if (static_cast<int64_t>(q.result.output_ids.size()) >= q.req.max_new_tokens)
       reason = "length";
     if (reason.empty()) {
-      updates.push_back({.rid = p.rid, .new_tokens = {tok->second}});
+      updates.push_back({.rid = p.rid, .new_tokens = {tok->second}, .new_logprobs = std::move(new_logprobs)});
     } else {
       RequestUpdate u = finish(p.rid, reason);
       u.new_tokens = {tok->second};
+      u.new_logprobs = std::move(new_logprobs);
       updates.push_back(std::move(u));
     }
   }

@@ -37,6 +37,7 @@ struct SchedulerStats {
 struct RequestUpdate {
   uint64_t rid = 0;
   std::vector<int32_t> new_tokens;  // sampled this iteration (empty for a prompt chunk)
+  std::vector<transport::TokenLogprobs> new_logprobs;  // theirs, when the request asked
   bool finished = false;
   GenerationResult result;          // the whole result, when finished
 };
@@ -63,6 +64,10 @@ class SchedulerCore {
   const SchedulerStats& stats() const { return stats_; }
   int64_t free_pages() const { return allocator_.free_pages(); }
   size_t num_requests() const { return requests_.size(); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_queued() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t kv_used_tokens() const { return (kv_shape_.num_pages - 1 - allocator_.free_pages()) * kv_shape_.page_size; }
+  int64_t kv_total_tokens() const { return kv_shape_.usable_tokens(); }
 
  private:
   struct Request {

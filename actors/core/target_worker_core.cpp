@@ -18,7 +18,7 @@ TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv,
 }
 
 transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& m) {
-  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .error = ""};
+  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .error = ""};
   ++stats_.batches;
   try {
     // The current device is per thread, and an actor may run this on any thread.
@@ -39,7 +39,9 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     for (int32_t id : b.input_ids)
       AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
     const bool replay = graphs_ && graphs_->can_run(b);
-    const bool all_greedy = std::all_of(m.sampling.begin(), m.sampling.end(), [](const auto& s) { return s.temperature == 0.0f; });
+    // The in-graph argmax serves all-greedy batches that need no logits back.
+    const bool all_greedy = std::all_of(m.sampling.begin(), m.sampling.end(),
+                                        [](const auto& s) { return s.temperature == 0.0f && s.logprobs < 0; });
     stats_.graph_replays += replay ? 1 : 0;
     if (replay && all_greedy) {
       r.next_tokens = graphs_->replay_greedy(b);
@@ -50,9 +52,11 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     for (const auto& s : m.sampling)
       rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
     r.next_tokens = sampler_.sample(logits, rows, model_.stream());
+    r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
   } catch (const std::exception& e) {
     ++stats_.errors;
     r.next_tokens.clear();
+    r.logprobs.clear();
     r.error = e.what();
   }
   return r;

@@ -5,6 +5,7 @@
 // become a BatchResult with `error` set; the worker stays usable.
 #include <memory>
 
+#include "actors/core/logprob_reader.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "spec/decode_graph_runner.hpp"
@@ -34,6 +35,7 @@ class TargetWorkerCore {
   model::KvCache& kv_;
   WorkerOptions options_;
   model::Sampler sampler_;
+  LogprobReader logprobs_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   WorkerStats stats_;
   int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)

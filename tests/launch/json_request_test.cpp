@@ -3,14 +3,22 @@
 #include "kernels/error.hpp"
 #include "launch/json_request.hpp"
 
+namespace {
+const aerie::launch::RequestLimits kLimits{.vocab_size = 100, .max_total_tokens = 64, .tokenizer = nullptr};
+}
+
 using namespace aerie;
 using nlohmann::json;
 
 TEST(JsonRequest, ParsesSglangGenerateBodies) {
   auto p = launch::parse_generate_request(
       json::parse(R"({"rid": "a1", "input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5, "temperature": 0.5,
-                     "top_p": 0.9, "top_k": 20, "min_p": 0.05, "seed": 7, "stop_token_ids": [4], "ignore_eos": true}})"),
-      100);
+                     "top_p": 0.9, "top_k": 20, "min_p": 0.05, "seed": 7, "stop_token_ids": [4], "ignore_eos": true,
+                     "stop": ["\n\n", "END"]}, "stream": true, "return_logprob": true, "top_logprobs_num": 3})"),
+      kLimits);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_TRUE(p.stream);
+  EXPECT_EQ(p.request.logprobs, 3);
   EXPECT_EQ(p.rid, "a1");
   EXPECT_EQ(p.request.prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(p.request.max_new_tokens, 5);
@@ -19,23 +27,32 @@ TEST(JsonRequest, ParsesSglangGenerateBodies) {
   EXPECT_EQ(p.request.sampling.seed, 7);
   EXPECT_EQ(p.request.stop_token_ids, std::vector<int32_t>{4});
   EXPECT_TRUE(p.request.ignore_eos);
-  auto d = launch::parse_generate_request(json::parse(R"({"input_ids": [5], "rid": 12})"), 100);
+  auto d = launch::parse_generate_request(json::parse(R"({"input_ids": [5], "rid": 12, "sampling_params": {"stop": "x"}})"), kLimits);
+  EXPECT_EQ(d.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(d.request.logprobs, -1);
+  EXPECT_FALSE(d.stream);
   EXPECT_EQ(d.rid, "12");
-  EXPECT_EQ(d.request.max_new_tokens, 128);  // sglang's defaults
+  EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [5]})"), {.vocab_size = 100, .max_total_tokens = 4096, .tokenizer = nullptr})
+                .request.max_new_tokens,
+            128);  // sglang's defaults
   EXPECT_FLOAT_EQ(d.request.sampling.temperature, 1.0f);
 }
 
 TEST(JsonRequest, RejectsEveryBadFieldClearly) {
   auto bad = [](const char* body, const char* needle) {
     try {
-      launch::parse_generate_request(json::parse(body), 100);
+      launch::parse_generate_request(json::parse(body), kLimits);
       ADD_FAILURE() << "accepted " << body;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
   bad(R"([1, 2])", "JSON object");
-  bad(R"({"text": "hi"})", "'input_ids' is required");
+  bad(R"({"text": "hi"})", "needs a tokenizer");
+  bad(R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 64}})", "exceeds 64 tokens");
+  bad(R"({"input_ids": [1], "stream": "yes"})", "true or false");
+  bad(R"({"input_ids": [1], "sampling_params": {"stop": [1]}})", "list of strings");
+  bad(R"({"input_ids": [1], "return_logprob": true, "top_logprobs_num": 99})", "top_logprobs_num");
   bad(R"({"input_ids": []})", "empty");
   bad(R"({"input_ids": [1, 100]})", "outside the vocabulary");
   bad(R"({"input_ids": [1, "x"]})", "integers");

@@ -1,0 +1,114 @@
+#include "launch/serving/request_session.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "launch/deployment.hpp"
+
+namespace aerie::launch {
+
+RequestSession::RequestSession(Deployment& deployment, const model::TextTokenizer* tokenizer, ServingMetrics& metrics, uint64_t rid,
+                               const ParsedRequest& request)
+    : deployment_(deployment),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      rid_(rid),
+      prompt_tokens_(static_cast<int64_t>(request.request.prompt.size())),
+      self_(std::make_unique<caf::scoped_actor>(deployment.system())),
+      stop_(tokenizer ? request.stop : std::vector<std::string>{}) {
+  if (tokenizer_) text_ = std::make_unique<IncrementalText>(*tokenizer_);
+  kept_.prompt_tokens = prompt_tokens_;
+  metrics_.request_started();
+  (*self_)->send(deployment_.router(), actors::SubmitRequest{rid_, request.request, caf::actor_cast<caf::actor>(*self_)});
+}
+
+RequestSession::~RequestSession() {
+  if (!done_) abort();
+}
+
+double RequestSession::seconds_since_arrival() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
+}
+
+void RequestSession::abort() {
+  if (done_) return;
+  done_ = true;
+  (*self_)->send(deployment_.router(), actors::AbortRequest{rid_});
+}
+
+// One output id: its text goes through the stop matcher; past a stop string nothing is kept.
+void RequestSession::take(int32_t id, const transport::TokenLogprobs* lp, SessionUpdate& u) {
+  if (stop_.matched()) return;
+  u.ids.push_back(id);
+  kept_.output_ids.push_back(id);
+  if (lp) u.logprobs.push_back(*lp), kept_.output_logprobs.push_back(*lp);
+  if (text_) u.text += stop_.feed(text_->push({id}));
+}
+
+SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
+  SessionUpdate u;
+  if (done_) {
+    u.finished = true, u.error = "the request has ended";
+    return u;
+  }
+  bool received = false;
+  (*self_)->receive(
+      [&](actors::TokenChunk& c) {
+        received = true;
+        const auto now = std::chrono::steady_clock::now();
+        if (!got_first_) {
+          got_first_ = true;
+          metrics_.first_token(std::chrono::duration<double>(now - arrival_).count());
+        } else {
+          metrics_.inter_token(std::chrono::duration<double>(now - last_chunk_).count(), static_cast<int64_t>(c.tokens.size()));
+        }
+        last_chunk_ = now;
+        for (size_t i = 0; i < c.tokens.size(); ++i) take(c.tokens[i], i < c.logprobs.size() ? &c.logprobs[i] : nullptr, u);
+        seen_ += c.tokens.size();
+        if (stop_.matched()) {  // end it here; the engine's late reply is not needed
+          (*self_)->send(deployment_.router(), actors::AbortRequest{rid_});
+          done_ = true;
+          u.finished = true;
+          u.matched_stop = stop_.matched();
+          u.result = kept_;
+          u.result.finish_reason = "stop";
+        }
+      },
+      [&](actors::RequestDone& d) {
+        received = true;
+        done_ = true;
+        u.finished = true;
+        if (!d.error.empty()) {
+          u.error = d.error;
+          metrics_.request_failed();
+          return;
+        }
+        // The reply comes through the Router, the chunks straight from the Scheduler: ids
+        // whose chunk has not arrived yet are taken from the result.
+        const auto& all = d.result.output_ids;
+        for (size_t i = seen_; i < all.size(); ++i) take(all[i], i < d.result.output_logprobs.size() ? &d.result.output_logprobs[i] : nullptr, u);
+        seen_ = all.size();
+        if (text_) u.text += stop_.feed(text_->finish());
+        u.text += stop_.flush();
+        u.result = kept_;
+        u.result.finish_reason = stop_.matched() ? "stop" : d.result.finish_reason;
+        u.result.spec_verify_ct = d.result.spec_verify_ct;
+        u.matched_stop = stop_.matched();
+      },
+      caf::after(timeout) >> [&] {});
+  if (!received) {
+    abort();
+    u.finished = true;
+    u.error = "no progress within " + std::to_string(timeout.count()) + " s";
+    metrics_.request_failed();
+    return u;
+  }
+  if (u.finished && u.error.empty()) {
+    const auto& r = u.result;
+    const double accept = r.spec_verify_ct > 0 ? static_cast<double>(r.output_ids.size()) / static_cast<double>(r.spec_verify_ct) : 0.0;
+    metrics_.request_finished(r.finish_reason, r.prompt_tokens, static_cast<int64_t>(r.output_ids.size()), seconds_since_arrival(), accept);
+  }
+  return u;
+}
+
+}  // namespace aerie::launch

@@ -1,0 +1,68 @@
+#pragma once
+// RequestSession: one HTTP request's life in the engine, for every endpoint and both
+// streaming and plain replies. It submits the request to the Router with itself as the
+// stream target, turns the TokenChunks into client-visible text (incremental
+// detokenization, stop strings with hold-back), ends the request early when a stop string
+// appears (an AbortRequest frees its KV pages), and records the serving metrics. It owns a
+// scoped actor, so it must be created and used on one thread.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/json_request.hpp"
+#include "launch/serving/incremental_text.hpp"
+#include "launch/serving/serving_metrics.hpp"
+#include "launch/serving/stop_matcher.hpp"
+
+namespace caf {
+class actor;
+class scoped_actor;
+}  // namespace caf
+
+namespace aerie::launch {
+
+class Deployment;
+
+struct SessionUpdate {
+  std::vector<int32_t> ids;  // new output ids (none past a stop string)
+  std::vector<transport::TokenLogprobs> logprobs;  // theirs, when asked
+  std::string text;          // new client-visible text (empty without a tokenizer)
+  bool finished = false;
+  core::GenerationResult result;  // when finished: the whole result as the client sees it
+  std::optional<std::string> matched_stop;
+  std::string error;  // when the engine rejected or failed the request
+};
+
+class RequestSession {
+ public:
+  RequestSession(Deployment& deployment, const model::TextTokenizer* tokenizer, ServingMetrics& metrics, uint64_t rid,
+                 const ParsedRequest& request);
+  ~RequestSession();
+  // Blocks until the request gains tokens or ends (an error after `timeout`).
+  SessionUpdate next(std::chrono::seconds timeout = std::chrono::seconds(600));
+  // The client went away: end the request and free its pages.
+  void abort();
+  uint64_t rid() const { return rid_; }
+  double seconds_since_arrival() const;
+
+ private:
+  void take(int32_t id, const transport::TokenLogprobs* lp, SessionUpdate& u);
+  Deployment& deployment_;
+  const model::TextTokenizer* tokenizer_;
+  ServingMetrics& metrics_;
+  uint64_t rid_;
+  int64_t prompt_tokens_;
+  std::unique_ptr<caf::scoped_actor> self_;
+  std::unique_ptr<IncrementalText> text_;
+  StopMatcher stop_;
+  core::GenerationResult kept_;  // ids and logprobs the client gets
+  std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_chunk_;
+  size_t seen_ = 0;  // output ids received so far
+  bool got_first_ = false;
+  bool done_ = false;
+};
+
+}  // namespace aerie::launch
