@@ -87,7 +87,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
                               {"max_running_requests", d.max_running_requests}, {"max_total_tokens", d.max_total_tokens},
                               {"chunked_prefill_size", d.chunked_prefill_size}, {"page_size", d.page_size},
                               {"context_length", config_.max_position_embeddings}, {"vocab_size", config_.vocab_size},
-                              {"chat_template", chat_ ? chat_family_name(chat_->family()) : nullptr},
+                              {"chat_template", chat_ ? json(chat_family_name(chat_->family())) : json()},
                               {"speculative_algorithm", nullptr},
                               // sglang's bench_serving reads the accept length from here (absent: no speculation).
                               {"internal_states", json::array({json{{"num_running_reqs", l.running}, {"num_queue_reqs", l.queued},

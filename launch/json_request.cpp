@@ -68,9 +68,10 @@ std::vector<int32_t> encode_text(const std::string& text, const char* key, const
   return limits.tokenizer->encode(text);  // throws on invalid UTF-8
 }
 
-void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits, const char* max_key) {
+void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits, const char* max_key, int64_t min_new = 1) {
   AERIE_CHECK(!r.prompt.empty(), "the prompt is empty");
-  AERIE_CHECK(r.max_new_tokens > 0, "'" << max_key << "' must be positive, got " << r.max_new_tokens);
+  AERIE_CHECK(r.max_new_tokens >= min_new, "'" << max_key << "' must be " << (min_new > 0 ? "positive" : "at least 0") << ", got "
+                                               << r.max_new_tokens);
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   AERIE_CHECK(prompt < limits.max_total_tokens,
               "the prompt has " << prompt << " tokens; this server takes at most " << limits.max_total_tokens - 1);
@@ -143,7 +144,8 @@ ParsedRequest parse_generate_request(const json& body, const RequestLimits& limi
   if (present(sp, "stop_token_ids")) r.stop_token_ids = token_list(sp["stop_token_ids"], "stop_token_ids", limits.vocab_size);
   p.stop = stop_strings(sp);
   r.sampling.validate();
-  check_lengths(r, limits, "max_new_tokens");
+  // sglang takes max_new_tokens 0 (nothing to generate; its bench_serving sends it).
+  check_lengths(r, limits, "max_new_tokens", 0);
   return p;
 }
 

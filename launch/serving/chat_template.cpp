@@ -1,6 +1,7 @@
 #include "launch/serving/chat_template.hpp"
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.hpp"
@@ -24,6 +25,12 @@ const char* chat_family_name(ChatFamily f) {
 }
 
 ChatFamily detect_chat_family(const std::filesystem::path& dir, const model::TextTokenizer* tokenizer) {
+  // transformers 5 saves the template as chat_template.jinja next to the config.
+  if (std::ifstream jinja(dir / "chat_template.jinja"); jinja) {
+    const std::string tpl((std::istreambuf_iterator<char>(jinja)), std::istreambuf_iterator<char>());
+    if (tpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::kLlama3;
+    if (tpl.find("[INST]") != std::string::npos) return ChatFamily::kLlama2;
+  }
   std::ifstream in(dir / "tokenizer_config.json");
   if (in) {
     const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -1,6 +1,7 @@
 #pragma once
 // Chat templates: OpenAI chat messages -> prompt ids, for the three families Aerie serves.
-// The family is read from the checkpoint (tokenizer_config.json's Jinja "chat_template":
+// The family is read from the checkpoint (the Jinja template in chat_template.jinja or
+// tokenizer_config.json's "chat_template":
 // Llama-3 headers, Llama-2 [INST] blocks) or the tokenizer's special tokens, unless the
 // user names one (--chat-template). Rendering is written out per family instead of
 // interpreting Jinja; it produces what those templates produce for text messages.

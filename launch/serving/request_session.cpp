@@ -19,6 +19,10 @@ RequestSession::RequestSession(Deployment& deployment, const model::TextTokenize
   if (tokenizer_) text_ = std::make_unique<IncrementalText>(*tokenizer_);
   kept_.prompt_tokens = prompt_tokens_;
   metrics_.request_started();
+  if (request.request.max_new_tokens == 0) {  // nothing to generate: answered without the engine
+    zero_tokens_ = true;
+    return;
+  }
   (*self_)->send(deployment_.router(), actors::SubmitRequest{rid_, request.request, caf::actor_cast<caf::actor>(*self_)});
 }
 
@@ -47,6 +51,14 @@ void RequestSession::take(int32_t id, const transport::TokenLogprobs* lp, Sessio
 
 SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
   SessionUpdate u;
+  if (zero_tokens_ && !done_) {
+    done_ = true;
+    u.finished = true;
+    u.result = kept_;
+    u.result.finish_reason = "length";
+    metrics_.request_finished("length", prompt_tokens_, 0, seconds_since_arrival(), 0.0);
+    return u;
+  }
   if (done_) {
     u.finished = true, u.error = "the request has ended";
     return u;

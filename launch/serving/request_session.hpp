@@ -63,6 +63,7 @@ class RequestSession {
   size_t seen_ = 0;  // output ids received so far
   bool got_first_ = false;
   bool done_ = false;
+  bool zero_tokens_ = false;  // max_new_tokens 0: finished without the engine
 };
 
 }  // namespace aerie::launch

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """aerie-serve's HTTP API: /generate answers equal aerie-generate's (64 concurrent requests),
-/v1/models and /get_server_info answer, every malformed request gets a 4xx JSON error with a
-code and /health_generate stays 200 afterwards, and SIGTERM stops the server cleanly.
+streams (sglang's cumulative chunks) add up to the same, /v1/models, /get_server_info and
+/metrics answer, every malformed request (each item of the validation list, on /generate and
+the OpenAI endpoints) gets a 4xx JSON error with a code and /health_generate stays 200
+afterwards, and SIGTERM stops the server cleanly.
 
   http_test.py --serve BIN/aerie-serve --generate BIN/aerie-generate
 """
@@ -32,6 +34,11 @@ def call(url, body=None, raw=None):
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+def call_text(url):
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return r.status, r.read().decode()
 
 
 def main():
@@ -77,12 +84,12 @@ def main():
             assert r["meta_info"]["id"] == f"q{i}" and r["meta_info"]["completion_tokens"] == 8
         print(f"{len(prompts)} concurrent /generate requests equal aerie-generate")
 
-        # Streaming: server-sent events whose token ids add up to the same output.
+        # Streaming: server-sent events, each with the output so far (sglang's default).
         def stream(i):
             body = json.dumps({"input_ids": prompts[i], "stream": True,
                                "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}).encode()
             req = urllib.request.Request(base + "/generate", data=body, headers={"Content-Type": "application/json"})
-            ids, final, done = [], None, False
+            ids, final, done, grew = [], None, False, True
             with urllib.request.urlopen(req, timeout=120) as r:
                 assert r.headers["Content-Type"].startswith("text/event-stream")
                 for raw in r:
@@ -93,16 +100,16 @@ def main():
                         done = True
                         break
                     ev = json.loads(line[6:])
-                    if "output_ids" in ev:
-                        final = ev
-                    else:
-                        ids += ev["token_ids"]
-            return ids, final, done
+                    grew = grew and len(ev["output_ids"]) >= len(ids) and ev["output_ids"][:len(ids)] == ids
+                    ids = ev["output_ids"]
+                    assert ev["meta_info"]["completion_tokens"] == len(ids)
+                    final = ev
+            return ids, final, done and grew
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             streamed = list(pool.map(stream, range(16)))
         for i, (ids, final, done) in enumerate(streamed):
-            assert done and ids == expected[i] and final["output_ids"] == expected[i], (i, ids, final)
-        print("16 concurrent streams add up to the same tokens and end with [DONE]")
+            assert done and ids == expected[i] and final["meta_info"]["finish_reason"]["type"] == "length", (i, ids, final)
+        print("16 concurrent streams grow to the same tokens and end with [DONE]")
 
         # A client that disconnects mid-stream: its request is aborted, the server carries on.
         for _ in range(8):
@@ -139,21 +146,51 @@ def main():
         assert call(base + "/abort_request", {"rid": "nobody"})[0] == 404
         print(f"/abort_request ended a request after {r['meta_info']['completion_tokens']} of 3000 tokens")
 
+        status, metrics = call_text(base + "/metrics")
+        assert status == 200, metrics
+        for needle in ["aerie:num_requests_total", "aerie:time_to_first_token_seconds_bucket", "aerie:num_running_reqs",
+                       "aerie:token_usage", "aerie:e2e_request_latency_seconds_count", "aerie:inter_token_latency_seconds"]:
+            assert needle in metrics, needle
+        done = [l for l in metrics.splitlines() if l.startswith("aerie:generation_tokens_total")]
+        assert done and float(done[0].split()[-1]) >= 8 * 64, done
+        print("/metrics: Prometheus text with counters, gauges and latency histograms")
+
+        status, r = call(base + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 0}})
+        assert status == 200 and r["output_ids"] == [] and r["meta_info"]["finish_reason"]["type"] == "length", r
+        print("max_new_tokens 0 is answered with no tokens, as sglang does")
+
         bad = [
             ("malformed JSON", None, b"{oops", 400, "invalid_json"),
+            ("invalid UTF-8", None, b'{"text": "\xff\xfe", "sampling_params": {"max_new_tokens": 1}}', 400, "invalid_json"),
+            ("NaN temperature", None, b'{"input_ids": [1], "sampling_params": {"temperature": NaN}}', 400, "invalid_json"),
+            ("known field of the wrong type", {"input_ids": [1], "stream": "yes"}, None, 400, "invalid_request"),
+            ("stop of the wrong type", {"input_ids": [1], "sampling_params": {"stop": 5}}, None, 400, "invalid_request"),
             ("wrong type", {"input_ids": [1], "sampling_params": {"max_new_tokens": "8"}}, None, 400, "invalid_request"),
             ("empty prompt", {"input_ids": []}, None, 400, "invalid_request"),
             ("empty text", {"text": ""}, None, 400, "invalid_request"),
             ("token outside vocab", {"input_ids": [1, 99999]}, None, 400, "invalid_request"),
-            ("max_new_tokens <= 0", {"input_ids": [1], "sampling_params": {"max_new_tokens": 0}}, None, 400, "invalid_request"),
+            ("max_new_tokens < 0", {"input_ids": [1], "sampling_params": {"max_new_tokens": -1}}, None, 400, "invalid_request"),
             ("temperature < 0", {"input_ids": [1], "sampling_params": {"temperature": -1}}, None, 400, "invalid_request"),
             ("top_p outside (0,1]", {"input_ids": [1], "sampling_params": {"top_p": 1.5}}, None, 400, "invalid_request"),
-            ("prompt longer than the context", {"input_ids": [1] * 5000}, None, 400, "rejected"),
-            ("max_new_tokens too large", {"input_ids": [1], "sampling_params": {"max_new_tokens": 10 ** 9}}, None, 400, "rejected"),
+            ("prompt longer than the context", {"input_ids": [1] * 5000}, None, 400, "invalid_request"),
+            ("max_new_tokens too large", {"input_ids": [1], "sampling_params": {"max_new_tokens": 10 ** 9}}, None, 400, "invalid_request"),
             ("oversized body", None, b"[" + b"1," * (9 << 20) + b"1]", 413, "payload_too_large"),
+            # the OpenAI endpoints share the checks
+            ("completions: max_tokens <= 0", {"prompt": [1, 2], "max_tokens": 0}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: max_tokens too large", {"prompt": [1, 2], "max_tokens": 10 ** 6}, None, 400, "invalid_request",
+             "/v1/completions"),
+            ("completions: temperature < 0", {"prompt": [1], "temperature": -0.1}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: top_p outside (0,1]", {"prompt": [1], "top_p": 0}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: ids outside the vocabulary", {"prompt": [70000]}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: empty prompt", {"prompt": []}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: prompt too long", {"prompt": [1] * 5000}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: NaN", None, b'{"prompt": [1], "top_p": NaN}', 400, "invalid_json", "/v1/completions"),
+            ("chat: no tokenizer", {"messages": [{"role": "user", "content": "hi"}]}, None, 400, "invalid_request",
+             "/v1/chat/completions"),
+            ("chat: malformed JSON", None, b'{"messages": [', 400, "invalid_json", "/v1/chat/completions"),
         ]
-        for name, body, raw, want, code in bad:
-            status, r = call(base + "/generate", body, raw)
+        for name, body, raw, want, code, *path in bad:
+            status, r = call(base + (path[0] if path else "/generate"), body, raw)
             assert status == want and r["error"]["code"] == code, f"{name}: {status} {r}"
             status, _ = call(base + "/health_generate")
             assert status == 200, f"unhealthy after {name}"

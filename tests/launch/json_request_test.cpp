@@ -56,7 +56,7 @@ TEST(JsonRequest, RejectsEveryBadFieldClearly) {
   bad(R"({"input_ids": []})", "empty");
   bad(R"({"input_ids": [1, 100]})", "outside the vocabulary");
   bad(R"({"input_ids": [1, "x"]})", "integers");
-  bad(R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 0}})", "max_new_tokens");
+  bad(R"({"input_ids": [1], "sampling_params": {"max_new_tokens": -1}})", "max_new_tokens");
   bad(R"({"input_ids": [1], "sampling_params": {"max_new_tokens": "5"}})", "must be an integer");
   bad(R"({"input_ids": [1], "sampling_params": {"temperature": -0.5}})", "temperature");
   bad(R"({"input_ids": [1], "sampling_params": {"top_p": 1.5}})", "top_p");
