@@ -1,11 +1,13 @@
 // aerie-bench: benchmarks. `one-batch` measures prefill and decode of one static batch
-// against the bandwidth floor measured in the same run.
+// against the bandwidth floor measured in the same run; `kernels` times each op of a decode
+// step; `serving` is an HTTP load generator for a running server.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "kernels/error.hpp"
 #include "launch/bench_kernels.hpp"
 #include "launch/bench_one_batch.hpp"
+#include "launch/bench_serving.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie::launch;
@@ -30,6 +32,27 @@ int main(int argc, char** argv) {
   kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
   kern->add_option("--context", kb.context, "context length of every sequence")->check(CLI::PositiveNumber);
   kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(CLI::PositiveNumber);
+  ServingBenchOptions sb;
+  auto* serve = app.add_subcommand("serving", "HTTP load generator against a running server (sglang's bench_serving result block)");
+  serve->add_option("--base-url", sb.base_url, "server address, e.g. http://127.0.0.1:30000 (default: --host and --port)");
+  serve->add_option("--host", sb.host, "server host");
+  serve->add_option("--port", sb.port, "server port")->check(CLI::Range(1, 65535));
+  serve->add_option("--backend", sb.backend, "sglang (POST /generate) or openai (POST /v1/completions)")
+      ->check(CLI::IsMember({"sglang", "openai"}));
+  serve->add_option("--dataset-name", sb.dataset_name, "random (token ids) or file")->check(CLI::IsMember({"random", "file"}));
+  serve->add_option("--dataset-path", sb.dataset_path,
+                    "file dataset: JSON lines {\"prompt\": text or ids, \"output_len\": n}, or a ShareGPT JSON list");
+  serve->add_option("--num-prompts", sb.num_prompts, "requests to send")->check(CLI::PositiveNumber);
+  serve->add_option("--random-input-len", sb.random_input_len, "prompt tokens (random dataset)")->check(CLI::PositiveNumber);
+  serve->add_option("--random-output-len", sb.random_output_len, "output tokens per request (file dataset: the default)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--random-range-ratio", sb.random_range_ratio, "lengths are drawn from [len * ratio, len]")->check(CLI::Range(0.0, 1.0));
+  serve->add_option("--request-rate", sb.request_rate, "requests per second, Poisson arrivals (inf: all at once)");
+  serve->add_option("--max-concurrency", sb.max_concurrency, "requests in flight at most (0: no cap)")->check(CLI::NonNegativeNumber);
+  serve->add_option("--seed", sb.seed, "seed of the dataset and the arrivals");
+  serve->add_option("--output-file", sb.output_file, "write the result as JSON here");
+  serve->add_flag("--disable-progress", sb.disable_progress, "no progress display");
+  serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +65,7 @@ int main(int argc, char** argv) {
       return run_one_batch(ob);
     }
     if (*kern) return run_kernel_bench(kb);
+    if (*serve) return run_serving_bench(sb);
   } catch (const std::exception& e) {
     std::cerr << "aerie-bench: error: " << e.what() << "\n";
     return 2;

@@ -1,5 +1,7 @@
 #include "launch/deployment.hpp"
 
+#include "launch/progress.hpp"
+
 #include <caf/all.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -55,8 +57,11 @@ struct Deployment::Impl {
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
-    auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype)
-                                            : model::load_llama_weights(o.model_path, config, device, weight_dtype);
+    ProgressBar loading(o.load_format == "dummy" ? "making random weights" : "loading weights", config.num_layers, world.rank() == 0);
+    const model::LoadProgress progress = [&loading](int64_t done, int64_t) { loading.set(done); };
+    auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype, 0.02f, progress)
+                                            : model::load_llama_weights(o.model_path, config, device, weight_dtype, progress);
+    loading.finish();
     stream = std::make_unique<OwnedStream>(device);
     kv = std::make_unique<model::KvCache>(config, kv_shape(device, act), device, act);
     model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act);

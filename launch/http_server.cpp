@@ -1,6 +1,7 @@
 #include "launch/http_server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <caf/all.hpp>
 #include <chrono>
@@ -11,7 +12,6 @@
 #include "launch/serving/request_session.hpp"
 #include "launch/serving/response_writer.hpp"
 
-static_assert(CPPHTTPLIB_LISTEN_BACKLOG >= 1024, "build with a deep listen backlog (see launch/CMakeLists.txt)");
 
 namespace aerie::launch {
 
@@ -62,6 +62,12 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   const int threads = options_.handler_threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.set_payload_max_length(options_.max_body_bytes);
+  // Debian's libcpp-httplib listens with a backlog of 5 (compiled in): hundreds of clients
+  // connecting at once would stall in SYN retries. Keep the listening socket to raise it.
+  s.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);  // SO_REUSEADDR / SO_REUSEPORT as before
+    listen_fd_ = sock;
+  });
 
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
   s.Get("/health_generate", [this](const httplib::Request&, httplib::Response& res) {
@@ -264,6 +270,8 @@ HttpServer::Reply HttpServer::health_generate() {
 
 void HttpServer::listen() {
   AERIE_CHECK(server_->bind_to_port(options_.host.c_str(), options_.port), "cannot listen on " << options_.host << ":" << options_.port);
+  // listen() again on a listening socket only changes its backlog (the kernel caps it at somaxconn).
+  AERIE_CHECK(listen_fd_ >= 0 && ::listen(listen_fd_, options_.listen_backlog) == 0, "cannot set the listen backlog");
   bound_port_ = options_.port;
   server_->listen_after_bind();
 }

@@ -78,6 +78,7 @@ class HttpServer {
   void track(const std::string& client_rid, uint64_t rid);
   void untrack(const std::string& client_rid);
   int bound_port_ = 0;
+  int listen_fd_ = -1;
 };
 
 }  // namespace aerie::launch

@@ -87,7 +87,8 @@ int64_t LlamaWeights::total_bytes() const {
   return n;
 }
 
-LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype) {
+LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype,
+                                const LoadProgress& progress) {
   CheckpointReader ckpt(dir);
   auto get = [&](const std::string& name, std::initializer_list<int64_t> shape) {
     AERIE_CHECK(ckpt.has(name), dir.string() << ": checkpoint has no tensor '" << name << "'");
@@ -123,6 +124,7 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
       L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
     }
     w.layers.push_back(std::move(L));
+    if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = copy_of(get("model.norm.weight", {h}), device, dtype);
   if (!c.tie_word_embeddings) w.lm_head = copy_of(get("lm_head.weight", {c.vocab_size, h}), device, dtype);
@@ -143,7 +145,8 @@ Buffer random_buffer(uint64_t seed, std::vector<int64_t> shape, float std, Devic
 
 }  // namespace
 
-LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype, float init_std) {
+LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype, float init_std,
+                                  const LoadProgress& progress) {
   uint64_t tensor = 0;  // each tensor gets its own Philox key
   auto next_seed = [&] { return seed * 0x9E3779B97F4A7C15ull + (++tensor); };
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
@@ -167,6 +170,7 @@ LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device de
       L.down_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
     }
     w.layers.push_back(std::move(L));
+    if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = random_buffer(next_seed(), {h}, 0.0f, device, dtype, 1.0f);
   if (!c.tie_word_embeddings) w.lm_head = random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype);

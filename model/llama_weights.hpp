@@ -3,6 +3,7 @@
 // q/k/v merged into one projection and gate/up into another (one GEMM each; gate and up
 // rows interleaved, see kernels/silu_mul.hpp).
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "kernels/buffer.hpp"
@@ -32,12 +33,17 @@ struct LlamaWeights {
   int64_t total_bytes() const;  // what a forward reads (the LM head once even when tied)
 };
 
+// Called after each layer is in place: (layers done, layers in all), for a progress display.
+using LoadProgress = std::function<void(int64_t done, int64_t total)>;
+
 // Loads model.safetensors (or its shards) from dir. Weights are stored in `dtype` on
 // `device`. Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
-LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype);
+LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,
+                                const LoadProgress& progress = {});
 
 // Seeded random weights (normal with std init_std, transformers' 0.02 by default; norms
 // 1), for --load-format dummy. The same seed gives the same weights on CPU and GPU.
-LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype, float init_std = 0.02f);
+LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype, float init_std = 0.02f,
+                                  const LoadProgress& progress = {});
 
 }  // namespace aerie::model

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/cpu/parallel_for.hpp"
 
 namespace aerie::kernels::cpu {
 
@@ -35,8 +36,15 @@ Status attention(const AttentionParams& p) {
   for (int64_t i = 0; i < kvp[batch]; ++i)
     if (kv[i] < 0 || kv[i] >= slots) return bad("KV slot " + std::to_string(kv[i]) + " is outside the cache");
 
-  std::vector<float> scores, acc(static_cast<size_t>(dim)), qrow(static_cast<size_t>(dim));
-  for (int64_t b = 0; b < batch; ++b) {
+  // The CPU backend keeps its cache in f32: read it directly there (other dtypes convert per element).
+  const float* k32 = p.k_cache.dtype == DType::kF32 ? p.k_cache.ptr<float>() : nullptr;
+  const float* v32 = p.v_cache.dtype == DType::kF32 ? p.v_cache.ptr<float>() : nullptr;
+  auto k_at = [&](int64_t i) { return k32 ? k32[i] : load_as_float(p.k_cache.data, p.k_cache.dtype, i); };
+  auto v_at = [&](int64_t i) { return v32 ? v32[i] : load_as_float(p.v_cache.data, p.v_cache.dtype, i); };
+  // Sequences are independent and write disjoint output rows: one task each.
+  parallel_for(batch, kvp[batch] * q_heads * dim / std::max<int64_t>(batch, 1) + 1, [&](int64_t b) {
+    thread_local std::vector<float> scores, acc, qrow;
+    acc.resize(static_cast<size_t>(dim)), qrow.resize(static_cast<size_t>(dim));
     const int64_t q_len = qo[b + 1] - qo[b], kv_len = kvp[b + 1] - kvp[b];
     scores.resize(static_cast<size_t>(kv_len));
     for (int64_t i = 0; i < q_len; ++i) {
@@ -51,7 +59,7 @@ Status attention(const AttentionParams& p) {
           if (!visible) { scores[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity(); continue; }
           const int64_t base = (static_cast<int64_t>(kv[kvp[b] + j]) * kv_heads + kvh) * dim;
           float s = 0.0f;
-          for (int64_t d = 0; d < dim; ++d) s += qrow[static_cast<size_t>(d)] * load_as_float(p.k_cache.data, p.k_cache.dtype, base + d);
+          for (int64_t d = 0; d < dim; ++d) s += qrow[static_cast<size_t>(d)] * k_at(base + d);
           s *= p.scale;
           scores[static_cast<size_t>(j)] = s;
           max_score = std::max(max_score, s);
@@ -65,7 +73,7 @@ Status attention(const AttentionParams& p) {
             const float e = std::exp(s - max_score);
             denom += e;
             const int64_t base = (static_cast<int64_t>(kv[kvp[b] + j]) * kv_heads + kvh) * dim;
-            for (int64_t d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += e * load_as_float(p.v_cache.data, p.v_cache.dtype, base + d);
+            for (int64_t d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += e * v_at(base + d);
           }
         }
         const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
@@ -73,7 +81,7 @@ Status attention(const AttentionParams& p) {
           store_from_float(p.out.data, p.out.dtype, (row * q_heads + h) * dim + d, acc[static_cast<size_t>(d)] * inv);
       }
     }
-  }
+  });
   return Status::ok();
 }
 

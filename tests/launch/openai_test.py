@@ -175,7 +175,8 @@ def main():
         if args.bench:
             out_file = os.path.join(work, "aerie_bench.json")
             b = subprocess.run([args.bench, "serving", "--base-url", base, "--num-prompts", "64", "--random-input-len", "64",
-                                "--random-output-len", "16", "--max-concurrency", "32", "--output-file", out_file, "--seed", "2"],
+                                "--random-output-len", "16", "--random-range-ratio", "1", "--max-concurrency", "32", "--output-file", out_file,
+                                "--seed", "2", "--disable-progress"],
                                capture_output=True, text=True, timeout=600)
             assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
             assert "Serving Benchmark Result" in b.stdout, b.stdout
