@@ -23,6 +23,8 @@ void copy_host_to_device(void* dst, const void* src, size_t bytes);
 void copy_device_to_host(void* dst, const void* src, size_t bytes);
 void copy_device_to_device(void* dst, const void* src, size_t bytes);
 void copy_async(void* dst, const void* src, size_t bytes, void* stream);  // any direction
+// `height` rows of `width` bytes, rows `dpitch` / `spitch` bytes apart (any direction).
+void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, void* stream);
 void* create_stream();               // a non-blocking stream (capturable)
 void destroy_stream(void* stream);
 void synchronize(void* stream);

@@ -24,6 +24,7 @@ void copy_host_to_device(void*, const void*, size_t) { no_cuda(); }
 void copy_device_to_host(void*, const void*, size_t) { no_cuda(); }
 void copy_device_to_device(void*, const void*, size_t) { no_cuda(); }
 void copy_async(void*, const void*, size_t, void*) { no_cuda(); }
+void copy_2d_async(void*, size_t, const void*, size_t, size_t, size_t, void*) { no_cuda(); }
 void* create_stream() { no_cuda(); }
 void destroy_stream(void*) {}
 void synchronize(void*) { no_cuda(); }

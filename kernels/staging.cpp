@@ -43,6 +43,14 @@ void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) 
   else cuda_runtime::copy_async(dst, src, bytes, stream.handle());
 }
 
+void copy_rows_async(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes, size_t rows,
+                     const Stream& stream) {
+  if (rows == 0 || row_bytes == 0) return;
+  if (stream.device() == Device::kCuda) return cuda_runtime::copy_2d_async(dst, dst_stride, src, src_stride, row_bytes, rows, stream.handle());
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dst_stride, static_cast<const char*>(src) + r * src_stride, row_bytes);
+}
+
 void synchronize(const Stream& stream) {
   if (stream.device() == Device::kCuda) cuda_runtime::synchronize(stream.handle());
 }

@@ -32,6 +32,10 @@ class HostStaging {
 // Copies bytes between host and device memory in stream order (a plain memcpy for CPU
 // streams).
 void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
+// Copies `rows` rows of `row_bytes` bytes whose starts are dst_stride / src_stride bytes
+// apart (a column block of a wider matrix), in stream order.
+void copy_rows_async(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes, size_t rows,
+                     const Stream& stream);
 void synchronize(const Stream& stream);
 // Sets bytes to zero in stream order.
 void zero_async(const TensorView& t, const Stream& stream);

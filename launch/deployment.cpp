@@ -55,6 +55,8 @@ struct Deployment::Impl {
     AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
     if (device == Device::kCuda) bind_local_gpu();
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
+    AERIE_CHECK(config.architecture == "LlamaForCausalLM", o.model_path << " is a " << config.architecture
+                                                                       << " draft head; give it as --speculative-draft-model-path");
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
     ProgressBar loading(o.load_format == "dummy" ? "making random weights" : "loading weights", config.num_layers, world.rank() == 0);

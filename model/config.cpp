@@ -113,8 +113,11 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
   std::string model_type = get_or<std::string>(j, "model_type", "", source);
   if (!archs.empty()) {
     c.architecture = archs.front();
-    AERIE_CHECK(c.architecture == "LlamaForCausalLM",
-                source << ": architecture '" << c.architecture << "' is not supported (supported: LlamaForCausalLM)");
+    // The EAGLE heads' configs describe their one Llama decoder layer in the same fields.
+    AERIE_CHECK(c.architecture == "LlamaForCausalLM" || c.architecture == "LlamaForCausalLMEagle" ||
+                    c.architecture == "LlamaForCausalLMEagle3",
+                source << ": architecture '" << c.architecture
+                       << "' is not supported (supported: LlamaForCausalLM; draft heads LlamaForCausalLMEagle, LlamaForCausalLMEagle3)");
   } else {
     AERIE_CHECK(model_type == "llama", source << ": no 'architectures' and model_type '" << model_type << "' is not llama");
   }

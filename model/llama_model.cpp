@@ -63,9 +63,32 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
               .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row()});
 }
 
+void LlamaModel::set_hidden_capture(HiddenCapture capture) {
+  for (int64_t l : capture.aux_layers)
+    AERIE_CHECK(l >= 0 && l < config_.num_layers, "cannot capture the hidden state entering layer " << l << " of " << config_.num_layers);
+  capture_ = std::move(capture);
+  captured_ = Buffer();
+  captured_tokens_ = 0;
+}
+
+TensorView LlamaModel::captured_hidden() const {
+  AERIE_CHECK(capture_.count() > 0 && captured_.data(), "no hidden states were captured");
+  return captured_.view().slice_rows(0, captured_tokens_);
+}
+
 TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& d) {
   const auto& c = config_;
   const int64_t T = d.tokens, R = d.logit_rows;
+  const int64_t H = c.hidden_size, width = capture_.count() * H;
+  const size_t esize = dtype_size(act_dtype_);
+  if (width > 0 && (!captured_.data() || captured_.view().dim(0) < ws.capacity().max_tokens))
+    captured_ = Buffer(stream_.device(), act_dtype_, {ws.capacity().max_tokens, width});
+  captured_tokens_ = T;
+  // Copies `from` ([T, H]) into column block `slot` of the capture buffer.
+  auto capture_into = [&](int64_t slot, const TensorView& from) {
+    copy_rows_async(static_cast<char*>(captured_.data()) + static_cast<size_t>(slot * H) * esize, static_cast<size_t>(width) * esize,
+                    from.data, static_cast<size_t>(H) * esize, static_cast<size_t>(H) * esize, static_cast<size_t>(T), stream_);
+  };
   AERIE_CHECK(T > 0 && T <= ws.capacity().max_tokens && d.seqs <= ws.capacity().max_seqs && R <= ws.capacity().max_logit_rows &&
                   d.num_splits <= ws.capacity().max_splits,
               "forward dims exceed the workspace");
@@ -84,6 +107,9 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
     } else {
       AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
     }
+    // `residual` now holds the stream entering layer l.
+    for (size_t k = 0; k < capture_.aux_layers.size(); ++k)
+      if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), residual);
     AERIE_CHECK_STATUS(ops::qkv_rope({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .qkv = qkv, .positions = ws.positions(T),
                                       .inv_freq = inv_freq_.view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(l),
                                       .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
@@ -98,6 +124,7 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
     AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden}, stream_));
   }
   AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+  if (capture_.final_normed) capture_into(0, normed);
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head;

@@ -6,6 +6,7 @@
 // and grows); run() only enqueues kernels over a workspace whose inputs are uploaded
 // already, so it can be captured in a CUDA graph (spec/decode_graph_runner.hpp).
 #include <memory>
+#include <vector>
 
 #include "kernels/buffer.hpp"
 #include "kernels/stream.hpp"
@@ -17,6 +18,15 @@
 #include "model/rope_frequencies.hpp"
 
 namespace aerie::model {
+
+// Hidden states a speculative draft head reads, captured by forward(): the final normed
+// hidden state (EAGLE-1/2) and/or the residual stream entering chosen layers (EAGLE-3),
+// side by side per token: [tokens, (final + aux layers) * hidden].
+struct HiddenCapture {
+  bool final_normed = false;
+  std::vector<int64_t> aux_layers;
+  int64_t count() const { return (final_normed ? 1 : 0) + static_cast<int64_t>(aux_layers.size()); }
+};
 
 class LlamaModel {
  public:
@@ -39,6 +49,16 @@ class LlamaModel {
   // synchronisation. Returns the logits view [dims.logit_rows, vocab].
   TensorView run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& dims);
 
+  // Hidden states to capture from now on (nothing by default).
+  void set_hidden_capture(HiddenCapture capture);
+  // The captured hidden states of the last forward's tokens, [tokens, count * hidden] in the
+  // activation dtype on the model's device; valid until the next forward.
+  TensorView captured_hidden() const;
+  // Weights a draft head shares with its target (EAGLE reads the embedding and LM head).
+  const LlamaWeights& weights() const { return weights_; }
+  const Buffer& inv_freq() const { return inv_freq_; }
+  float attention_scaling() const { return attention_scaling_; }
+
   // The attention split count for a batch whose longest context is max_kv_len.
   int attention_splits(int64_t tokens, int64_t max_kv_len) const;
 
@@ -52,6 +72,9 @@ class LlamaModel {
   int64_t weight_bytes_ = 0;
   int num_sms_ = 0;
   std::unique_ptr<ForwardWorkspace> eager_ws_;
+  HiddenCapture capture_;
+  Buffer captured_;          // [capacity tokens, count * hidden]
+  int64_t captured_tokens_ = 0;
 };
 
 }  // namespace aerie::model

@@ -72,6 +72,9 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
 void copy_async(void* dst, const void* src, size_t bytes, void* stream) {
   AERIE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, S(stream)));
 }
+void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, void* stream) {
+  AERIE_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault, S(stream)));
+}
 void* create_stream() {
   cudaStream_t s = nullptr;
   AERIE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -1,0 +1,275 @@
+#include "model/eagle_head.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/attention.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/error.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/rms_norm.hpp"
+#include "kernels/rope_kv_write.hpp"
+#include "kernels/staging.hpp"
+#include "model/forward_workspace.hpp"
+#include "model/safetensors.hpp"
+#include "model/weight_layout.hpp"
+
+namespace aerie::model {
+
+namespace ops = aerie::kernels;
+
+namespace {
+
+std::vector<int64_t> default_aux_layers(int64_t L) { return {std::min<int64_t>(2, L - 1), L / 2, std::max<int64_t>(0, L - 3)}; }
+
+void check_layer_matches(const LlamaConfig& layer, const LlamaConfig& target, const std::string& source) {
+  AERIE_CHECK(layer.hidden_size == target.hidden_size,
+              source << ": hidden_size " << layer.hidden_size << " differs from the target's " << target.hidden_size);
+  AERIE_CHECK(layer.vocab_size == target.vocab_size,
+              source << ": vocab_size " << layer.vocab_size << " differs from the target's " << target.vocab_size);
+}
+
+}  // namespace
+
+EagleHeadConfig EagleHeadConfig::for_target(EagleKind kind, const LlamaConfig& target, int64_t draft_vocab) {
+  EagleHeadConfig c;
+  c.kind = kind;
+  c.layer = target;
+  c.layer.num_layers = 1;
+  c.layer.architecture = kind == EagleKind::kEagle3 ? "LlamaForCausalLMEagle3" : "LlamaForCausalLMEagle";
+  c.draft_vocab = kind == EagleKind::kEagle3 ? (draft_vocab > 0 ? draft_vocab : target.vocab_size) : target.vocab_size;
+  AERIE_CHECK(c.draft_vocab <= target.vocab_size, "a draft vocabulary of " << c.draft_vocab << " exceeds the target's " << target.vocab_size);
+  if (kind == EagleKind::kEagle3) c.aux_layers = default_aux_layers(target.num_layers);
+  return c;
+}
+
+EagleHeadConfig EagleHeadConfig::load(const std::filesystem::path& dir, const LlamaConfig& target) {
+  const auto path = dir / "config.json";
+  std::ifstream in(path);
+  AERIE_CHECK(in.good(), path.string() << ": cannot open (is --speculative-draft-model-path an EAGLE head folder?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EagleHeadConfig c;
+  c.layer = LlamaConfig::from_json_text(ss.str(), path.string());
+  const auto j = nlohmann::json::parse(ss.str());
+  AERIE_CHECK(c.layer.architecture == "LlamaForCausalLMEagle" || c.layer.architecture == "LlamaForCausalLMEagle3",
+              path.string() << ": architecture " << c.layer.architecture << " is not an EAGLE head");
+  c.kind = c.layer.architecture == "LlamaForCausalLMEagle3" ? EagleKind::kEagle3 : EagleKind::kEagle1;
+  check_layer_matches(c.layer, target, path.string());
+  c.draft_vocab = c.layer.vocab_size;
+  if (c.kind == EagleKind::kEagle3) {
+    if (j.contains("draft_vocab_size") && j["draft_vocab_size"].is_number_integer()) c.draft_vocab = j["draft_vocab_size"].get<int64_t>();
+    AERIE_CHECK(c.draft_vocab > 0 && c.draft_vocab <= target.vocab_size, path.string() << ": draft_vocab_size " << c.draft_vocab << " is not in (0, "
+                                                                                      << target.vocab_size << "]");
+    c.aux_layers = default_aux_layers(target.num_layers);
+    // sglang: eagle_config.eagle_aux_hidden_state_layer_ids name layers whose *output* is
+    // used, i.e. the input of the next layer.
+    if (j.contains("eagle_config") && j["eagle_config"].is_object() && j["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
+      c.aux_layers.clear();
+      for (const auto& x : j["eagle_config"]["eagle_aux_hidden_state_layer_ids"]) {
+        AERIE_CHECK(x.is_number_integer(), path.string() << ": eagle_aux_hidden_state_layer_ids must hold integers");
+        c.aux_layers.push_back(x.get<int64_t>() + 1);
+      }
+      AERIE_CHECK(c.aux_layers.size() == 3, path.string() << ": EAGLE3 needs three aux hidden-state layers");
+    }
+    for (int64_t l : c.aux_layers)
+      AERIE_CHECK(l >= 0 && l < target.num_layers, path.string() << ": aux hidden-state layer " << l << " is outside the target's "
+                                                                 << target.num_layers << " layers");
+  }
+  c.layer.num_layers = 1;
+  return c;
+}
+
+EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& c, Device device, DType dtype) {
+  CheckpointReader ckpt(dir);
+  const bool e3 = c.kind == EagleKind::kEagle3;
+  // Heads are published with and without a "model." prefix on their layer tensors.
+  auto name_of = [&](const std::string& n) {
+    if (ckpt.has(n)) return n;
+    if (ckpt.has("model." + n)) return "model." + n;
+    AERIE_FAIL(dir.string() << ": EAGLE head has no tensor '" << n << "'");
+  };
+  auto get = [&](const std::string& n, std::initializer_list<int64_t> shape) {
+    const std::string name = name_of(n);
+    TensorView t = ckpt.get(name, shape);
+    check_float_tensor(ckpt, name, t);
+    return t;
+  };
+  const auto& L = c.layer;
+  const int64_t h = L.hidden_size, q = L.q_size(), kv = L.kv_size(), inter = L.intermediate_size, in = e3 ? 2 * h : h;
+  const std::string p = e3 ? "midlayer." : "layers.0.";
+  EagleHeadWeights w;
+  w.fc = copy_of(get("fc.weight", {h, e3 ? 3 * h : 2 * h}), device, dtype);
+  if (e3) {
+    w.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
+    w.hidden_norm = copy_of(get(p + "hidden_norm.weight", {h}), device, dtype);
+  }
+  std::vector<unsigned char> qs, ks;
+  w.qkv = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.weight", {q, in}), L.head_dim, qs),
+                       pair_adjacent_rows(get(p + "self_attn.k_proj.weight", {kv, in}), L.head_dim, ks),
+                       get(p + "self_attn.v_proj.weight", {kv, in})},
+                      device, dtype);
+  w.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
+  w.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
+  w.gate_up = interleave_rows(get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h}), device, dtype);
+  w.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
+  if (e3) {
+    w.norm = copy_of(get("norm.weight", {h}), device, dtype);
+    w.lm_head = copy_of(get("lm_head.weight", {c.draft_vocab, h}), device, dtype);
+    if (ckpt.has("d2t")) {
+      const TensorInfo& info = ckpt.info("d2t");
+      AERIE_CHECK(info.dtype_name == "I64" && info.shape == std::vector<int64_t>{c.draft_vocab},
+                  ckpt.file_of("d2t") << ": d2t must be I64 [" << c.draft_vocab << "]");
+      w.d2t.resize(static_cast<size_t>(c.draft_vocab));
+      for (int64_t i = 0; i < c.draft_vocab; ++i) {
+        int64_t off = 0;
+        std::memcpy(&off, static_cast<const char*>(info.data) + i * 8, 8);
+        AERIE_CHECK(i + off >= 0 && i + off < L.vocab_size, ckpt.file_of("d2t") << ": d2t maps draft id " << i << " outside the vocabulary");
+        w.d2t[static_cast<size_t>(i)] = static_cast<int32_t>(off);
+      }
+    } else {
+      AERIE_CHECK(c.draft_vocab == L.vocab_size, dir.string() << ": a reduced draft vocabulary needs the d2t tensor");
+    }
+  }
+  return w;
+}
+
+EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Device device, DType dtype) {
+  uint64_t tensor = 0;
+  auto next = [&] { return seed * 0x9E3779B97F4A7C15ull + 0x5151 + (++tensor); };
+  const bool e3 = c.kind == EagleKind::kEagle3;
+  const auto& L = c.layer;
+  const int64_t h = L.hidden_size, q = L.q_size(), kv = L.kv_size(), inter = L.intermediate_size, in = e3 ? 2 * h : h;
+  constexpr float kStd = 0.02f;
+  EagleHeadWeights w;
+  w.fc = random_buffer(next(), {h, e3 ? 3 * h : 2 * h}, kStd, device, dtype);
+  if (e3) {
+    w.input_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
+    w.hidden_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
+  }
+  w.qkv = random_buffer(next(), {q + 2 * kv, in}, kStd, device, dtype);
+  w.o_proj = random_buffer(next(), {h, q}, kStd, device, dtype);
+  w.post_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
+  w.gate_up = random_buffer(next(), {2 * inter, h}, kStd, device, dtype);
+  w.down = random_buffer(next(), {h, inter}, kStd, device, dtype);
+  if (e3) {
+    w.norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
+    w.lm_head = random_buffer(next(), {c.draft_vocab, h}, kStd, device, dtype);
+    if (c.draft_vocab < L.vocab_size) {  // a reduced vocabulary: every k-th target id
+      const int64_t stride = L.vocab_size / c.draft_vocab;
+      for (int64_t i = 0; i < c.draft_vocab; ++i) w.d2t.push_back(static_cast<int32_t>(i * stride - i));
+    }
+  }
+  return w;
+}
+
+EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const LlamaModel& target)
+    : config_(std::move(config)), w_(std::move(weights)), target_(target), stream_(target.stream()), act_(target.act_dtype()) {
+  AERIE_CHECK(config_.layer.hidden_size == target.config().hidden_size, "the EAGLE head's hidden size differs from the target's");
+}
+
+int64_t EagleHead::vocab() const { return config_.kind == EagleKind::kEagle3 ? config_.draft_vocab : config_.layer.vocab_size; }
+
+int32_t EagleHead::to_target(int32_t id) const {
+  return w_.d2t.empty() ? id : id + w_.d2t[static_cast<size_t>(id)];
+}
+
+void EagleHead::reserve(int64_t tokens, int64_t rows) {
+  (void)rows;
+  const int64_t h = config_.layer.hidden_size;
+  if (!fc_in_.data() || fc_in_.view().dim(0) < tokens) {
+    fc_in_ = Buffer(stream_.device(), act_, {tokens, 3 * h});
+    attn_in_ = Buffer(stream_.device(), act_, {tokens, 2 * h});
+    out_hidden_ = Buffer(stream_.device(), act_, {tokens, h});
+  }
+}
+
+TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv) {
+  batch.validate();
+  const auto& c = config_.layer;
+  const bool e3 = config_.kind == EagleKind::kEagle3;
+  const int64_t T = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size()), h = c.hidden_size;
+  AERIE_CHECK(in_hidden.dim(0) == T, "EAGLE head: " << in_hidden.dim(0) << " hidden rows for " << T << " tokens");
+  const int64_t width = in_hidden.dim(1);
+  AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
+  if (!ws_ || !ws_->fits(batch, 1)) {
+    ForwardCapacity cap;
+    const ForwardCapacity old = ws_ ? ws_->capacity() : ForwardCapacity{};
+    cap.max_tokens = std::max<int64_t>(T, 2 * old.max_tokens);
+    cap.max_seqs = std::max<int64_t>(batch.batch_size(), 2 * old.max_seqs);
+    cap.max_kv_indices = std::max<int64_t>(static_cast<int64_t>(batch.kv_indices.size()), 2 * old.max_kv_indices);
+    cap.max_logit_rows = std::max<int64_t>(std::max<int64_t>(1, R), 2 * old.max_logit_rows);
+    cap.max_mask = std::max<int64_t>(static_cast<int64_t>(batch.custom_mask.size()), old.max_mask);
+    synchronize(stream_);
+    LlamaConfig shape = c;
+    shape.vocab_size = vocab();
+    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_);
+  }
+  reserve(ws_->capacity().max_tokens, R);
+  ws_->upload(batch, stream_);
+  auto& ws = *ws_;
+  auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
+  const TensorView hidden = rows(ws.hidden, T), residual = rows(ws.residual, T), normed = rows(ws.normed, T);
+  const TensorView qkv = rows(ws.qkv, T), q = rows(ws.q, T), attn = rows(ws.attn, T), gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
+  const size_t es = dtype_size(act_);
+  // Writes `from` ([T, H]) into column block `col` of a [T, cols * H] buffer.
+  auto put = [&](const Buffer& into, int64_t cols, int64_t col, const TensorView& from) {
+    copy_rows_async(static_cast<char*>(into.data()) + static_cast<size_t>(col * h) * es, static_cast<size_t>(cols * h) * es, from.data,
+                    static_cast<size_t>(from.dim(1)) * es, static_cast<size_t>(h) * es, static_cast<size_t>(T), stream_);
+  };
+  const auto& tw = target_.weights();
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = tw.embed.view(), .out = hidden}, stream_));
+  TensorView attn_input;
+  if (!e3) {
+    // EAGLE: fc(concat(embedding, hidden)) is both the residual and the attention input.
+    put(fc_in_, 2, 0, hidden);
+    put(fc_in_, 2, 1, in_hidden);
+    const TensorView fc_in(fc_in_.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
+    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .y = residual}, stream_));
+    attn_input = residual;
+  } else {
+    if (width == h) {
+      copy_async(residual.data, in_hidden.data, static_cast<size_t>(T * h) * es, stream_);
+    } else {
+      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .y = residual}, stream_));
+    }
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = w_.input_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
+    put(attn_in_, 2, 0, normed);
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = residual, .weight = w_.hidden_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
+    put(attn_in_, 2, 1, normed);
+    attn_input = attn_in_.view().slice_rows(0, T);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  AERIE_CHECK_STATUS(ops::qkv_rope({.x = attn_input, .w = w_.qkv.view(), .qkv = qkv, .positions = ws.positions(T),
+                                    .inv_freq = target_.inv_freq().view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(0),
+                                    .v_cache = kv.v(0), .attention_scaling = target_.attention_scaling()},
+                                   stream_));
+  AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(0), .v_cache = kv.v(0), .out = attn, .qo_indptr = ws.qo_indptr(batch.batch_size()),
+                                     .kv_indptr = ws.kv_indptr(batch.batch_size()), .kv_indices = ws.kv_indices(),
+                                     .custom_mask = batch.custom_mask.empty() ? TensorView() : ws.mask(),
+                                     .mask_indptr = batch.custom_mask.empty() ? TensorView() : ws.mask_indptr(batch.batch_size()),
+                                     .scale = scale, .num_splits = 1, .workspace = ws.attn_partial.view()},
+                                    stream_));
+  AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = w_.o_proj.view(), .y = hidden}, stream_));
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = w_.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+  AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = w_.gate_up.view(), .gate_up = gate_up, .out = act}, stream_));
+  AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = w_.down.view(), .y = hidden}, stream_));
+  // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for logits;
+  // EAGLE's logits read it as is, the norm output is discarded).
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = e3 ? w_.norm.view() : w_.post_norm.view(), .residual = residual, .y = normed,
+                                    .eps = c.rms_norm_eps},
+                                   stream_));
+  copy_async(out_hidden_.data(), residual.data, static_cast<size_t>(T * h) * es, stream_);
+  tokens_ = T;
+  const TensorView logits = rows(ws.logits, R);
+  if (R == 0) return logits;
+  const TensorView selected = rows(ws.selected, R);
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? normed : residual, .out = selected}, stream_));
+  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = e3 ? w_.lm_head.view() : tw.lm_head_view(), .y = logits}, stream_));
+  return logits;
+}
+
+}  // namespace aerie::model

@@ -1,0 +1,82 @@
+#pragma once
+// EAGLE draft heads: one Llama decoder layer that reads the target's hidden states and
+// proposes the next tokens, in the formats their authors publish and sglang loads.
+//   EAGLE (1/2, LlamaForCausalLMEagle): fc [H, 2H] over concat(embed(token), hidden), then
+//     `layers.0` without its input norm; logits through the target's LM head, no final norm.
+//     `hidden` is the target's final normed hidden state, or the head's own output.
+//   EAGLE3 (LlamaForCausalLMEagle3): the target's hidden states entering three layers,
+//     concatenated [3H], go through fc [H, 3H]; `midlayer` norms the embedding and the
+//     hidden separately and attends over their concatenation [2H]; `norm` + its own
+//     `lm_head` [draft_vocab, H]; target id = draft id + d2t[draft id].
+// The embedding table is the target's. The head writes its K/V into its own one-layer
+// cache, at the same slots as the target's positions.
+#include <filesystem>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+#include "kernels/stream.hpp"
+#include "model/config.hpp"
+#include "model/forward_batch.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llama_model.hpp"
+
+namespace aerie::model {
+
+enum class EagleKind { kEagle1, kEagle3 };
+
+struct EagleHeadConfig {
+  EagleKind kind = EagleKind::kEagle3;
+  LlamaConfig layer;               // the decoder layer's shape (num_layers 1); vocab_size is the target's
+  int64_t draft_vocab = 0;         // rows of the EAGLE3 LM head
+  std::vector<int64_t> aux_layers; // EAGLE3: target layers whose input hidden states feed fc
+  int64_t input_width() const { return kind == EagleKind::kEagle3 ? 3 * layer.hidden_size : layer.hidden_size; }
+  // config.json of a head folder, checked against the target it drafts for.
+  static EagleHeadConfig load(const std::filesystem::path& dir, const LlamaConfig& target);
+  // A head shaped for `target` (dummy weights): the target's layer shape; EAGLE3 with the
+  // default aux layers (2, L/2, L-3) and draft_vocab (0: the full vocabulary).
+  static EagleHeadConfig for_target(EagleKind kind, const LlamaConfig& target, int64_t draft_vocab = 0);
+};
+
+struct EagleHeadWeights {
+  Buffer fc;                     // [H, 2H] (EAGLE) or [H, 3H] (EAGLE3)
+  Buffer input_norm, hidden_norm;  // EAGLE3 [H]
+  Buffer qkv;                    // [q + 2kv, H or 2H], q/k rows pair-adjacent as the target's
+  Buffer o_proj;                 // [H, q]
+  Buffer post_norm;              // [H]
+  Buffer gate_up;                // [2I, H] interleaved
+  Buffer down;                   // [H, I]
+  Buffer norm;                   // EAGLE3 [H]
+  Buffer lm_head;                // EAGLE3 [draft_vocab, H]
+  std::vector<int32_t> d2t;      // EAGLE3: draft id -> target id offset (empty: identity)
+};
+
+EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& config, Device device, DType dtype);
+EagleHeadWeights random_eagle_head(const EagleHeadConfig& config, uint64_t seed, Device device, DType dtype);
+
+class EagleHead {
+ public:
+  // `target` lends its embedding table and (EAGLE) its LM head; it must outlive the head.
+  EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const LlamaModel& target);
+  const EagleHeadConfig& config() const { return config_; }
+  // One forward over a ragged batch. in_hidden: [tokens, input_width()] (the target's
+  // captured states) or [tokens, H] (the head's own output, EAGLE3 draft steps). Returns
+  // logits [logit_rows, vocab of the head] f32; out_hidden() then holds [tokens, H].
+  TensorView forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv);
+  TensorView out_hidden() const { return out_hidden_.view().slice_rows(0, tokens_); }
+  // The target id of a head logit column.
+  int32_t to_target(int32_t draft_id) const;
+  int64_t vocab() const;
+
+ private:
+  void reserve(int64_t tokens, int64_t rows);
+  EagleHeadConfig config_;
+  EagleHeadWeights w_;
+  const LlamaModel& target_;
+  Stream stream_;
+  DType act_;
+  std::unique_ptr<ForwardWorkspace> ws_;
+  Buffer fc_in_, attn_in_, out_hidden_;
+  int64_t tokens_ = 0;
+};
+
+}  // namespace aerie::model

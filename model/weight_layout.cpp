@@ -1,0 +1,85 @@
+#include "model/weight_layout.hpp"
+
+#include <cstring>
+
+#include "kernels/error.hpp"
+#include "kernels/staging.hpp"
+#include "kernels/topk.hpp"
+
+namespace aerie::model {
+
+// Copies host tensors, converted to `dtype`, into consecutive rows of one new buffer.
+Buffer concat_rows(const std::vector<TensorView>& parts, Device device, DType dtype) {
+  int64_t rows = 0;
+  const int64_t cols = parts.front().ndim == 2 ? parts.front().dim(1) : 1;
+  for (const auto& p : parts) rows += p.dim(0);
+  std::vector<int64_t> shape = parts.front().ndim == 2 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
+  std::vector<unsigned char> host(static_cast<size_t>(rows * cols) * dtype_size(dtype));
+  int64_t at = 0;
+  for (const auto& p : parts) {
+    const int64_t n = p.numel();
+    if (p.dtype == dtype) {
+      std::memcpy(host.data() + at * static_cast<int64_t>(dtype_size(dtype)), p.data, static_cast<size_t>(p.nbytes()));
+    } else {
+      for (int64_t i = 0; i < n; ++i) store_from_float(host.data(), dtype, at + i, load_as_float(p.data, p.dtype, i));
+    }
+    at += n;
+  }
+  Buffer b(device, dtype, shape);
+  b.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
+  return b;
+}
+
+Buffer copy_of(const TensorView& t, Device device, DType dtype) { return concat_rows({t}, device, dtype); }
+
+// The rows of a q or k projection reordered so that each head's rotation pairs are
+// adjacent: new row 2i = dim i, new row 2i + 1 = dim i + head_dim/2 (rope_kv_write.hpp).
+// Returns the bytes (same dtype) that `view` then describes.
+TensorView pair_adjacent_rows(const TensorView& t, int64_t head_dim, std::vector<unsigned char>& storage) {
+  const int64_t rows = t.dim(0), cols = t.ndim == 2 ? t.dim(1) : 1, half = head_dim / 2;
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(t.dtype);
+  storage.resize(static_cast<size_t>(rows) * row_bytes);
+  const auto* src = static_cast<const unsigned char*>(t.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t head = r / head_dim, d = r % head_dim;
+    const int64_t to = head * head_dim + (d < half ? 2 * d : 2 * (d - half) + 1);
+    std::memcpy(storage.data() + static_cast<size_t>(to) * row_bytes, src + static_cast<size_t>(r) * row_bytes, row_bytes);
+  }
+  TensorView v = t;
+  v.data = storage.data();
+  return v;
+}
+
+// Rows of a and b alternating (a0, b0, a1, b1, ...): the merged gate/up projection, laid out
+// so that one GEMM block owns both rows of a pair (kernels/silu_mul.hpp).
+Buffer interleave_rows(const TensorView& a, const TensorView& b, Device device, DType dtype) {
+  const int64_t rows = a.dim(0), cols = a.ndim == 2 ? a.dim(1) : 1;
+  const size_t es = dtype_size(dtype);
+  std::vector<unsigned char> host(static_cast<size_t>(2 * rows * cols) * es);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      store_from_float(host.data(), dtype, (2 * r) * cols + c, load_as_float(a.data, a.dtype, r * cols + c));
+      store_from_float(host.data(), dtype, (2 * r + 1) * cols + c, load_as_float(b.data, b.dtype, r * cols + c));
+    }
+  Buffer out(device, dtype, a.ndim == 2 ? std::vector<int64_t>{2 * rows, cols} : std::vector<int64_t>{2 * rows});
+  out.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
+  return out;
+}
+
+void check_float_tensor(const CheckpointReader& ckpt, const std::string& name, const TensorView& t) {
+  AERIE_CHECK(is_floating(t.dtype), ckpt.file_of(name) << ": tensor '" << name << "' has dtype " << dtype_name(t.dtype)
+                                                       << ", expected F32, BF16 or F16");
+}
+
+// N(0, std) (or a constant) drawn on the buffer's own device by Philox: the same seed gives
+// the same weights on CPU and GPU, and an 8B-shaped model fills in well under a second.
+Buffer random_buffer(uint64_t seed, std::vector<int64_t> shape, float std, Device device, DType dtype, float constant) {
+  Buffer b(device, dtype, shape);
+  OwnedStream stream(device);
+  AERIE_CHECK_STATUS(kernels::fill_normal({.x = b.view(), .seed = seed, .mean = std > 0 ? 0.0f : constant, .std = std}, stream.get()));
+  synchronize(stream.get());
+  return b;
+}
+
+
+}  // namespace aerie::model
