@@ -15,7 +15,7 @@ caf::behavior remote_worker_actor(caf::event_based_actor*, std::shared_ptr<Remot
         link->to_worker->send(std::move(b));
         for (;;) {
           auto m = link->from_worker->receive(link->timeout);
-          if (!m) return transport::BatchResult{.seq = 0, .step_id = step, .rids = {}, .next_tokens = {}, .logprobs = {}, .error = "remote worker timed out"};
+          if (!m) return transport::BatchResult{.seq = 0, .step_id = step, .rids = {}, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = "remote worker timed out"};
           if (auto* r = std::get_if<transport::BatchResult>(&*m); r && r->step_id == step) return std::move(*r);
           // Anything else (a stale result) is skipped.
         }

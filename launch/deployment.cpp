@@ -12,6 +12,8 @@
 #include "actors/messages.hpp"
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/core/draft_worker_core.hpp"
+#include "model/eagle_head.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
@@ -42,6 +44,12 @@ struct Deployment::Impl {
   std::unique_ptr<model::KvCache> kv;
   std::unique_ptr<model::LlamaModel> model;
   std::shared_ptr<core::TargetWorkerCore> worker;
+  // Speculative decoding: the draft model (one of the two) and its KV cache.
+  model::LlamaConfig draft_config;
+  std::unique_ptr<model::EagleHead> draft_head;
+  std::unique_ptr<model::LlamaModel> draft_model;
+  std::unique_ptr<model::KvCache> draft_kv;
+  std::unique_ptr<core::DraftWorkerCore> draft;
   zmq::context_t zmq_ctx;
   // Rank 0: links to the other ranks' workers. Other ranks: their own two channels.
   std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
@@ -65,11 +73,43 @@ struct Deployment::Impl {
                                             : model::load_llama_weights(o.model_path, config, device, weight_dtype, progress);
     loading.finish();
     stream = std::make_unique<OwnedStream>(device);
-    kv = std::make_unique<model::KvCache>(config, kv_shape(device, act), device, act);
     model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act);
+    // The draft's weights come before the KV pools, which share what memory is left.
+    if (!o.speculative_algorithm.empty()) load_draft(device, weight_dtype, act);
+    kv = std::make_unique<model::KvCache>(config, kv_shape(device, act), device, act);
     worker = std::make_shared<core::TargetWorkerCore>(
         *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
+    if (!o.speculative_algorithm.empty()) {
+      draft_kv = std::make_unique<model::KvCache>(draft_config, kv->shape(), device, act);
+      draft = std::make_unique<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
+                                                      std::move(draft_model), *draft_kv, *model, o.max_running_requests);
+      worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft, o.max_running_requests));
+    }
     bootstrap_channels();
+  }
+
+  // The draft model of --speculative-algorithm: an EAGLE / EAGLE3 head sharing the target's
+  // embeddings, or a STANDALONE Llama (the target's own weights when no other folder is
+  // given with dummy weights: a self-draft that accepts everything).
+  void load_draft(Device device, DType weight_dtype, DType act) {
+    const auto alg = core::parse_spec_algorithm(o.speculative_algorithm);
+    const std::string& path = o.speculative_draft_model_path;
+    const bool dummy = o.load_format == "dummy";
+    if (alg == core::SpecAlgorithm::kStandalone) {
+      const bool self = path.empty() || path == o.model_path;
+      draft_config = self ? config : model::LlamaConfig::load(path);
+      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype)
+                     : model::load_llama_weights(path, draft_config, device, weight_dtype);
+      draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act);
+      return;
+    }
+    const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
+    auto hc = path.empty() ? model::EagleHeadConfig::for_target(kind, config) : model::EagleHeadConfig::load(path, config);
+    AERIE_CHECK(hc.kind == kind, path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
+                                      << o.speculative_algorithm);
+    auto hw = dummy ? model::random_eagle_head(hc, o.random_seed, device, weight_dtype) : model::load_eagle_head(path, hc, device, weight_dtype);
+    draft_config = hc.layer;
+    draft_head = std::make_unique<model::EagleHead>(hc, std::move(hw), *model);
   }
 
   // One rank per GPU: under mpirun, rank i of a node takes that node's GPU i.
@@ -96,7 +136,12 @@ struct Deployment::Impl {
       AERIE_CHECK(budget > 0, "--mem-fraction-static " << o.mem_fraction_static << " leaves no room for the KV cache after the weights ("
                                                        << used / (1 << 20) << " MiB in use of " << total_bytes / (1 << 20) << " MiB)");
     }
-    return model::kv_shape_for_budget(config, act, budget, o.page_size);
+    if (o.speculative_algorithm.empty()) return model::kv_shape_for_budget(config, act, budget, o.page_size);
+    // Target and draft pools have the same slots: split the budget by their bytes per token.
+    auto per_token = [&](const model::LlamaConfig& c) { return 2 * c.num_layers * c.kv_size() * static_cast<int64_t>(dtype_size(act)); };
+    const int64_t tokens = budget / (per_token(config) + per_token(draft_config));
+    AERIE_CHECK(tokens > o.page_size, "the KV budget holds no page for the target and draft caches");
+    return model::kv_shape_for_tokens(tokens - o.page_size, o.page_size);
   }
 
   // Rank 0 binds two loopback endpoints per other rank and broadcasts them; each rank
@@ -140,7 +185,9 @@ struct Deployment::Impl {
                                                    .chunked_prefill_size = o.chunked_prefill_size,
                                                    .eos_token_ids = config.eos_token_ids,
                                                    .vocab_size = config.vocab_size,
-                                                   .context_length = config.max_position_embeddings};
+                                                   .context_length = config.max_position_embeddings,
+                                                   .spec_steps = o.speculative_algorithm.empty() ? -1 : o.speculative_num_steps,
+                                                   .spec_disable_batch_size = o.speculative_disable_batch_size};
     for (int64_t g = 0; g < o.dp_size; ++g) {
       caf::actor w = g == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
                             : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(g - 1)]);

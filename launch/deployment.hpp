@@ -35,6 +35,13 @@ struct DeploymentOptions {
   bool disable_cuda_graph = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;
+  // Speculative decoding (sglang's flags). Chain drafting: topk 1, num_draft_tokens = steps + 1.
+  std::string speculative_algorithm;     // "" (off), EAGLE, EAGLE3, STANDALONE
+  std::string speculative_draft_model_path;  // the head / draft folder (dummy: random, shaped for the target)
+  int64_t speculative_num_steps = 3;
+  int64_t speculative_eagle_topk = 1;
+  int64_t speculative_num_draft_tokens = 0;  // 0: steps + 1
+  int64_t speculative_disable_batch_size = 0;  // above this many running requests, verify without drafts (0: never)
 };
 
 struct RequestOutcome {

@@ -25,10 +25,30 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--page-size", d.page_size, "tokens per KV page")->check(CLI::PositiveNumber);
   app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(CLI::PositiveNumber);
   app.add_flag("--disable-cuda-graph", d.disable_cuda_graph, "run every step eagerly");
+  app.add_option("--speculative-algorithm", d.speculative_algorithm, "speculative decoding: EAGLE, EAGLE3 or STANDALONE (default: off)")
+      ->check(CLI::IsMember({"EAGLE", "EAGLE3", "STANDALONE"}));
+  app.add_option("--speculative-draft-model-path", d.speculative_draft_model_path,
+                 "the EAGLE head or STANDALONE draft model folder (with --load-format dummy: optional, random weights)");
+  app.add_option("--speculative-num-steps", d.speculative_num_steps, "draft tokens proposed per verify (chain depth)")
+      ->check(CLI::Range(1, 32));
+  app.add_option("--speculative-eagle-topk", d.speculative_eagle_topk, "branching per draft step (1: chain drafting)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--speculative-num-draft-tokens", d.speculative_num_draft_tokens, "tokens per verify (with topk 1: steps + 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
+                 "above this many running requests, verify without draft tokens (0: never)")
+      ->check(CLI::NonNegativeNumber);
 }
 
-void check_deployment_flags(const DeploymentOptions& d) {
+void check_deployment_flags(DeploymentOptions& d) {
   AERIE_CHECK(d.load_format == "dummy" || !d.model_path.empty(), "--model-path is required unless --load-format dummy");
+  if (d.speculative_algorithm.empty()) return;
+  AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
+              "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");
+  AERIE_CHECK(d.speculative_eagle_topk == 1, "--speculative-eagle-topk " << d.speculative_eagle_topk
+                                                                         << ": tree drafting (topk > 1) is not supported yet; use 1 (chain)");
+  // As sglang: with topk 1 the verify holds the chain and the token before it.
+  d.speculative_num_draft_tokens = d.speculative_num_steps + 1;
 }
 
 }  // namespace aerie::launch

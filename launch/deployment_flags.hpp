@@ -10,7 +10,8 @@ namespace aerie::launch {
 // max_total_tokens_help: what 0 means for this program.
 void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string& max_total_tokens_help);
 
-// Checks that only the parsed values can get wrong; throws aerie::Error.
-void check_deployment_flags(const DeploymentOptions& d);
+// Checks what only the parsed values together can get wrong (throws aerie::Error) and
+// fills the values derived from others (--speculative-num-draft-tokens).
+void check_deployment_flags(DeploymentOptions& d);
 
 }  // namespace aerie::launch

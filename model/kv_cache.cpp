@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "model/kv_cache.hpp"
 
 #include "kernels/error.hpp"
@@ -88,6 +89,15 @@ int32_t RequestPageTable::slot(uint64_t rid, int64_t position) const {
 
 void RequestPageTable::append_slots(uint64_t rid, int64_t begin, int64_t end, std::vector<int32_t>& out) const {
   for (int64_t p = begin; p < end; ++p) out.push_back(slot(rid, p));
+}
+
+void RequestPageTable::truncate(uint64_t rid, int64_t tokens) {
+  auto it = pages_.find(rid);
+  if (it == pages_.end()) return;
+  const size_t keep = static_cast<size_t>((std::max<int64_t>(tokens, 0) + page_size_ - 1) / page_size_);
+  if (it->second.size() <= keep) return;
+  allocator_.release(std::vector<int32_t>(it->second.begin() + static_cast<std::ptrdiff_t>(keep), it->second.end()));
+  it->second.resize(keep);
 }
 
 void RequestPageTable::release(uint64_t rid) {

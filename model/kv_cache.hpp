@@ -65,6 +65,8 @@ class RequestPageTable {
   // Appends the slots of positions [begin, end) to out.
   void append_slots(uint64_t rid, int64_t begin, int64_t end, std::vector<int32_t>& out) const;
   void release(uint64_t rid);
+  // Gives back the pages past those `tokens` positions need (rejected draft positions).
+  void truncate(uint64_t rid, int64_t tokens);
   int64_t capacity(uint64_t rid) const;
 
  private:

@@ -12,7 +12,7 @@ namespace aerie::transport {
 
 enum class MessageKind : uint16_t { kBatch = 1, kBatchResult = 2, kShutdown = 3 };
 
-enum class ForwardMode : int32_t { kIdle = 0, kExtend = 1, kDecode = 2, kMixed = 3 };
+enum class ForwardMode : int32_t { kIdle = 0, kExtend = 1, kDecode = 2, kMixed = 3, kVerify = 4 };
 
 struct SamplingRowMsg {
   float temperature = 0.0f;
@@ -59,10 +59,18 @@ struct BatchMessage {
   std::vector<SamplingRowMsg> sampling;  // [batch]
   std::vector<int64_t> global_num_tokens;  // DP attention: every rank's token count
   int32_t bucket = 0;                      // CUDA-graph bucket every rank replays (0: eager)
+  // Speculative decoding (empty / -1 otherwise). An EXTEND batch runs the draft over the
+  // same chunks; a VERIFY batch has spec_steps + 1 tokens per sequence (the last committed
+  // token, then room for the drafts the worker proposes) and kv_indices over them.
+  int32_t spec_steps = -1;
+  std::vector<uint64_t> seq_rids;       // [sequences] every sequence's request
+  std::vector<int32_t> lookahead_ids;   // [sequences] EXTEND: the token after the chunk, -1 when it samples
+  std::vector<int32_t> extra_slots;     // [sequences] the slot of the position after the last input token
+  std::vector<uint64_t> finished_rids;  // requests ended since the last batch: the worker drops their draft state
   template <class Archive>
   void serialize(Archive& ar) {
     ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
-       global_num_tokens, bucket);
+       global_num_tokens, bucket, spec_steps, seq_rids, lookahead_ids, extra_slots, finished_rids);
   }
   bool operator==(const BatchMessage&) const = default;
 };
@@ -74,10 +82,11 @@ struct BatchResult {
   std::vector<uint64_t> rids;
   std::vector<int32_t> next_tokens;
   std::vector<TokenLogprobs> logprobs;  // [batch] when any row asked for them, else empty
+  std::vector<int32_t> token_counts;    // VERIFY: tokens each request committed (next_tokens is their concatenation)
   std::string error;  // empty when the step ran
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(seq, step_id, rids, next_tokens, logprobs, error);
+    ar(seq, step_id, rids, next_tokens, logprobs, token_counts, error);
   }
   bool operator==(const BatchResult&) const = default;
 };

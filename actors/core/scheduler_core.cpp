@@ -22,8 +22,10 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
               "top log-probabilities must be between 0 and " << kMaxTopLogprobs << ", got " << r.logprobs);
   for (int32_t id : r.prompt)
     AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
-  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
-  AERIE_CHECK(total <= options_.context_length, "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens
+  AERIE_CHECK(!speculative() || r.logprobs < 0, "logprobs are not supported with speculative decoding yet");
+  // A verify holds slots for its draft tokens and one more position beyond the output.
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens + (speculative() ? options_.spec_steps + 1 : 0);
+  AERIE_CHECK(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens <= options_.context_length, "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens
                                                           << ") exceeds the context length " << options_.context_length);
   // The last sampled token is never fed back, so a request needs total - 1 slots.
   AERIE_CHECK(total - 1 <= kv_shape_.usable_tokens(),
@@ -40,6 +42,7 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
 RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
   Request& q = requests_.at(rid);
   q.result.finish_reason = reason;
+  if (speculative()) finished_since_.push_back(rid);
   RequestUpdate u{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = q.result};
   pages_.release(rid);
   running_.erase(std::remove(running_.begin(), running_.end(), rid), running_.end());
@@ -70,6 +73,7 @@ void SchedulerCore::preempt_newest() {
 
 std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
   if (in_flight_ || !has_work()) return std::nullopt;
+  if (speculative()) return plan_speculative();
   // 1. Running requests that are past their prompt need one slot for their next token.
   //    When the pool is short, preempt the newest (recompute later) until the rest fit.
   auto decoding = [&](uint64_t rid) {
@@ -153,6 +157,7 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
   AERIE_CHECK(in_flight_, "a batch result arrived with no batch in flight");
   const std::vector<Planned> plan = std::move(*in_flight_);
   in_flight_.reset();
+  if (!r.token_counts.empty() && r.error.empty()) return on_verify_result(r, plan);
   std::vector<RequestUpdate> updates;
   if (!r.error.empty()) {
     for (const Planned& p : plan)

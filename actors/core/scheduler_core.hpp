@@ -24,6 +24,10 @@ struct SchedulerOptions {
   std::vector<int32_t> eos_token_ids;
   int64_t vocab_size = 0;
   int64_t context_length = 0;
+  // Speculative decoding: draft tokens per verify (-1: off). Above spec_disable_batch_size
+  // running requests (0: never) a verify proposes none (the draft still follows).
+  int64_t spec_steps = -1;
+  int64_t spec_disable_batch_size = 0;
 };
 
 struct SchedulerStats {
@@ -31,6 +35,8 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t max_batch = 0;
   int64_t prefill_chunks = 0;
+  int64_t spec_verifies = 0;          // request-verifies (one per request per VERIFY batch)
+  int64_t spec_committed_tokens = 0;  // tokens those verifies committed
 };
 
 // What happened to a request in one iteration.
@@ -81,8 +87,15 @@ class SchedulerCore {
     uint64_t rid;
     int64_t new_computed;  // computed after this batch
     bool samples;          // the chunk reaches the end of the known tokens
+    int64_t base_tokens = 0;  // VERIFY: the request's tokens when planned
   };
   void preempt_newest();
+  bool speculative() const { return options_.spec_steps >= 0; }
+  std::optional<transport::BatchMessage> plan_speculative();
+  std::vector<RequestUpdate> on_verify_result(const transport::BatchResult& result, const std::vector<Planned>& plan);
+  // Appends a sampled token and applies the stop conditions; the finish reason or "".
+  std::string commit_token(Request& q, int32_t token);
+  std::vector<uint64_t> finished_since_;  // speculative: requests ended since the last batch
   RequestUpdate finish(uint64_t rid, const std::string& reason);
 
   SchedulerOptions options_;

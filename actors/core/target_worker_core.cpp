@@ -18,7 +18,7 @@ TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv,
 }
 
 transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& m) {
-  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .error = ""};
+  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   ++stats_.batches;
   try {
     // The current device is per thread, and an actor may run this on any thread.
@@ -27,7 +27,16 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
                 "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
     AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "
                                                                                            << options_.max_batch);
-    if (m.input_ids.empty()) return r;  // an IDLE batch
+    if (m.input_ids.empty()) {  // an IDLE batch
+      if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
+      return r;
+    }
+    if (m.spec_steps >= 0) {
+      AERIE_CHECK(spec_, "batch " << m.step_id << " is speculative, but this worker has no draft model");
+      for (int32_t id : m.input_ids)
+        AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
+      return spec_->execute(m);
+    }
     model::ForwardBatch b;
     b.input_ids = m.input_ids;
     b.positions = m.positions;

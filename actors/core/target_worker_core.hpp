@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "actors/core/logprob_reader.hpp"
+#include "actors/core/spec_worker_core.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "spec/decode_graph_runner.hpp"
@@ -28,6 +29,8 @@ class TargetWorkerCore {
  public:
   TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options);
   transport::BatchResult execute(const transport::BatchMessage& batch);
+  // Speculative batches (spec_steps >= 0) go to `spec` from now on.
+  void enable_speculation(std::unique_ptr<SpecWorkerCore> spec) { spec_ = std::move(spec); }
   const WorkerStats& stats() const { return stats_; }
 
  private:
@@ -37,6 +40,7 @@ class TargetWorkerCore {
   model::Sampler sampler_;
   LogprobReader logprobs_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
+  std::unique_ptr<SpecWorkerCore> spec_;
   WorkerStats stats_;
   int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)
 };

@@ -233,7 +233,7 @@ TEST(RemoteWorkerActor, CarriesBatchesOverZeroMqAndSkipsStaleResults) {
     auto m = worker_in.receive(std::chrono::seconds(5));
     ASSERT_TRUE(m && std::holds_alternative<transport::BatchMessage>(*m));
     const auto& b = std::get<transport::BatchMessage>(*m);
-    worker_out.send(transport::BatchResult{.seq = 0, .step_id = b.step_id + 100, .rids = {}, .next_tokens = {}, .logprobs = {}, .error = ""});
+    worker_out.send(transport::BatchResult{.seq = 0, .step_id = b.step_id + 100, .rids = {}, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""});
     worker_out.send(answer(b));
   });
   transport::BatchMessage b;

@@ -43,7 +43,7 @@ TEST(ZmqChannel, DropsMalformedFramesAndKeepsServing) {
   tx.send_bytes(encode_frame(999, std::vector<uint8_t>{1, 2}));  // unknown kind
   auto bad_payload = encode_frame(static_cast<uint16_t>(MessageKind::kBatchResult), std::vector<uint8_t>(5, 0xff));
   tx.send_bytes(bad_payload);                                    // payload does not decode
-  tx.send(BatchResult{.seq = 0, .step_id = 5, .rids = {1}, .next_tokens = {2}, .logprobs = {}, .error = ""});
+  tx.send(BatchResult{.seq = 0, .step_id = 5, .rids = {1}, .next_tokens = {2}, .logprobs = {}, .token_counts = {}, .error = ""});
   auto m = rx.receive(5s);
   ASSERT_TRUE(m && std::holds_alternative<BatchResult>(*m));
   EXPECT_EQ(std::get<BatchResult>(*m).step_id, 5u);

@@ -1,0 +1,170 @@
+#include "actors/core/draft_worker_core.hpp"
+
+#include <algorithm>
+
+#include "kernels/error.hpp"
+#include "kernels/staging.hpp"
+
+namespace aerie::core {
+
+SpecAlgorithm parse_spec_algorithm(const std::string& name) {
+  if (name == "EAGLE") return SpecAlgorithm::kEagle;
+  if (name == "EAGLE3") return SpecAlgorithm::kEagle3;
+  if (name == "STANDALONE") return SpecAlgorithm::kStandalone;
+  AERIE_FAIL("unknown speculative algorithm '" << name << "' (EAGLE, EAGLE3 or STANDALONE)");
+}
+
+DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head,
+                                 std::unique_ptr<model::LlamaModel> standalone, model::KvCache& draft_kv, const model::LlamaModel& target,
+                                 int64_t max_requests)
+    : algorithm_(algorithm),
+      head_(std::move(head)),
+      standalone_(std::move(standalone)),
+      kv_(draft_kv),
+      target_(target),
+      stream_(target.stream()),
+      act_(target.act_dtype()),
+      hidden_size_(target.config().hidden_size),
+      max_requests_(max_requests) {
+  AERIE_CHECK(algorithm_ != SpecAlgorithm::kNone, "a draft worker needs a speculative algorithm");
+  AERIE_CHECK(eagle() ? head_ != nullptr : standalone_ != nullptr, "the draft model does not match the algorithm");
+  if (standalone_)
+    AERIE_CHECK(standalone_->config().vocab_size == target.config().vocab_size,
+                "a STANDALONE draft needs the target's vocabulary (" << target.config().vocab_size << " tokens), it has "
+                                                                     << standalone_->config().vocab_size);
+  if (eagle()) {
+    hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
+    for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
+  }
+}
+
+void DraftWorkerCore::forget(uint64_t rid) {
+  auto it = state_.find(rid);
+  if (it == state_.end()) return;
+  if (it->second.hidden_row >= 0) free_rows_.push_back(it->second.hidden_row);
+  state_.erase(it);
+}
+
+int64_t DraftWorkerCore::row_for(uint64_t rid) {
+  auto& s = state_[rid];
+  if (eagle() && s.hidden_row < 0) {
+    AERIE_CHECK(!free_rows_.empty(), "draft state for more than " << max_requests_ << " requests");
+    s.hidden_row = free_rows_.back();
+    free_rows_.pop_back();
+  }
+  return s.hidden_row;
+}
+
+std::vector<int32_t> DraftWorkerCore::run(const model::ForwardBatch& b, const TensorView& in_hidden) {
+  const TensorView logits = eagle() ? head_->forward(b, in_hidden, kv_) : standalone_->forward(b, kv_);
+  const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
+  if (rows == 0) return {};
+  if (!argmax_ || argmax_rows_ < rows) {
+    argmax_rows_ = std::max<int64_t>(rows, 2 * argmax_rows_);
+    argmax_ = std::make_unique<model::Sampler>(stream_.device(), argmax_rows_);
+  }
+  std::vector<model::SamplingRow> greedy(static_cast<size_t>(rows));  // temperature 0: argmax
+  auto ids = argmax_->sample(logits, greedy, stream_);
+  if (head_)
+    for (auto& id : ids) id = head_->to_target(id);
+  return ids;
+}
+
+void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  if (seqs.empty()) return;
+  model::ForwardBatch b;
+  std::vector<const ExtendSeq*> kept;
+  for (const auto& s : seqs) {
+    AERIE_CHECK(!s.tokens.empty() && s.tokens.size() == s.slots.size(), "draft extend of request " << s.rid << ": tokens and slots disagree");
+    AERIE_CHECK(static_cast<int64_t>(s.context.size()) == s.first_position + static_cast<int64_t>(s.tokens.size()),
+                "draft extend of request " << s.rid << ": context covers " << s.context.size() << " positions");
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      b.input_ids.push_back(s.tokens[i]);
+      b.positions.push_back(s.first_position + static_cast<int32_t>(i));
+      b.out_cache_loc.push_back(s.slots[i]);
+    }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indices.insert(b.kv_indices.end(), s.context.begin(), s.context.end());
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    if (s.keep) {
+      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+      kept.push_back(&s);
+    }
+  }
+  const int64_t T = b.num_tokens();
+  TensorView in_hidden;
+  if (eagle()) {
+    // The target's hidden rows of each sequence, gathered in batch order.
+    AERIE_CHECK(target_hidden.defined(), "EAGLE draft extend needs the target's hidden states");
+    const int64_t width = target_hidden.dim(1);
+    const size_t row_bytes = static_cast<size_t>(width) * dtype_size(act_);
+    if (!gathered_.data() || gathered_.nbytes() < T * static_cast<int64_t>(row_bytes)) gathered_ = Buffer(stream_.device(), act_, {T, width});
+    int64_t at = 0;
+    for (const auto& s : seqs) {
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      AERIE_CHECK(s.hidden_row >= 0 && s.hidden_row + n <= target_hidden.dim(0), "draft extend of request " << s.rid << ": hidden rows out of range");
+      copy_async(static_cast<char*>(gathered_.data()) + at * static_cast<int64_t>(row_bytes),
+                 static_cast<const char*>(target_hidden.data) + s.hidden_row * static_cast<int64_t>(row_bytes), static_cast<size_t>(n) * row_bytes,
+                 stream_);
+      at += n;
+    }
+    in_hidden = TensorView(gathered_.data(), act_, {T, width}, stream_.device());
+  }
+  const auto next = run(b, in_hidden);
+  const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const uint64_t rid = kept[k]->rid;
+    const int64_t row = row_for(rid);
+    state_[rid].next_token = next[k];
+    if (eagle()) {  // the head's output at the sequence's last token
+      const TensorView out = head_->out_hidden();
+      copy_async(static_cast<char*>(hidden_pool_.data()) + row * static_cast<int64_t>(hrow),
+                 static_cast<const char*>(out.data) + static_cast<int64_t>(b.logit_rows[k]) * static_cast<int64_t>(hrow), hrow, stream_);
+    }
+  }
+  synchronize(stream_);
+}
+
+std::vector<std::vector<int32_t>> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  std::vector<std::vector<int32_t>> drafts(seqs.size());
+  if (steps <= 0 || seqs.empty()) return drafts;
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto it = state_.find(seqs[i].rid);
+    AERIE_CHECK(it != state_.end(), "no draft state for request " << seqs[i].rid << " (its prefill did not reach the draft)");
+    drafts[i].push_back(it->second.next_token);
+    AERIE_CHECK(static_cast<int64_t>(seqs[i].context.size()) >= seqs[i].first_position + steps - 1,
+                "draft context of request " << seqs[i].rid << " is too short");
+  }
+  if (eagle() && steps > 1) {  // the first forward reads each request's state hidden
+    if (!gathered_.data() || gathered_.nbytes() < B * static_cast<int64_t>(hrow)) gathered_ = Buffer(stream_.device(), act_, {B, hidden_size_});
+    for (int64_t i = 0; i < B; ++i)
+      copy_async(static_cast<char*>(gathered_.data()) + i * static_cast<int64_t>(hrow),
+                 static_cast<const char*>(hidden_pool_.data()) + state_.at(seqs[static_cast<size_t>(i)].rid).hidden_row * static_cast<int64_t>(hrow),
+                 hrow, stream_);
+  }
+  for (int64_t j = 1; j < steps; ++j) {
+    model::ForwardBatch b;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const auto& s = seqs[i];
+      const int32_t pos = s.first_position + static_cast<int32_t>(j - 1);
+      b.input_ids.push_back(drafts[i].back());
+      b.positions.push_back(pos);
+      b.out_cache_loc.push_back(s.context[static_cast<size_t>(pos)]);
+      b.qo_indptr.push_back(static_cast<int32_t>(i + 1));
+      b.kv_indices.insert(b.kv_indices.end(), s.context.begin(), s.context.begin() + pos + 1);
+      b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+      b.logit_rows.push_back(static_cast<int32_t>(i));
+    }
+    TensorView in_hidden;
+    if (eagle()) in_hidden = TensorView(gathered_.data(), act_, {B, hidden_size_}, stream_.device());
+    const auto next = run(b, in_hidden);
+    for (size_t i = 0; i < seqs.size(); ++i) drafts[i].push_back(next[i]);
+    if (eagle() && j + 1 < steps)  // the next forward reads this one's output
+      copy_async(gathered_.data(), head_->out_hidden().data, static_cast<size_t>(B) * hrow, stream_);
+  }
+  return drafts;
+}
+
+}  // namespace aerie::core

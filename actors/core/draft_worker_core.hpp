@@ -1,0 +1,86 @@
+#pragma once
+// DraftWorkerCore: the CAF-free part of a DraftWorker. It owns the draft model (an EAGLE /
+// EAGLE3 head over the target's hidden states, or a STANDALONE small Llama), the draft's
+// KV cache (same slots as the target's positions) and each request's draft state: the
+// token the draft proposes next and, for EAGLE, the head's hidden state that produced it.
+//   extend(): after a target forward (prefill chunk or verify), runs the draft over the
+//     tokens now committed, so its cache and state follow the target.
+//   propose(): `steps` chain draft tokens per request (argmax), from the state on.
+// Token ids in and out are target ids (an EAGLE3 head's reduced vocabulary is mapped).
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+#include "model/eagle_head.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llama_model.hpp"
+#include "model/sampler.hpp"
+
+namespace aerie::core {
+
+enum class SpecAlgorithm { kNone, kEagle, kEagle3, kStandalone };
+// "EAGLE" | "EAGLE3" | "STANDALONE" (sglang's names); throws aerie::Error otherwise.
+SpecAlgorithm parse_spec_algorithm(const std::string& name);
+
+class DraftWorkerCore {
+ public:
+  // Exactly one of head / standalone is set, matching the algorithm.
+  DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head, std::unique_ptr<model::LlamaModel> standalone,
+                  model::KvCache& draft_kv, const model::LlamaModel& target, int64_t max_requests);
+  SpecAlgorithm algorithm() const { return algorithm_; }
+  bool eagle() const { return algorithm_ != SpecAlgorithm::kStandalone; }
+
+  struct ExtendSeq {
+    uint64_t rid = 0;
+    std::vector<int32_t> tokens;   // draft input tokens, one per position
+    int32_t first_position = 0;
+    std::vector<int32_t> slots;    // the KV slot of each token
+    std::vector<int32_t> context;  // slots of positions [0, first_position + tokens.size())
+    int64_t hidden_row = -1;       // EAGLE: the first token's row in target_hidden
+    bool keep = false;             // the last token's proposal becomes the request's state
+  };
+  // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
+  void extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+
+  struct ProposeSeq {
+    uint64_t rid = 0;
+    int32_t first_position = 0;    // position of the first draft forward's input
+    std::vector<int32_t> context;  // slots of positions [0, first_position + steps - 1)
+  };
+  // `steps` tokens per request: the state's token, then steps - 1 draft forwards.
+  std::vector<std::vector<int32_t>> propose(const std::vector<ProposeSeq>& seqs, int64_t steps);
+
+  const model::EagleHead* head() const { return head_.get(); }
+  bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
+  void forget(uint64_t rid);
+  size_t num_states() const { return state_.size(); }
+
+ private:
+  struct State {
+    int32_t next_token = 0;
+    int64_t hidden_row = -1;  // EAGLE: row in hidden_pool_
+  };
+  // Runs one draft forward; returns the argmax (target ids) of its logit rows.
+  std::vector<int32_t> run(const model::ForwardBatch& b, const TensorView& in_hidden);
+  int64_t row_for(uint64_t rid);
+
+  SpecAlgorithm algorithm_;
+  std::unique_ptr<model::EagleHead> head_;
+  std::unique_ptr<model::LlamaModel> standalone_;
+  model::KvCache& kv_;
+  const model::LlamaModel& target_;
+  Stream stream_;
+  DType act_;
+  int64_t hidden_size_;
+  int64_t max_requests_;
+  std::unordered_map<uint64_t, State> state_;
+  std::vector<int64_t> free_rows_;
+  Buffer hidden_pool_;  // [max_requests, H]: each request's state hidden
+  Buffer gathered_;     // [rows, width]: a forward's input hidden states
+  std::unique_ptr<model::Sampler> argmax_;
+  int64_t argmax_rows_ = 0;
+};
+
+}  // namespace aerie::core

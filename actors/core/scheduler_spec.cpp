@@ -1,0 +1,172 @@
+// SchedulerCore's speculative planning (sglang's EAGLE loop, chain drafting). Iterations
+// alternate between EXTEND batches (prompt chunks; the worker runs the draft over them too)
+// and VERIFY batches (every decoding request: its last committed token plus spec_steps
+// draft tokens the worker proposes). A speculative request always holds KV slots for all
+// its tokens including the newest (its position is where the draft already writes), and a
+// verify reserves spec_steps + 1 positions beyond that; the rejected ones are given back
+// when the result comes.
+#include <algorithm>
+
+#include "actors/core/scheduler_core.hpp"
+#include "kernels/error.hpp"
+
+namespace aerie::core {
+
+std::string SchedulerCore::commit_token(Request& q, int32_t token) {
+  q.tokens.push_back(token);
+  q.result.output_ids.push_back(token);
+  const auto& stop = q.req.stop_token_ids;
+  const auto& eos = options_.eos_token_ids;
+  if (std::find(stop.begin(), stop.end(), token) != stop.end() || (!q.req.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()))
+    return "stop";
+  if (static_cast<int64_t>(q.result.output_ids.size()) >= q.req.max_new_tokens) return "length";
+  return "";
+}
+
+std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
+  auto decoding = [&](uint64_t rid) {
+    const Request& q = requests_.at(rid);
+    return q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
+  };
+  std::vector<Planned> plan;
+  transport::BatchMessage b;
+  b.step_id = step_++;
+  b.finished_rids = std::move(finished_since_);
+  finished_since_.clear();
+  // 1. Prompt chunks first (as sglang prefers prefill): a chunk that ends the known tokens
+  //    also reserves the next position, where the draft writes the sampled token.
+  int64_t budget = options_.chunked_prefill_size;
+  auto take_chunk = [&](uint64_t rid) -> bool {
+    Request& q = requests_.at(rid);
+    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
+    const int64_t len = std::min(left, budget);
+    if (len <= 0 || !pages_.reserve(rid, q.computed + len + (len == left ? 1 : 0))) return false;
+    budget -= len;
+    plan.push_back({rid, q.computed + len, len == left});
+    ++stats_.prefill_chunks;
+    return true;
+  };
+  for (uint64_t rid : running_)
+    if (!decoding(rid) && budget > 0) take_chunk(rid);
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
+    const uint64_t rid = waiting_.front();
+    if (!take_chunk(rid)) break;
+    waiting_.pop_front();
+    running_.push_back(rid);
+  }
+  if (!plan.empty()) {
+    b.mode = transport::ForwardMode::kExtend;
+    b.spec_steps = static_cast<int32_t>(options_.spec_steps);
+    for (const Planned& p : plan) {
+      const Request& q = requests_.at(p.rid);
+      const int64_t begin = q.computed, end = p.new_computed;
+      for (int64_t t = begin; t < end; ++t) {
+        b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
+        b.positions.push_back(static_cast<int32_t>(t));
+      }
+      pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
+      pages_.append_slots(p.rid, 0, end, b.kv_indices);
+      if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
+      b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+      b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+      b.seq_rids.push_back(p.rid);
+      b.lookahead_ids.push_back(p.samples ? -1 : q.tokens[static_cast<size_t>(end)]);
+      b.extra_slots.push_back(p.samples ? pages_.slot(p.rid, end) : -1);
+      if (p.samples) {
+        const auto& s = q.req.sampling;
+        b.rids.push_back(p.rid);
+        b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+        b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+                              .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = -1});
+      }
+    }
+    b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
+    in_flight_ = std::move(plan);
+    ++stats_.iterations;
+    return b;
+  }
+  // 2. Verify every running request; preempt the newest while the pool is short.
+  AERIE_CHECK(!running_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
+  const bool off = options_.spec_disable_batch_size > 0 && static_cast<int64_t>(running_.size()) > options_.spec_disable_batch_size;
+  const int64_t S = off ? 0 : options_.spec_steps;
+  auto need_of = [&](uint64_t rid) { return static_cast<int64_t>(requests_.at(rid).tokens.size()) + S + 1; };
+  for (;;) {
+    int64_t need = 0;
+    for (uint64_t rid : running_) need += pages_.pages_needed(rid, need_of(rid));
+    if (need <= allocator_.free_pages() || running_.size() <= 1) break;
+    preempt_newest();
+  }
+  b.mode = transport::ForwardMode::kVerify;
+  b.spec_steps = static_cast<int32_t>(S);
+  for (uint64_t rid : running_) {
+    AERIE_CHECK(decoding(rid), "request " << rid << " is verified before its prompt is done");
+    AERIE_CHECK(pages_.reserve(rid, need_of(rid)), "the KV pool cannot hold one verify of request " << rid);
+    const Request& q = requests_.at(rid);
+    const int64_t L = static_cast<int64_t>(q.tokens.size()), n = L - 1;
+    b.input_ids.push_back(q.tokens.back());
+    for (int64_t i = 0; i < S; ++i) b.input_ids.push_back(0);  // the worker's drafts go here
+    for (int64_t i = 0; i <= S; ++i) b.positions.push_back(static_cast<int32_t>(n + i));
+    pages_.append_slots(rid, n, n + S + 1, b.out_cache_loc);
+    pages_.append_slots(rid, 0, n + S + 1, b.kv_indices);
+    if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    b.seq_rids.push_back(rid);
+    b.extra_slots.push_back(pages_.slot(rid, n + S + 1));
+    b.rids.push_back(rid);
+    b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+    const auto& s = q.req.sampling;
+    b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+                          .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = -1});
+    plan.push_back({.rid = rid, .new_computed = 0, .samples = true, .base_tokens = L});
+  }
+  b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
+  in_flight_ = std::move(plan);
+  ++stats_.iterations;
+  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
+  return b;
+}
+
+std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::BatchResult& r, const std::vector<Planned>& plan) {
+  AERIE_CHECK(r.token_counts.size() == plan.size() && r.rids.size() == plan.size(),
+              "verify result has " << r.token_counts.size() << " counts for " << plan.size() << " requests");
+  std::vector<RequestUpdate> updates;
+  size_t at = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Planned& p = plan[i];
+    const auto count = static_cast<size_t>(r.token_counts[i]);
+    AERIE_CHECK(r.rids[i] == p.rid && count >= 1 && at + count <= r.next_tokens.size(), "verify result does not match its batch");
+    std::vector<int32_t> tokens(r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at), r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at + count));
+    at += count;
+    auto it = requests_.find(p.rid);
+    if (it == requests_.end()) continue;
+    Request& q = it->second;
+    if (q.aborted) {
+      finish(p.rid, "abort");
+      continue;
+    }
+    ++stats_.spec_verifies;
+    stats_.spec_committed_tokens += static_cast<int64_t>(count);
+    ++q.result.spec_verify_ct;
+    // The last committed token and the accepted drafts are in the cache now.
+    q.computed = p.base_tokens - 1 + static_cast<int64_t>(count);
+    RequestUpdate u{.rid = p.rid};
+    std::string reason;
+    for (int32_t t : tokens) {
+      u.new_tokens.push_back(t);
+      reason = commit_token(q, t);
+      if (!reason.empty()) break;
+    }
+    if (reason.empty()) {
+      pages_.truncate(p.rid, static_cast<int64_t>(q.tokens.size()));  // rejected draft positions go back
+      updates.push_back(std::move(u));
+    } else {
+      RequestUpdate f = finish(p.rid, reason);
+      f.new_tokens = std::move(u.new_tokens);
+      updates.push_back(std::move(f));
+    }
+  }
+  return updates;
+}
+
+}  // namespace aerie::core
