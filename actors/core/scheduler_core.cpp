@@ -67,6 +67,7 @@ void SchedulerCore::preempt_newest() {
   running_.pop_back();
   pages_.release(victim);
   requests_.at(victim).computed = 0;  // recomputed from its prompt + output on readmission
+  requests_.at(victim).drafted = false;
   waiting_.push_front(victim);
   ++stats_.preemptions;
 }
@@ -190,6 +191,7 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
     q.tokens.push_back(tok->second);
     q.result.output_ids.push_back(tok->second);
+    q.drafted = true;
     std::vector<transport::TokenLogprobs> new_logprobs;
     if (q.req.logprobs >= 0) {
       const auto lp = logprobs.find(p.rid);

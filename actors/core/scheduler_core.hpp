@@ -82,6 +82,7 @@ class SchedulerCore {
     int64_t computed = 0;         // tokens whose K/V are in the cache
     GenerationResult result;
     bool aborted = false;
+    bool drafted = false;  // speculative: its last prompt chunk ran, so the draft holds its state
   };
   struct Planned {
     uint64_t rid;

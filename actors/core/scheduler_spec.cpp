@@ -24,9 +24,11 @@ std::string SchedulerCore::commit_token(Request& q, int32_t token) {
 }
 
 std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
+  // Decoding: the prompt ran to its end through a chunk that sampled (a chunk may stop one
+  // token short of the end; that token still needs its own chunk).
   auto decoding = [&](uint64_t rid) {
     const Request& q = requests_.at(rid);
-    return q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
+    return q.drafted && q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
   };
   std::vector<Planned> plan;
   transport::BatchMessage b;
@@ -38,7 +40,7 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   int64_t budget = options_.chunked_prefill_size;
   auto take_chunk = [&](uint64_t rid) -> bool {
     Request& q = requests_.at(rid);
-    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
+    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;  // never 0 here: see `decoding`
     const int64_t len = std::min(left, budget);
     if (len <= 0 || !pages_.reserve(rid, q.computed + len + (len == left ? 1 : 0))) return false;
     budget -= len;

@@ -1,0 +1,135 @@
+// Speculative decoding through the whole actor path in one process (CPU): greedy output
+// with speculation equals greedy output without it, token for token, for EAGLE, EAGLE3
+// and STANDALONE at batch sizes 1-64 with mixed prompt lengths, chunked prefill, pages of
+// 1 and 4 tokens and a pool tight enough to preempt; STANDALONE with the target itself as
+// the draft accepts every draft token; with temperature > 0 the output distribution
+// matches plain sampling (chi-square over many seeded requests).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "kernels/error.hpp"
+#include "launch/deployment.hpp"
+
+using namespace aerie;
+
+namespace {
+
+std::vector<core::GenerationRequest> mixed(int n, uint32_t seed, int64_t max_new) {
+  std::mt19937 rng(seed);
+  std::vector<core::GenerationRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    core::GenerationRequest r;
+    const int len = 1 + static_cast<int>(rng() % 40);
+    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
+    r.max_new_tokens = 1 + static_cast<int64_t>(rng() % max_new);
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = i % 3 != 0;  // some may stop at EOS
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+launch::DeploymentOptions options(const std::string& algorithm, int64_t steps, int64_t pool, int64_t page) {
+  launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny", .max_total_tokens = pool, .page_size = page,
+                              .max_running_requests = 64, .chunked_prefill_size = 24};
+  o.speculative_algorithm = algorithm;
+  o.speculative_num_steps = steps;
+  return o;
+}
+
+std::vector<launch::RequestOutcome> run(const launch::DeploymentOptions& o, const std::vector<core::GenerationRequest>& reqs) {
+  auto world = parallel::make_single_process_group();
+  launch::Deployment d(o, *world);
+  return d.run(reqs);
+}
+
+}  // namespace
+
+TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
+  for (int batch : {1, 7, 64}) {
+    const auto reqs = mixed(batch, 100 + static_cast<uint32_t>(batch), 20);
+    const auto plain = run(options("", 0, 8192, 1), reqs);
+    for (const std::string alg : {"EAGLE", "EAGLE3", "STANDALONE"})
+      for (int64_t steps : {1, 3, 5})
+        for (auto [pool, page] : {std::pair<int64_t, int64_t>{8192, 1}, {8192, 4}, {320, 4}}) {
+          const auto spec = run(options(alg, steps, pool, page), reqs);
+          ASSERT_EQ(spec.size(), reqs.size());
+          for (size_t i = 0; i < reqs.size(); ++i) {
+            ASSERT_TRUE(spec[i].error.empty()) << alg << ": " << spec[i].error;
+            EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids)
+                << alg << " steps " << steps << " pool " << pool << " page " << page << " batch " << batch << " request " << i;
+            EXPECT_EQ(spec[i].result.finish_reason, plain[i].result.finish_reason);
+            EXPECT_GE(spec[i].result.spec_verify_ct, 0);
+          }
+        }
+  }
+}
+
+TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
+  auto reqs = mixed(16, 7, 30);
+  for (auto& r : reqs) r.ignore_eos = true, r.max_new_tokens = 25;
+  for (int64_t steps : {1, 4, 7}) {
+    const auto out = run(options("STANDALONE", steps, 8192, 1), reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+      ASSERT_EQ(out[i].result.output_ids.size(), 25u);
+      // The prefill gives the first token; each verify then commits steps + 1.
+      const int64_t want = (25 - 1 + steps) / (steps + 1);
+      EXPECT_EQ(out[i].result.spec_verify_ct, want) << "steps " << steps << " request " << i;
+    }
+  }
+}
+
+TEST(Speculative, SampledOutputFollowsThePlainDistribution) {
+  // One short prompt, many seeds; top-k 4 at temperature 0.7 keeps the support small
+  // enough to test the joint distribution of the 2nd and 3rd output tokens (the 1st comes
+  // from the prefill, the rest from verifies with drafts).
+  constexpr int kRuns = 3000;
+  std::vector<core::GenerationRequest> reqs(kRuns);
+  for (int i = 0; i < kRuns; ++i) {
+    reqs[i].prompt = {5, 17, 42};
+    reqs[i].max_new_tokens = 3;
+    reqs[i].ignore_eos = true;
+    reqs[i].sampling = {.temperature = 0.7f, .top_p = 1.0f, .top_k = 4, .min_p = 0.0f, .seed = 1000 + i};
+  }
+  auto histogram = [&](const std::vector<launch::RequestOutcome>& out) {
+    std::map<std::pair<int32_t, int32_t>, int> h;
+    for (const auto& o : out) {
+      EXPECT_TRUE(o.error.empty()) << o.error;
+      if (o.result.output_ids.size() == 3) ++h[{o.result.output_ids[1], o.result.output_ids[2]}];
+    }
+    return h;
+  };
+  auto o = options("", 0, 65536, 1);
+  o.max_running_requests = 256;
+  const auto plain = histogram(run(o, reqs));
+  for (const std::string alg : {"STANDALONE", "EAGLE"}) {
+    auto so = options(alg, 2, 65536, 1);
+    so.max_running_requests = 256;
+    const auto spec = histogram(run(so, reqs));
+    // Two-sample chi-square over the joint outcomes (cells with enough mass).
+    double chi2 = 0;
+    int cells = 0;
+    std::map<std::pair<int32_t, int32_t>, std::pair<int, int>> both;
+    for (auto& [k, v] : plain) both[k].first = v;
+    for (auto& [k, v] : spec) both[k].second = v;
+    int small_a = 0, small_b = 0;
+    for (auto& [k, v] : both) {
+      if (v.first + v.second < 20) {
+        small_a += v.first, small_b += v.second;
+        continue;
+      }
+      chi2 += std::pow(v.first - v.second, 2) / (v.first + v.second);
+      ++cells;
+    }
+    if (small_a + small_b > 0) chi2 += std::pow(small_a - small_b, 2) / (small_a + small_b), ++cells;
+    // 99.9% quantile of chi-square with (cells - 1) degrees of freedom, Wilson-Hilferty.
+    const double dof = cells - 1, z = 3.09;
+    const double limit = dof * std::pow(1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof)), 3);
+    EXPECT_LT(chi2, limit) << alg << ": chi2 " << chi2 << " over " << cells << " cells";
+    EXPECT_GT(cells, 4) << "the test distribution is too concentrated to tell anything";
+  }
+}
