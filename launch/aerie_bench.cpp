@@ -8,6 +8,7 @@
 #include "launch/bench_kernels.hpp"
 #include "launch/bench_one_batch.hpp"
 #include "launch/bench_serving.hpp"
+#include "launch/bench_speculative.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie::launch;
@@ -53,6 +54,17 @@ int main(int argc, char** argv) {
   serve->add_option("--output-file", sb.output_file, "write the result as JSON here");
   serve->add_flag("--disable-progress", sb.disable_progress, "no progress display");
   serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(CLI::PositiveNumber);
+  SpecBenchOptions spb;
+  auto* specb = app.add_subcommand("speculative", "draft step, verify, whole round and throughput of speculative decoding vs a plain step");
+  specb->add_option("--model-shape", spb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b (random weights)");
+  specb->add_option("--device", spb.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
+  specb->add_option("--dtype", spb.dtype, "bf16 or f16 on CUDA")->check(CLI::IsMember({"bf16", "f16"}));
+  specb->add_option("--algorithm", spb.algorithms, "EAGLE3, EAGLE, STANDALONE (self-draft)")->delimiter(',');
+  specb->add_option("--batch-size", spb.batch_sizes, "batch sizes")->delimiter(',');
+  specb->add_option("--speculative-num-steps", spb.num_steps, "draft tokens per verify")->check(CLI::Range(1, 32));
+  specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
+  specb->add_option("--rounds", spb.rounds, "timed rounds")->check(CLI::PositiveNumber);
+  specb->add_option("--json", spb.json_path, "also write the results as JSON here");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,6 +78,7 @@ int main(int argc, char** argv) {
     }
     if (*kern) return run_kernel_bench(kb);
     if (*serve) return run_serving_bench(sb);
+    if (*specb) return run_spec_bench(spb);
   } catch (const std::exception& e) {
     std::cerr << "aerie-bench: error: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,28 @@
+#pragma once
+// aerie-bench speculative: the parts of a speculative round at a model shape, each timed
+// alone and against a plain decode step measured in the same run: a draft forward, a
+// target verify of num_draft_tokens tokens per request, a whole round (draft + verify +
+// accept + draft extend), and decode throughput with and without speculation. Random
+// weights: EAGLE / EAGLE3 heads accept little, so their rounds show cost, not speed-up; the
+// STANDALONE self-draft (the target as its own draft) accepts every token.
+#include <string>
+#include <vector>
+
+namespace aerie::launch {
+
+struct SpecBenchOptions {
+  std::string model_shape = "llama-3.1-8b";
+  std::string device = "cuda";
+  std::string dtype = "bf16";
+  std::vector<std::string> algorithms = {"EAGLE3", "EAGLE", "STANDALONE"};
+  std::vector<int64_t> batch_sizes = {1, 8, 32};
+  int64_t num_steps = 3;  // draft tokens per verify (num_draft_tokens = steps + 1)
+  int64_t input_len = 512;
+  int64_t rounds = 20;    // timed rounds per configuration
+  std::string json_path;
+  uint64_t seed = 0;
+};
+
+int run_spec_bench(const SpecBenchOptions& options);
+
+}  // namespace aerie::launch
