@@ -68,7 +68,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::
       [self](GetLoad) {
         const auto& c = *self->state.core;
         return LoadReport{.running = c.num_running(), .queued = c.num_queued(), .kv_used_tokens = c.kv_used_tokens(),
-                          .kv_total_tokens = c.kv_total_tokens(), .spec_verify_ct = 0, .spec_accepted_tokens = 0};
+                          .kv_total_tokens = c.kv_total_tokens(), .spec_verify_ct = c.stats().spec_verifies,
+                          .spec_accepted_tokens = c.stats().spec_committed_tokens};
       },
   };
 }

@@ -37,14 +37,14 @@ std::vector<core::GenerationRequest> prompts(int64_t batch, int64_t len, int64_t
 }
 
 // Runs iterations until every request has left its prompt (one token each).
+// Runs iterations until the first decode-only one has run (every prompt is done then).
 void prefill(core::SchedulerCore& s, core::TargetWorkerCore& w) {
   while (auto m = s.plan_next()) {
-    const bool verify = m->mode == transport::ForwardMode::kVerify || m->mode == transport::ForwardMode::kDecode;
-    if (verify) {  // planned a decode: give back by running it (it is one more token)
-      s.on_result(w.execute(*m));
-      return;
-    }
-    s.on_result(w.execute(*m));
+    const bool decode = m->mode == transport::ForwardMode::kVerify || m->mode == transport::ForwardMode::kDecode;
+    const auto r = w.execute(*m);
+    AERIE_CHECK(r.error.empty(), "batch " << m->step_id << " failed: " << r.error);
+    s.on_result(r);
+    if (decode) return;
   }
 }
 
@@ -79,10 +79,12 @@ int run_spec_bench(const SpecBenchOptions& o) {
       std::vector<double> t;
       for (int64_t r = 0; r < rounds + 2; ++r) {
         auto m = sched.plan_next();
-        AERIE_CHECK(m && m->mode == transport::ForwardMode::kDecode, "the plain run left its decode phase early");
+        AERIE_CHECK(m && m->mode == transport::ForwardMode::kDecode, "the plain run left its decode phase early ("
+                                                                          << (m ? static_cast<int>(m->mode) : -1) << ")");
         const auto t0 = Clock::now();
         auto res = worker.execute(*m);
         if (r >= 2) t.push_back(ms_since(t0));
+        AERIE_CHECK(res.error.empty(), "plain decode failed: " << res.error);
         sched.on_result(res);
       }
       plain_ms = median(t);
@@ -108,13 +110,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       worker.enable_speculation(std::make_unique<core::SpecWorkerCore>(target, kv, draft, B));
       auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1);
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
-      while (auto m = sched.plan_next()) {  // prompts
-        if (m->mode == transport::ForwardMode::kVerify) {
-          sched.on_result(worker.execute(*m));
-          break;
-        }
-        sched.on_result(worker.execute(*m));
-      }
+      prefill(sched, worker);
       std::vector<double> round_t, verify_t, draft_t;
       int64_t committed = 0, requests_verified = 0;
       for (int64_t r = 0; r < rounds + 2; ++r) {

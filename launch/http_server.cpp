@@ -94,10 +94,14 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
                               {"chunked_prefill_size", d.chunked_prefill_size}, {"page_size", d.page_size},
                               {"context_length", config_.max_position_embeddings}, {"vocab_size", config_.vocab_size},
                               {"chat_template", chat_ ? json(chat_family_name(chat_->family())) : json()},
-                              {"speculative_algorithm", nullptr},
-                              // sglang's bench_serving reads the accept length from here (absent: no speculation).
-                              {"internal_states", json::array({json{{"num_running_reqs", l.running}, {"num_queue_reqs", l.queued},
-                                                                    {"avg_spec_accept_length", nullptr}}})}}),
+                              {"speculative_algorithm", d.speculative_algorithm.empty() ? json() : json(d.speculative_algorithm)},
+                              {"speculative_num_steps", d.speculative_algorithm.empty() ? json() : json(d.speculative_num_steps)},
+                              // sglang's bench_serving reads the accept length from here (null: no speculation yet).
+                              {"internal_states",
+                               json::array({json{{"num_running_reqs", l.running}, {"num_queue_reqs", l.queued},
+                                                 {"avg_spec_accept_length",
+                                                  l.spec_verify_ct > 0 ? json(static_cast<double>(l.spec_committed_tokens) / static_cast<double>(l.spec_verify_ct))
+                                                                       : json()}}})}}),
                     "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -171,7 +175,8 @@ EngineLoad HttpServer::load() {
   EngineLoad l;
   caf::scoped_actor self{deployment_.system()};
   self->request(deployment_.router(), std::chrono::seconds(5), actors::GetLoad{})
-      .receive([&](actors::LoadReport& r) { l = {r.running, r.queued, r.kv_used_tokens, r.kv_total_tokens}; }, [](caf::error&) {});
+      .receive([&](actors::LoadReport& r) { l = {r.running, r.queued, r.kv_used_tokens, r.kv_total_tokens, r.spec_verify_ct, r.spec_accepted_tokens}; },
+               [](caf::error&) {});
   return l;
 }
 

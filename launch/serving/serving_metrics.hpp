@@ -14,6 +14,8 @@ struct EngineLoad {
   int64_t queued = 0;
   int64_t kv_used_tokens = 0;
   int64_t kv_total_tokens = 0;
+  int64_t spec_verify_ct = 0;        // request-verifies so far (speculative decoding)
+  int64_t spec_committed_tokens = 0; // tokens they committed
 };
 
 class ServingMetrics {
