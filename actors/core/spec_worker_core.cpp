@@ -40,6 +40,8 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, Dr
 }
 
 
+SpecWorkerCore::~SpecWorkerCore() { target_.set_hidden_capture({}); }
+
 std::vector<int32_t> SpecWorkerCore::argmax_rows(const TensorView& logits) {
   const int64_t rows = logits.dim(0);
   if (!argmax_ || argmax_rows_ < rows) {

@@ -19,6 +19,10 @@ namespace aerie::core {
 class SpecWorkerCore {
  public:
   SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftWorkerCore& draft, int64_t max_batch);
+  // The target stops capturing hidden states (a CUDA-graph capture must not allocate them).
+  ~SpecWorkerCore();
+  SpecWorkerCore(const SpecWorkerCore&) = delete;
+  SpecWorkerCore& operator=(const SpecWorkerCore&) = delete;
   // Throws aerie::Error on a malformed batch (the TargetWorkerCore turns it into a result error).
   transport::BatchResult execute(const transport::BatchMessage& m);
   void forget(const std::vector<uint64_t>& rids) { for (uint64_t r : rids) draft_.forget(r); }
