@@ -72,15 +72,76 @@ void SchedulerCore::preempt_newest() {
   ++stats_.preemptions;
 }
 
+bool SchedulerCore::decoding(uint64_t rid) const {
+  const Request& q = requests_.at(rid);
+  // Speculative requests also need their last prompt chunk to have sampled (a chunk may stop
+  // one token short of the end; that token still needs its own chunk, which feeds the draft).
+  return q.computed == static_cast<int64_t>(q.tokens.size()) - 1 && (!speculative() || q.drafted);
+}
+
+void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_next_position) {
+  // Unfinished chunked prompts first, then new requests in arrival order while the token
+  // budget, pages and the running cap allow.
+  int64_t budget = options_.chunked_prefill_size;
+  auto take_chunk = [&](uint64_t rid) -> bool {
+    Request& q = requests_.at(rid);
+    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
+    const int64_t len = std::min(left, budget);
+    const bool last = len == left;
+    if (len <= 0 || !pages_.reserve(rid, q.computed + len + (last && reserve_next_position ? 1 : 0))) return false;
+    budget -= len;
+    plan.push_back({rid, q.computed + len, last});
+    ++stats_.prefill_chunks;
+    return true;
+  };
+  for (uint64_t rid : running_)
+    if (!decoding(rid) && budget > 0) take_chunk(rid);
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
+    const uint64_t rid = waiting_.front();
+    if (!take_chunk(rid)) break;
+    waiting_.pop_front();
+    running_.push_back(rid);
+  }
+}
+
+transport::SamplingRowMsg SchedulerCore::sampling_row(const Request& q) const {
+  const auto& s = q.req.sampling;
+  return {.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
+          .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = q.req.logprobs};
+}
+
+void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p) const {
+  const Request& q = requests_.at(p.rid);
+  const int64_t begin = q.computed, end = p.new_computed;
+  for (int64_t t = begin; t < end; ++t) {
+    b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
+    b.positions.push_back(static_cast<int32_t>(t));
+  }
+  pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
+  pages_.append_slots(p.rid, 0, end, b.kv_indices);
+  if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
+  b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+  b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+  if (p.samples) {
+    b.rids.push_back(p.rid);
+    b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+    b.sampling.push_back(sampling_row(q));
+  }
+}
+
+transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, std::vector<Planned> plan) {
+  b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
+  in_flight_ = std::move(plan);
+  ++stats_.iterations;
+  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
+  return b;
+}
+
 std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
   if (in_flight_ || !has_work()) return std::nullopt;
   if (speculative()) return plan_speculative();
   // 1. Running requests that are past their prompt need one slot for their next token.
   //    When the pool is short, preempt the newest (recompute later) until the rest fit.
-  auto decoding = [&](uint64_t rid) {
-    const Request& q = requests_.at(rid);
-    return q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
-  };
   for (;;) {
     int64_t need = 0;
     for (uint64_t rid : running_)
@@ -94,27 +155,8 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
       AERIE_CHECK(pages_.reserve(rid, requests_.at(rid).computed + 1), "KV reservation failed after preemption");
       plan.push_back({rid, requests_.at(rid).computed + 1, true});
     }
-  // 2. Prompt chunks under the token budget: unfinished chunked prompts first, then new
-  //    requests in arrival order while pages and the running cap allow.
-  int64_t budget = options_.chunked_prefill_size;
-  auto take_chunk = [&](uint64_t rid) -> bool {
-    Request& q = requests_.at(rid);
-    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
-    const int64_t len = std::min(left, budget);
-    if (len <= 0 || !pages_.reserve(rid, q.computed + len)) return false;
-    budget -= len;
-    plan.push_back({rid, q.computed + len, len == left});
-    ++stats_.prefill_chunks;
-    return true;
-  };
-  for (uint64_t rid : running_)
-    if (!decoding(rid) && budget > 0) take_chunk(rid);
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
-    const uint64_t rid = waiting_.front();
-    if (!take_chunk(rid)) break;
-    waiting_.pop_front();
-    running_.push_back(rid);
-  }
+  // 2. Prompt chunks under the token budget.
+  take_prompt_chunks(plan, /*reserve_next_position=*/false);
   if (plan.empty()) {
     AERIE_CHECK(running_.empty() && waiting_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
     return std::nullopt;
@@ -128,30 +170,11 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
     const Request& q = requests_.at(p.rid);
     const int64_t begin = q.computed, end = p.new_computed;
     (end - begin == 1 && p.samples && begin == static_cast<int64_t>(q.tokens.size()) - 1 ? any_decode : any_prefill) = true;
-    for (int64_t t = begin; t < end; ++t) {
-      b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
-      b.positions.push_back(static_cast<int32_t>(t));
-    }
-    pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
-    pages_.append_slots(p.rid, 0, end, b.kv_indices);
-    if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
-    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
-    if (p.samples) {
-      const auto& s = q.req.sampling;
-      b.rids.push_back(p.rid);
-      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
-      b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-                            .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = q.req.logprobs});
-    }
+    append_sequence(b, p);
   }
   b.mode = any_prefill && any_decode ? transport::ForwardMode::kMixed
                                      : (any_prefill ? transport::ForwardMode::kExtend : transport::ForwardMode::kDecode);
-  b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
-  in_flight_ = std::move(plan);
-  ++stats_.iterations;
-  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
-  return b;
+  return put_in_flight(std::move(b), std::move(plan));
 }
 
 std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult& r) {
@@ -189,8 +212,7 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     }
     const auto tok = sampled.find(p.rid);
     AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
-    q.tokens.push_back(tok->second);
-    q.result.output_ids.push_back(tok->second);
+    const std::string reason = commit_token(q, tok->second);
     q.drafted = true;
     std::vector<transport::TokenLogprobs> new_logprobs;
     if (q.req.logprobs >= 0) {
@@ -199,14 +221,6 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
       q.result.output_logprobs.push_back(*lp->second);
       new_logprobs.push_back(*lp->second);
     }
-    const auto& stop = q.req.stop_token_ids;
-    const auto& eos = options_.eos_token_ids;
-    std::string reason;
-    if (std::find(stop.begin(), stop.end(), tok->second) != stop.end() ||
-        (!q.req.ignore_eos && std::find(eos.begin(), eos.end(), tok->second) != eos.end()))
-      reason = "stop";
-    else if (static_cast<int64_t>(q.result.output_ids.size()) >= q.req.max_new_tokens)
-      reason = "length";
     if (reason.empty()) {
       updates.push_back({.rid = p.rid, .new_tokens = {tok->second}, .new_logprobs = std::move(new_logprobs)});
     } else {

@@ -92,6 +92,16 @@ class SchedulerCore {
   };
   void preempt_newest();
   bool speculative() const { return options_.spec_steps >= 0; }
+  // True when the request's next step is a decode (or verify), not a prompt chunk.
+  bool decoding(uint64_t rid) const;
+  // Adds prompt chunks to `plan` under the token budget, admitting waiting requests; a
+  // chunk that ends the known tokens also reserves the next position when asked.
+  void take_prompt_chunks(std::vector<Planned>& plan, bool reserve_next_position);
+  transport::SamplingRowMsg sampling_row(const Request& q) const;
+  // Appends a planned sequence's new tokens, slots and context (and its sampling row when it samples).
+  void append_sequence(transport::BatchMessage& b, const Planned& p) const;
+  // Records the plan as in flight and returns the message.
+  transport::BatchMessage put_in_flight(transport::BatchMessage b, std::vector<Planned> plan);
   std::optional<transport::BatchMessage> plan_speculative();
   std::vector<RequestUpdate> on_verify_result(const transport::BatchResult& result, const std::vector<Planned>& plan);
   // Appends a sampled token and applies the stop conditions; the finish reason or "".

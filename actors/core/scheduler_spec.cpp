@@ -24,68 +24,26 @@ std::string SchedulerCore::commit_token(Request& q, int32_t token) {
 }
 
 std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
-  // Decoding: the prompt ran to its end through a chunk that sampled (a chunk may stop one
-  // token short of the end; that token still needs its own chunk).
-  auto decoding = [&](uint64_t rid) {
-    const Request& q = requests_.at(rid);
-    return q.drafted && q.computed == static_cast<int64_t>(q.tokens.size()) - 1;
-  };
   std::vector<Planned> plan;
   transport::BatchMessage b;
   b.step_id = step_++;
   b.finished_rids = std::move(finished_since_);
   finished_since_.clear();
+  b.spec_steps = static_cast<int32_t>(options_.spec_steps);
   // 1. Prompt chunks first (as sglang prefers prefill): a chunk that ends the known tokens
   //    also reserves the next position, where the draft writes the sampled token.
-  int64_t budget = options_.chunked_prefill_size;
-  auto take_chunk = [&](uint64_t rid) -> bool {
-    Request& q = requests_.at(rid);
-    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;  // never 0 here: see `decoding`
-    const int64_t len = std::min(left, budget);
-    if (len <= 0 || !pages_.reserve(rid, q.computed + len + (len == left ? 1 : 0))) return false;
-    budget -= len;
-    plan.push_back({rid, q.computed + len, len == left});
-    ++stats_.prefill_chunks;
-    return true;
-  };
-  for (uint64_t rid : running_)
-    if (!decoding(rid) && budget > 0) take_chunk(rid);
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
-    const uint64_t rid = waiting_.front();
-    if (!take_chunk(rid)) break;
-    waiting_.pop_front();
-    running_.push_back(rid);
-  }
+  take_prompt_chunks(plan, /*reserve_next_position=*/true);
   if (!plan.empty()) {
     b.mode = transport::ForwardMode::kExtend;
-    b.spec_steps = static_cast<int32_t>(options_.spec_steps);
     for (const Planned& p : plan) {
       const Request& q = requests_.at(p.rid);
-      const int64_t begin = q.computed, end = p.new_computed;
-      for (int64_t t = begin; t < end; ++t) {
-        b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
-        b.positions.push_back(static_cast<int32_t>(t));
-      }
-      pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
-      pages_.append_slots(p.rid, 0, end, b.kv_indices);
-      if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
-      b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
-      b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+      const int64_t end = p.new_computed;
+      append_sequence(b, p);
       b.seq_rids.push_back(p.rid);
       b.lookahead_ids.push_back(p.samples ? -1 : q.tokens[static_cast<size_t>(end)]);
       b.extra_slots.push_back(p.samples ? pages_.slot(p.rid, end) : -1);
-      if (p.samples) {
-        const auto& s = q.req.sampling;
-        b.rids.push_back(p.rid);
-        b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
-        b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-                              .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = -1});
-      }
     }
-    b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
-    in_flight_ = std::move(plan);
-    ++stats_.iterations;
-    return b;
+    return put_in_flight(std::move(b), std::move(plan));
   }
   // 2. Verify every running request; preempt the newest while the pool is short.
   AERIE_CHECK(!running_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
@@ -99,7 +57,7 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
     preempt_newest();
   }
   b.mode = transport::ForwardMode::kVerify;
-  b.spec_steps = static_cast<int32_t>(S);
+  b.spec_steps = static_cast<int32_t>(S);  // 0 above the batch-size threshold
   for (uint64_t rid : running_) {
     AERIE_CHECK(decoding(rid), "request " << rid << " is verified before its prompt is done");
     AERIE_CHECK(pages_.reserve(rid, need_of(rid)), "the KV pool cannot hold one verify of request " << rid);
@@ -117,16 +75,10 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
     b.extra_slots.push_back(pages_.slot(rid, n + S + 1));
     b.rids.push_back(rid);
     b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
-    const auto& s = q.req.sampling;
-    b.sampling.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-                          .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = -1});
+    b.sampling.push_back(sampling_row(q));
     plan.push_back({.rid = rid, .new_computed = 0, .samples = true, .base_tokens = L});
   }
-  b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
-  in_flight_ = std::move(plan);
-  ++stats_.iterations;
-  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
-  return b;
+  return put_in_flight(std::move(b), std::move(plan));
 }
 
 std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::BatchResult& r, const std::vector<Planned>& plan) {
