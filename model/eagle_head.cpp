@@ -177,8 +177,7 @@ int32_t EagleHead::to_target(int32_t id) const {
   return w_.d2t.empty() ? id : id + w_.d2t[static_cast<size_t>(id)];
 }
 
-void EagleHead::reserve(int64_t tokens, int64_t rows) {
-  (void)rows;
+void EagleHead::reserve(int64_t tokens) {
   const int64_t h = config_.layer.hidden_size;
   if (!fc_in_.data() || fc_in_.view().dim(0) < tokens) {
     fc_in_ = Buffer(stream_.device(), act_, {tokens, 3 * h});
@@ -208,7 +207,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
     shape.vocab_size = vocab();
     ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_);
   }
-  reserve(ws_->capacity().max_tokens, R);
+  reserve(ws_->capacity().max_tokens);
   ws_->upload(batch, stream_);
   auto& ws = *ws_;
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };

@@ -68,7 +68,7 @@ class EagleHead {
   int64_t vocab() const;
 
  private:
-  void reserve(int64_t tokens, int64_t rows);
+  void reserve(int64_t tokens);
   EagleHeadConfig config_;
   EagleHeadWeights w_;
   const LlamaModel& target_;

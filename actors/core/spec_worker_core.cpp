@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/core/forward_batch_of.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "spec/greedy_accept.hpp"
@@ -10,18 +11,6 @@
 namespace aerie::core {
 
 namespace {
-
-model::ForwardBatch forward_batch_of(const transport::BatchMessage& m) {
-  model::ForwardBatch b;
-  b.input_ids = m.input_ids;
-  b.positions = m.positions;
-  b.out_cache_loc = m.out_cache_loc;
-  b.qo_indptr = m.qo_indptr;
-  b.kv_indptr = m.kv_indptr;
-  b.kv_indices = m.kv_indices;
-  b.logit_rows = m.logit_rows;
-  return b;
-}
 
 std::vector<int32_t> range_of(const std::vector<int32_t>& v, int64_t begin, int64_t end) {
   return {v.begin() + begin, v.begin() + end};
@@ -84,22 +73,16 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
     DraftWorkerCore::ExtendSeq e;
     e.rid = m.seq_rids[s];
     e.keep = final;
-    const auto chunk = range_of(m.input_ids, q0, q1);
-    const auto slots = range_of(m.out_cache_loc, q0, q1);
-    std::vector<int32_t> context = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]);
+    e.first_position = m.positions[static_cast<size_t>(q0)];
+    e.slots = range_of(m.out_cache_loc, q0, q1);
+    e.context = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]);
     if (draft_.eagle()) {
       // Position p pairs the token at p + 1 with the target's hidden state at p.
-      e.tokens.assign(chunk.begin() + 1, chunk.end());
+      e.tokens = range_of(m.input_ids, q0 + 1, q1);
       e.tokens.push_back(next);
-      e.first_position = m.positions[static_cast<size_t>(q0)];
-      e.slots = slots;
-      e.context = std::move(context);
       e.hidden_row = q0;
     } else {
-      e.tokens = chunk;
-      e.first_position = m.positions[static_cast<size_t>(q0)];
-      e.slots = slots;
-      e.context = std::move(context);
+      e.tokens = range_of(m.input_ids, q0, q1);
       if (final) {  // the sampled token too, at the position after the chunk
         AERIE_CHECK(m.extra_slots[s] >= 0, "speculative batch: no slot for the position after request " << e.rid << "'s prompt");
         e.tokens.push_back(next);
@@ -155,7 +138,6 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   const int64_t V = logits.dim(1);
   if (any_sampled) {
     host.resize(static_cast<size_t>(logits.numel()));
-    synchronize(target_.stream());
     copy_async(host.data(), logits.data, host.size() * sizeof(float), target_.stream());
     synchronize(target_.stream());
   }

@@ -1,5 +1,7 @@
 #include "actors/core/target_worker_core.hpp"
 
+#include "actors/core/forward_batch_of.hpp"
+
 #include <algorithm>
 
 #include "kernels/device_runtime.hpp"
@@ -31,22 +33,13 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
       return r;
     }
+    for (int32_t id : m.input_ids)
+      AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
     if (m.spec_steps >= 0) {
       AERIE_CHECK(spec_, "batch " << m.step_id << " is speculative, but this worker has no draft model");
-      for (int32_t id : m.input_ids)
-        AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
       return spec_->execute(m);
     }
-    model::ForwardBatch b;
-    b.input_ids = m.input_ids;
-    b.positions = m.positions;
-    b.out_cache_loc = m.out_cache_loc;
-    b.qo_indptr = m.qo_indptr;
-    b.kv_indptr = m.kv_indptr;
-    b.kv_indices = m.kv_indices;
-    b.logit_rows = m.logit_rows;
-    for (int32_t id : b.input_ids)
-      AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
+    const model::ForwardBatch b = forward_batch_of(m);
     const bool replay = graphs_ && graphs_->can_run(b);
     // The in-graph argmax serves all-greedy batches that need no logits back.
     const bool all_greedy = std::all_of(m.sampling.begin(), m.sampling.end(),

@@ -1,0 +1,11 @@
+#pragma once
+// The model-side view of a batch message: its token, position, slot and index arrays as a
+// ForwardBatch (the message's other fields are the worker's business).
+#include "model/forward_batch.hpp"
+#include "transport/messages.hpp"
+
+namespace aerie::core {
+
+model::ForwardBatch forward_batch_of(const transport::BatchMessage& m);
+
+}  // namespace aerie::core
