@@ -21,16 +21,14 @@ namespace {
 
 using namespace aerie;
 
-void serve_stdin_json(launch::Deployment& deployment, const model::LlamaConfig& config) {
+void serve_stdin_json(launch::Deployment& deployment) {
   std::cerr << "aerie-serve: ready; reading requests as JSON lines on stdin\n";
   std::mutex out_mu;
   auto write = [&out_mu](const std::string& line) {
     std::lock_guard<std::mutex> lock(out_mu);
     std::cout << line << std::endl;
   };
-  const launch::RequestLimits limits{.vocab_size = config.vocab_size,
-                                     .max_total_tokens = std::min<int64_t>(config.max_position_embeddings, deployment.kv_capacity_tokens() + 1),
-                                     .tokenizer = nullptr};
+  const launch::RequestLimits limits = launch::request_limits(deployment, nullptr);
   auto parse = [limits](const std::string& text) {
     nlohmann::json body;
     try {
@@ -76,7 +74,7 @@ int main(int argc, char** argv) {
     const auto& d = options->deployment;
     const auto& config = deployment.config();
     if (options->stdin_json) {
-      serve_stdin_json(deployment, config);
+      serve_stdin_json(deployment);
     } else {
       std::string name = options->served_model_name;
       if (name.empty()) name = d.model_path.empty() ? d.model_shape : std::filesystem::path(d.model_path).filename().string();

@@ -154,12 +154,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
 
 HttpServer::~HttpServer() = default;
 
-RequestLimits HttpServer::limits() const {
-  // The scheduler needs prompt + max_new_tokens - 1 KV slots and at most the context.
-  return {.vocab_size = config_.vocab_size,
-          .max_total_tokens = std::min<int64_t>(config_.max_position_embeddings, deployment_.kv_capacity_tokens() + 1),
-          .tokenizer = tokenizer_.get()};
-}
+RequestLimits HttpServer::limits() const { return request_limits(deployment_, tokenizer_.get()); }
 
 std::string HttpServer::client_id(const ParsedRequest& p, uint64_t rid) const {
   if (!p.rid.empty()) return p.rid;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/error.hpp"
+#include "launch/deployment.hpp"
 #include "launch/serving/chat_template.hpp"
 
 namespace aerie::launch {
@@ -80,9 +81,22 @@ void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits
                                                                         << " tokens");
 }
 
+// The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
+void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
+  auto& r = p.request;
+  r.sampling.temperature = field<float>(obj, "temperature", 1.0f);
+  r.sampling.top_p = field<float>(obj, "top_p", 1.0f);
+  r.sampling.top_k = field<int32_t>(obj, "top_k", -1);
+  r.sampling.min_p = field<float>(obj, "min_p", 0.0f);
+  r.sampling.seed = field<int64_t>(obj, "seed", 0);
+  r.ignore_eos = field<bool>(obj, "ignore_eos", false);
+  if (present(obj, "stop_token_ids")) r.stop_token_ids = token_list(obj["stop_token_ids"], "stop_token_ids", limits.vocab_size);
+  p.stop = stop_strings(obj);
+  r.sampling.validate();
+}
+
 // The OpenAI fields shared by completions and chat.
 void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limits) {
-  auto& r = p.request;
   AERIE_CHECK(!present(body, "model") || body["model"].is_string(), "'model' must be a string");
   AERIE_CHECK(field<int64_t>(body, "n", 1) == 1, "'n' other than 1 is not supported");
   AERIE_CHECK(field<int64_t>(body, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
@@ -90,14 +104,7 @@ void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limi
   AERIE_CHECK(field<double>(body, "frequency_penalty", 0.0) == 0.0, "'frequency_penalty' other than 0 is not supported");
   AERIE_CHECK(field<double>(body, "repetition_penalty", 1.0) == 1.0, "'repetition_penalty' other than 1 is not supported");
   if (present(body, "logit_bias")) AERIE_CHECK(body["logit_bias"].is_object() && body["logit_bias"].empty(), "'logit_bias' is not supported");
-  r.sampling.temperature = field<float>(body, "temperature", 1.0f);
-  r.sampling.top_p = field<float>(body, "top_p", 1.0f);
-  r.sampling.top_k = field<int32_t>(body, "top_k", -1);
-  r.sampling.min_p = field<float>(body, "min_p", 0.0f);
-  r.sampling.seed = field<int64_t>(body, "seed", 0);
-  r.ignore_eos = field<bool>(body, "ignore_eos", false);
-  if (present(body, "stop_token_ids")) r.stop_token_ids = token_list(body["stop_token_ids"], "stop_token_ids", limits.vocab_size);
-  p.stop = stop_strings(body);
+  sampling_fields(body, p, limits);
   p.stream = field<bool>(body, "stream", false);
   if (present(body, "stream_options")) {
     const json& so = body["stream_options"];
@@ -105,10 +112,17 @@ void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limi
     p.include_usage = field<bool>(so, "include_usage", false);
   }
   p.rid = rid_of(body, "rid");
-  r.sampling.validate();
 }
 
 }  // namespace
+
+RequestLimits request_limits(const Deployment& deployment, const model::TextTokenizer* tokenizer) {
+  // The scheduler needs prompt + max_new_tokens - 1 KV slots and at most the context.
+  const auto& c = deployment.config();
+  return {.vocab_size = c.vocab_size,
+          .max_total_tokens = std::min<int64_t>(c.max_position_embeddings, deployment.kv_capacity_tokens() + 1),
+          .tokenizer = tokenizer};
+}
 
 ParsedRequest parse_generate_request(const json& body, const RequestLimits& limits) {
   AERIE_CHECK(body.is_object(), "the request must be a JSON object");
@@ -135,15 +149,7 @@ ParsedRequest parse_generate_request(const json& body, const RequestLimits& limi
   // sglang's default of 128, shortened to what the context leaves when not given.
   r.max_new_tokens = field<int64_t>(sp, "max_new_tokens",
                                     std::clamp<int64_t>(limits.max_total_tokens - static_cast<int64_t>(r.prompt.size()), 1, 128));
-  r.sampling.temperature = field<float>(sp, "temperature", 1.0f);
-  r.sampling.top_p = field<float>(sp, "top_p", 1.0f);
-  r.sampling.top_k = field<int32_t>(sp, "top_k", -1);
-  r.sampling.min_p = field<float>(sp, "min_p", 0.0f);
-  r.sampling.seed = field<int64_t>(sp, "seed", 0);
-  r.ignore_eos = field<bool>(sp, "ignore_eos", false);
-  if (present(sp, "stop_token_ids")) r.stop_token_ids = token_list(sp["stop_token_ids"], "stop_token_ids", limits.vocab_size);
-  p.stop = stop_strings(sp);
-  r.sampling.validate();
+  sampling_fields(sp, p, limits);
   // sglang takes max_new_tokens 0 (nothing to generate; its bench_serving sends it).
   check_lengths(r, limits, "max_new_tokens", 0);
   return p;

@@ -16,6 +16,7 @@
 namespace aerie::launch {
 
 class ChatTemplate;
+class Deployment;
 
 enum class ApiKind { kGenerate, kCompletion, kChat };
 
@@ -35,6 +36,9 @@ struct RequestLimits {
   int64_t max_total_tokens = 0;  // prompt + output at most (context length, KV pool)
   const model::TextTokenizer* tokenizer = nullptr;  // for text prompts; may be null
 };
+
+// The limits of a running deployment (rank 0's model and KV pool).
+RequestLimits request_limits(const Deployment& deployment, const model::TextTokenizer* tokenizer);
 
 // sglang's /generate body. Throws aerie::Error naming the field that is wrong.
 ParsedRequest parse_generate_request(const nlohmann::json& body, const RequestLimits& limits);
