@@ -117,13 +117,13 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
     if (!j->is_object() || !j->contains("rid") || !((*j)["rid"].is_string() || (*j)["rid"].is_number_integer()))
       return send_json(res, 400, error_body("invalid_request", "'rid' (string or integer) is required"));
     const std::string rid = (*j)["rid"].is_string() ? (*j)["rid"].get<std::string>() : std::to_string((*j)["rid"].get<int64_t>());
-    std::optional<uint64_t> engine_rid;
+    caf::actor session;
     {
       std::lock_guard<std::mutex> lock(live_mu_);
-      if (auto it = live_.find(rid); it != live_.end()) engine_rid = it->second;
+      if (auto it = live_.find(rid); it != live_.end()) session = it->second;
     }
-    if (!engine_rid) return send_json(res, 404, error_body("not_found", "no request '" + rid + "' in progress"));
-    caf::anon_send(deployment_.router(), actors::AbortRequest{*engine_rid});
+    if (!session) return send_json(res, 404, error_body("not_found", "no request '" + rid + "' in progress"));
+    caf::anon_send(session, actors::AbortRequest{});  // the session forwards it behind its own submission
     res.set_content("{}", "application/json");
   });
   auto endpoint = [this](auto parse) {
@@ -179,8 +179,8 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
   if (p.stream) return stream(std::move(p), res);
   const uint64_t rid = next_rid_++;
   const std::string id = client_id(p, rid);
-  track(id, rid);
   RequestSession session(deployment_, tokenizer_.get(), metrics_, rid, p);
+  track(id, session.handle());
   ResponseWriter writer(p, id, options_.model_name, tokenizer_.get());
   SessionUpdate u;
   do {
@@ -207,7 +207,6 @@ void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
   st->rid = next_rid_++;
   st->id = client_id(p, st->rid);
   st->request = std::move(p);
-  track(st->id, st->rid);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -219,6 +218,7 @@ void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
         if (!st->session) {
           st->session = std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, st->rid, st->request);
           st->writer = std::make_unique<ResponseWriter>(st->request, st->id, options_.model_name, tokenizer_.get());
+          track(st->id, st->session->handle());
         }
         const SessionUpdate u = st->session->next();
         bool alive = true;
@@ -243,9 +243,9 @@ void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
       });
 }
 
-void HttpServer::track(const std::string& client_rid, uint64_t rid) {
+void HttpServer::track(const std::string& client_rid, caf::actor session) {
   std::lock_guard<std::mutex> lock(live_mu_);
-  live_[client_rid] = rid;
+  live_[client_rid] = std::move(session);
 }
 
 void HttpServer::untrack(const std::string& client_rid) {

@@ -9,6 +9,8 @@
 // Every bad request gets a 4xx JSON error {"error": {"code", "type", "message"}} and the
 // server stays healthy. Requests run on a large handler pool with a deep listen backlog, so
 // hundreds can wait on the engine at once.
+#include <caf/actor.hpp>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -74,8 +76,8 @@ class HttpServer {
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
-  std::map<std::string, uint64_t> live_;  // client rid -> engine rid, while in progress
-  void track(const std::string& client_rid, uint64_t rid);
+  std::map<std::string, caf::actor> live_;  // client rid -> its session, while in progress
+  void track(const std::string& client_rid, caf::actor session);
   void untrack(const std::string& client_rid);
   int bound_port_ = 0;
   int listen_fd_ = -1;

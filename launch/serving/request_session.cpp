@@ -34,6 +34,8 @@ double RequestSession::seconds_since_arrival() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
 }
 
+caf::actor RequestSession::handle() const { return caf::actor_cast<caf::actor>(*self_); }
+
 void RequestSession::abort() {
   if (done_) return;
   done_ = true;
@@ -63,8 +65,8 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
     u.finished = true, u.error = "the request has ended";
     return u;
   }
-  bool received = false;
-  (*self_)->receive(
+  bool received = false, timed_out = false;
+  while (!received && !timed_out) (*self_)->receive(
       [&](actors::TokenChunk& c) {
         received = true;
         const auto now = std::chrono::steady_clock::now();
@@ -107,7 +109,8 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
         u.result.spec_verify_ct = d.result.spec_verify_ct;
         u.matched_stop = stop_.matched();
       },
-      caf::after(timeout) >> [&] {});
+      [&](actors::AbortRequest&) { (*self_)->send(deployment_.router(), actors::AbortRequest{rid_}); },
+      caf::after(timeout) >> [&] { timed_out = true; });
   if (!received) {
     abort();
     u.finished = true;

@@ -44,6 +44,10 @@ class RequestSession {
   SessionUpdate next(std::chrono::seconds timeout = std::chrono::seconds(600));
   // The client went away: end the request and free its pages.
   void abort();
+  // Where another thread sends an actors::AbortRequest to end this request (/abort_request).
+  // The session forwards it to the Router itself, so it cannot overtake the request's own
+  // SubmitRequest (CAF keeps each sender's messages in order).
+  caf::actor handle() const;
   uint64_t rid() const { return rid_; }
   double seconds_since_arrival() const;
 
