@@ -10,6 +10,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "launch/bench_timing.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
@@ -19,12 +20,9 @@ namespace aerie::launch {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
+using bench::ms_since;
 
 // Device-to-device copy bandwidth, counting bytes read plus bytes written (METHOD.md).
 double measure_copy_bandwidth(Device device) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "kernels/error.hpp"
+#include "launch/bench_timing.hpp"
 #include "launch/progress.hpp"
 
 namespace aerie::launch {
@@ -24,7 +25,7 @@ namespace aerie::launch {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 void split_url(const ServingBenchOptions& o, std::string& host, int& port) {
   host = o.host, port = o.port;

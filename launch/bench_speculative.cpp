@@ -10,6 +10,7 @@
 #include "actors/core/scheduler_core.hpp"
 #include "actors/core/target_worker_core.hpp"
 #include "kernels/error.hpp"
+#include "launch/bench_timing.hpp"
 #include "kernels/staging.hpp"
 #include "model/eagle_head.hpp"
 
@@ -17,12 +18,9 @@ namespace aerie::launch {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
+using bench::ms_since;
 
 std::vector<core::GenerationRequest> prompts(int64_t batch, int64_t len, int64_t vocab, int64_t max_new, uint64_t seed) {
   std::mt19937_64 rng(seed);
