@@ -24,13 +24,19 @@ const char* chat_family_name(ChatFamily f) {
   return "plain";
 }
 
+namespace {
+// The family a Jinja chat template writes: Llama-3 headers or Llama-2 [INST] blocks.
+std::optional<ChatFamily> family_of_jinja(const std::string& tpl) {
+  if (tpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::kLlama3;
+  if (tpl.find("[INST]") != std::string::npos) return ChatFamily::kLlama2;
+  return std::nullopt;
+}
+}  // namespace
+
 ChatFamily detect_chat_family(const std::filesystem::path& dir, const model::TextTokenizer* tokenizer) {
   // transformers 5 saves the template as chat_template.jinja next to the config.
-  if (std::ifstream jinja(dir / "chat_template.jinja"); jinja) {
-    const std::string tpl((std::istreambuf_iterator<char>(jinja)), std::istreambuf_iterator<char>());
-    if (tpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::kLlama3;
-    if (tpl.find("[INST]") != std::string::npos) return ChatFamily::kLlama2;
-  }
+  if (std::ifstream jinja(dir / "chat_template.jinja"); jinja)
+    if (auto f = family_of_jinja(std::string(std::istreambuf_iterator<char>(jinja), std::istreambuf_iterator<char>()))) return *f;
   std::ifstream in(dir / "tokenizer_config.json");
   if (in) {
     const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -41,8 +47,7 @@ ChatFamily detect_chat_family(const std::filesystem::path& dir, const model::Tex
         for (const auto& t : j["chat_template"])
           if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
             tpl = t["template"].get<std::string>();
-      if (tpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::kLlama3;
-      if (tpl.find("[INST]") != std::string::npos) return ChatFamily::kLlama2;
+      if (auto f = family_of_jinja(tpl)) return *f;
     }
   }
   if (tokenizer && tokenizer->token_id("<|start_header_id|>") >= 0 && tokenizer->token_id("<|eot_id|>") >= 0) return ChatFamily::kLlama3;
