@@ -10,19 +10,17 @@ afterwards, and SIGTERM stops the server cleanly.
 import argparse
 import concurrent.futures
 import json
+import os
 import random
-import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_process import running_server  # noqa: E402
 
 
 def call(url, body=None, raw=None):
@@ -55,19 +53,7 @@ def main():
     assert out.returncode == 0, out.stderr
     expected = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([args.serve, "--load-format", "dummy", "--port", str(port), "--max-total-tokens", "4096"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(300):
-            try:
-                if call(base + "/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("server did not come up")
+    with running_server(args.serve, ["--load-format", "dummy", "--max-total-tokens", "4096"]) as (base, port):
         status, models = call(base + "/v1/models")
         assert status == 200 and models["data"][0]["id"] == "tiny", models
         status, info = call(base + "/get_server_info")
@@ -195,10 +181,6 @@ def main():
             status, _ = call(base + "/health_generate")
             assert status == 200, f"unhealthy after {name}"
         print(f"{len(bad)} malformed requests answered with 4xx JSON errors; /health_generate stayed 200")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        rc = server.wait(timeout=60)
-    assert rc == 0, f"server exit {rc}: {server.stderr.read()}"
     print("http_test: all checks passed")
 
 

@@ -11,28 +11,20 @@ template produce, decoded by transformers.
 import argparse
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serving_model  # noqa: E402
+from serve_process import running_server  # noqa: E402
 
 try:
     import openai
 except ImportError as e:
     print(f"SKIP: openai unavailable ({e})")
     sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(url, body):
@@ -49,20 +41,8 @@ def main():
     work = tempfile.mkdtemp(prefix="aerie_openai_")
     model_dir = os.path.join(work, "model")
     hf = serving_model.build(model_dir)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([args.serve, "--model-path", model_dir, "--load-format", "dummy", "--port", str(port),
-                               "--max-total-tokens", "16384", "--served-model-name", "tiny-chat"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=5)
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("server did not come up")
+    with running_server(args.serve, ["--model-path", model_dir, "--load-format", "dummy", "--max-total-tokens", "16384",
+                                     "--served-model-name", "tiny-chat"]) as (base, port):
         client = openai.OpenAI(base_url=base + "/v1", api_key="none")
         assert [m.id for m in client.models.list().data] == ["tiny-chat"]
 
@@ -183,10 +163,6 @@ def main():
             result = json.load(open(out_file))
             assert result["completed"] == 64 and result["total_output_tokens"] == 64 * 16, result
             print(f"aerie-bench serving: {result['completed']} requests, p99 TTFT {result['p99_ttft_ms']:.1f} ms")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        rc = server.wait(timeout=60)
-    assert rc == 0, f"server exit {rc}: {server.stderr.read()[-3000:]}"
     print("openai_test: all checks passed")
 
 

@@ -7,18 +7,12 @@
 import argparse
 import json
 import os
-import signal
-import socket
 import subprocess
+import sys
 import tempfile
-import time
-import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_process import running_server  # noqa: E402
 
 
 def main():
@@ -27,18 +21,7 @@ def main():
     ap.add_argument("--bench", required=True)
     ap.add_argument("--p99-ttft-ms", type=float, default=1000.0)
     args = ap.parse_args()
-    port = free_port()
-    server = subprocess.Popen([args.serve, "--load-format", "dummy", "--port", str(port), "--max-total-tokens", "65536"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("server did not come up")
+    with running_server(args.serve, ["--load-format", "dummy", "--max-total-tokens", "65536"]) as (_, port):
         out_file = os.path.join(tempfile.mkdtemp(prefix="aerie_load_"), "result.json")
         cmd = [args.bench, "serving", "--port", str(port), "--num-prompts", "256", "--random-input-len", "64",
                "--random-output-len", "32", "--random-range-ratio", "0.5", "--output-file", out_file, "--seed", "1"]
@@ -50,10 +33,6 @@ def main():
         assert r["concurrency"] > 128, f"requests did not overlap: concurrency {r['concurrency']:.1f}"
         assert r["p99_ttft_ms"] < args.p99_ttft_ms, f"p99 TTFT {r['p99_ttft_ms']:.0f} ms >= {args.p99_ttft_ms:.0f} ms"
         print(f"256 concurrent streams: p99 TTFT {r['p99_ttft_ms']:.0f} ms, {r['output_throughput']:.0f} output tok/s")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        rc = server.wait(timeout=60)
-    assert rc == 0, f"server exit {rc}: {server.stderr.read()[-3000:]}"
 
 
 if __name__ == "__main__":
