@@ -52,4 +52,16 @@ struct KvWriteParams {
 };
 Status kv_write(const KvWriteParams& p, const Stream& stream);
 
+/// Moves cache rows in order: for i = 0, 1, ...: cache[dst[i]] = cache[src[i]] (K and V).
+/// In order, so a row may be read by one move after an earlier move wrote it; compacts the
+/// accepted path of a verified draft tree into consecutive positions.
+struct KvMoveParams {
+  TensorView src_slots;  // [moves] i32
+  TensorView dst_slots;  // [moves] i32
+  TensorView k_cache;    // [num_slots, kv_heads, head_dim]
+  TensorView v_cache;    // [num_slots, kv_heads, head_dim]
+  void validate() const;
+};
+Status kv_move(const KvMoveParams& p, const Stream& stream);
+
 }  // namespace aerie::kernels

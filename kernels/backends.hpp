@@ -23,6 +23,7 @@ namespace aerie::kernels {
   Status silu_mul(const SiluMulParams& p __VA_ARGS__);          \
   Status attention(const AttentionParams& p __VA_ARGS__);       \
   Status kv_write(const KvWriteParams& p __VA_ARGS__);          \
+  Status kv_move(const KvMoveParams& p __VA_ARGS__);            \
   Status sample(const SampleParams& p __VA_ARGS__);             \
   Status log_softmax(const LogSoftmaxParams& p __VA_ARGS__);    \
   Status rope_kv_write(const RopeKvWriteParams& p __VA_ARGS__);  \

@@ -16,6 +16,7 @@ Status matmul(const MatmulParams&, void*) { return unavailable("matmul"); }
 Status silu_mul(const SiluMulParams&, void*) { return unavailable("silu_mul"); }
 Status attention(const AttentionParams&, void*) { return unavailable("attention"); }
 Status kv_write(const KvWriteParams&, void*) { return unavailable("kv_write"); }
+Status kv_move(const KvMoveParams&, void*) { return unavailable("kv_move"); }
 Status sample(const SampleParams&, void*) { return unavailable("sample"); }
 Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }
 Status rope_kv_write(const RopeKvWriteParams&, void*) { return unavailable("rope_kv_write"); }

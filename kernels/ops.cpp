@@ -211,6 +211,24 @@ Status kv_write(const KvWriteParams& p, const Stream& s) {
   return dispatch(p, s, p.k.device, cpu::kv_write, [](const KvWriteParams& q, void* h) { return cuda::kv_write(q, h); });
 }
 
+void KvMoveParams::validate() const {
+  Device d = k_cache.device;
+  check_tensor(src_slots, "src_slots", 1, d);
+  check_dtype(src_slots, "src_slots", DType::kI32);
+  check_tensor(dst_slots, "dst_slots", 1, d);
+  check_dtype(dst_slots, "dst_slots", DType::kI32);
+  check_rows_match(src_slots, "src_slots", dst_slots, "dst_slots");
+  check_tensor(k_cache, "k_cache", 3, d);
+  check_floating(k_cache, "k_cache");
+  check_tensor(v_cache, "v_cache", 3, d);
+  check_dtype(v_cache, "v_cache", k_cache.dtype);
+  AERIE_CHECK(k_cache.dim(0) == v_cache.dim(0) && k_cache.dim(1) * k_cache.dim(2) == v_cache.dim(1) * v_cache.dim(2),
+              "k_cache " << k_cache.describe() << " and v_cache " << v_cache.describe() << " differ");
+}
+Status kv_move(const KvMoveParams& p, const Stream& s) {
+  return dispatch(p, s, p.k_cache.device, cpu::kv_move, [](const KvMoveParams& q, void* h) { return cuda::kv_move(q, h); });
+}
+
 void SampleParams::validate() const {
   Device d = logits.device;
   check_tensor(logits, "logits", 2, d);

@@ -82,7 +82,8 @@ struct Deployment::Impl {
     if (!o.speculative_algorithm.empty()) {
       draft_kv = std::make_unique<model::KvCache>(draft_config, kv->shape(), device, act);
       draft = std::make_unique<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
-                                                      std::move(draft_model), *draft_kv, *model, o.max_running_requests);
+                                                      std::move(draft_model), *draft_kv, *model, o.max_running_requests,
+                                                      o.speculative_eagle_topk);
       worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft, o.max_running_requests));
     }
     bootstrap_channels();
@@ -187,6 +188,8 @@ struct Deployment::Impl {
                                                    .vocab_size = config.vocab_size,
                                                    .context_length = config.max_position_embeddings,
                                                    .spec_steps = o.speculative_algorithm.empty() ? -1 : o.speculative_num_steps,
+                                                   .spec_topk = o.speculative_eagle_topk,
+                                                   .spec_draft_tokens = o.speculative_num_draft_tokens,
                                                    .spec_disable_batch_size = o.speculative_disable_batch_size};
     for (int64_t g = 0; g < o.dp_size; ++g) {
       caf::actor w = g == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)

@@ -1,5 +1,8 @@
 #include "launch/deployment_flags.hpp"
 
+#include <algorithm>
+
+
 #include "kernels/error.hpp"
 
 namespace aerie::launch {
@@ -31,9 +34,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
                  "the EAGLE head or STANDALONE draft model folder (with --load-format dummy: optional, random weights)");
   app.add_option("--speculative-num-steps", d.speculative_num_steps, "draft tokens proposed per verify (chain depth)")
       ->check(CLI::Range(1, 32));
-  app.add_option("--speculative-eagle-topk", d.speculative_eagle_topk, "branching per draft step (1: chain drafting)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--speculative-num-draft-tokens", d.speculative_num_draft_tokens, "tokens per verify (with topk 1: steps + 1)")
+  app.add_option("--speculative-eagle-topk", d.speculative_eagle_topk, "branching per draft step (1: chain drafting, > 1: tree drafting)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--speculative-num-draft-tokens", d.speculative_num_draft_tokens,
+                 "tokens per verify, the root included (topk 1: always steps + 1; tree default: steps * topk + 1)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
@@ -45,10 +49,17 @@ void check_deployment_flags(DeploymentOptions& d) {
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");
-  AERIE_CHECK(d.speculative_eagle_topk == 1, "--speculative-eagle-topk " << d.speculative_eagle_topk
-                                                                         << ": tree drafting (topk > 1) is not supported yet; use 1 (chain)");
-  // As sglang: with topk 1 the verify holds the chain and the token before it.
-  d.speculative_num_draft_tokens = d.speculative_num_steps + 1;
+  const int64_t S = d.speculative_num_steps, K = d.speculative_eagle_topk;
+  if (K == 1) {  // as sglang: with topk 1 the verify holds the chain and the token before it
+    d.speculative_num_draft_tokens = S + 1;
+    return;
+  }
+  if (d.speculative_num_draft_tokens == 0) d.speculative_num_draft_tokens = S * K + 1;
+  // The tree's nodes are chosen among topk first tokens and topk x topk per further step.
+  const int64_t most = 1 + K + (S - 1) * K * K;
+  AERIE_CHECK(d.speculative_num_draft_tokens >= 2 && d.speculative_num_draft_tokens <= std::min<int64_t>(most, 1024),
+              "--speculative-num-draft-tokens " << d.speculative_num_draft_tokens << " must be in [2, " << std::min<int64_t>(most, 1024)
+                                                << "] with --speculative-num-steps " << S << " and --speculative-eagle-topk " << K);
 }
 
 }  // namespace aerie::launch

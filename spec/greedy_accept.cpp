@@ -4,28 +4,33 @@
 
 namespace aerie::spec {
 
-ChainAcceptance greedy_accept_chain(std::span<const int32_t> draft, std::span<const int32_t> target_argmax,
-                                    int64_t batch, int64_t n) {
-  AERIE_CHECK(batch >= 0 && n >= 0, "batch and draft length must be non-negative");
-  AERIE_CHECK(static_cast<int64_t>(draft.size()) == batch * n, "draft holds " << draft.size() << " tokens, expected "
-                                                                              << batch * n);
-  AERIE_CHECK(static_cast<int64_t>(target_argmax.size()) == batch * (n + 1),
-              "target_argmax holds " << target_argmax.size() << " tokens, expected " << batch * (n + 1));
-  ChainAcceptance out;
-  out.committed_indptr.push_back(0);
-  for (int64_t b = 0; b < batch; ++b) {
-    const int32_t* d = draft.data() + b * n;
-    const int32_t* t = target_argmax.data() + b * (n + 1);
-    int32_t accepted = 0;
-    while (accepted < n && d[accepted] == t[accepted]) {
-      out.committed.push_back(d[accepted]);
-      ++accepted;
-    }
-    out.committed.push_back(t[accepted]);  // the bonus token
-    out.accept_length.push_back(accepted);
-    out.committed_indptr.push_back(static_cast<int32_t>(out.committed.size()));
-  }
+std::vector<int32_t> TreeAcceptance::committed(const DraftTree& tree) const {
+  std::vector<int32_t> out;
+  for (int32_t n : path) out.push_back(tree.tokens[static_cast<size_t>(n)]);
+  out.push_back(bonus);
   return out;
+}
+
+TreeAcceptance greedy_accept_tree(const DraftTree& tree, std::span<const int32_t> target_argmax) {
+  AERIE_CHECK(static_cast<int64_t>(target_argmax.size()) == tree.size(),
+              "target_argmax holds " << target_argmax.size() << " tokens for a tree of " << tree.size());
+  TreeAcceptance r;
+  int32_t node = 0;
+  for (;;) {
+    const int32_t want = target_argmax[static_cast<size_t>(node)];
+    int32_t next = -1;
+    for (int32_t c : tree.children(node))
+      if (tree.tokens[static_cast<size_t>(c)] == want) {
+        next = c;
+        break;
+      }
+    if (next < 0) {
+      r.bonus = want;
+      return r;
+    }
+    r.path.push_back(next);
+    node = next;
+  }
 }
 
 }  // namespace aerie::spec

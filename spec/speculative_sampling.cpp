@@ -12,6 +12,7 @@ namespace aerie::spec {
 namespace {
 // Separate Philox streams for the accept test and for drawing a token.
 constexpr uint64_t kAcceptStream = 0xA5A5A5A5DEADBEEFull;
+constexpr uint64_t kSiblingStride = 0x9E3779B97F4A7C15ull;
 
 int32_t draw(const std::vector<double>& probs, double u) {
   double total = std::accumulate(probs.begin(), probs.end(), 0.0), run = 0.0;
@@ -59,29 +60,39 @@ std::vector<double> processed_distribution(std::span<const float> logits, const 
   return out;
 }
 
-SampledAcceptance accept_chain_sampled(std::span<const float> logits, int64_t vocab, std::span<const int32_t> drafts,
-                                       const SamplingParams& p, int64_t first_step) {
-  const int64_t n = static_cast<int64_t>(drafts.size());
-  AERIE_CHECK(static_cast<int64_t>(logits.size()) == (n + 1) * vocab, "verify logits hold " << logits.size() << " values for " << n + 1
-                                                                                           << " rows of " << vocab);
+TreeAcceptance accept_tree_sampled(std::span<const float> logits, int64_t vocab, const DraftTree& tree, const SamplingParams& p,
+                                   int64_t first_step) {
+  AERIE_CHECK(static_cast<int64_t>(logits.size()) == tree.size() * vocab,
+              "verify logits hold " << logits.size() << " values for " << tree.size() << " rows of " << vocab);
   const auto seed = static_cast<uint64_t>(p.seed);
-  SampledAcceptance r;
-  for (int64_t i = 0; i <= n; ++i) {
-    auto probs = processed_distribution(logits.subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab)), p);
-    const auto step = static_cast<uint64_t>(first_step + i);
-    if (i < n) {
-      const int32_t d = drafts[static_cast<size_t>(i)];
+  TreeAcceptance r;
+  int32_t node = 0;
+  for (int64_t depth = 0;; ++depth) {
+    auto probs = processed_distribution(logits.subspan(static_cast<size_t>(node * vocab), static_cast<size_t>(vocab)), p);
+    const auto step = static_cast<uint64_t>(first_step + depth);
+    double left = 1.0;  // mass of probs not yet removed
+    int32_t next = -1;
+    uint64_t sibling = 0;
+    for (int32_t c : tree.children(node)) {
+      const int32_t d = tree.tokens[static_cast<size_t>(c)];
       AERIE_CHECK(d >= 0 && d < vocab, "draft token " << d << " is outside the vocabulary");
-      if (static_cast<double>(kernels::philox_uniform(seed ^ kAcceptStream, step)) < probs[static_cast<size_t>(d)]) {
-        ++r.accepted;
-        continue;
+      const double pd = probs[static_cast<size_t>(d)];
+      // Sibling j draws from its own stream; the first child's is the chain's.
+      const double u = kernels::philox_uniform(seed ^ kAcceptStream ^ (sibling++ * kSiblingStride), step);
+      if (left > 0.0 && u * left < pd) {
+        next = c;
+        break;
       }
-      probs[static_cast<size_t>(d)] = 0.0;  // rejected: draw from what is left
+      probs[static_cast<size_t>(d)] = 0.0;  // rejected: the next try and the bonus see the rest
+      left -= pd;
     }
-    r.bonus = draw(probs, static_cast<double>(kernels::philox_uniform(seed, step)));
-    return r;
+    if (next < 0) {
+      r.bonus = draw(probs, static_cast<double>(kernels::philox_uniform(seed, step)));
+      return r;
+    }
+    r.path.push_back(next);
+    node = next;
   }
-  return r;
 }
 
 }  // namespace aerie::spec

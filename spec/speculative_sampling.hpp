@@ -1,16 +1,19 @@
 #pragma once
-// Verification of chain drafts with sampling, exact in distribution: the draft proposes
-// deterministically (its argmax), so each draft token d is accepted with probability
+// Verification of draft trees with sampling, exact in distribution: the draft proposes
+// deterministically (its top tokens), so each draft token d is accepted with probability
 // p(d) under the target's processed distribution p (temperature, top-k, top-p, min-p, as
-// the sampler applies them); on rejection the bonus token is drawn from p with d removed
-// and renormalised, and after the last accepted draft from p itself. Whatever the draft
+// the sampler applies them); on rejection d is removed from p and p renormalised before
+// the next sibling is tried or the bonus token drawn, and after the last accepted draft
+// the bonus is drawn from p itself. Whatever the draft
 // proposes, every committed token is distributed exactly as plain sampling from the
-// target would draw it (sglang's "target only" tree speculative sampling, chain case).
+// target would draw it (sglang's "target only" tree speculative sampling).
 // Random numbers are Philox(seed, index of the output token) streams, so a request draws
 // the same numbers in any batch.
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "spec/greedy_accept.hpp"
 
 namespace aerie::spec {
 
@@ -26,14 +29,13 @@ struct SamplingParams {
 // zero outside the kept set, summing to 1.
 std::vector<double> processed_distribution(std::span<const float> logits, const SamplingParams& p);
 
-struct SampledAcceptance {
-  int32_t accepted = 0;  // draft tokens accepted
-  int32_t bonus = 0;     // the token after them
-};
-
-// logits: [drafts.size() + 1, vocab] row-major, row i = the target after the committed
-// tokens and drafts[0..i). first_step: how many tokens the request has output so far.
-SampledAcceptance accept_chain_sampled(std::span<const float> logits, int64_t vocab, std::span<const int32_t> drafts,
-                                       const SamplingParams& p, int64_t first_step);
+// logits: [tree.size(), vocab] row-major, row i = the target after the committed tokens
+// and node i's path. first_step: how many tokens the request has output so far. At a node
+// with processed target distribution p, its children x_1, x_2, ... are tried in order:
+// x_j is accepted with probability p_j(x_j), where p_j is p with x_1..x_{j-1} removed and
+// renormalised; when all are rejected the bonus is drawn from what is left. Each committed
+// token is therefore distributed exactly as p.
+TreeAcceptance accept_tree_sampled(std::span<const float> logits, int64_t vocab, const DraftTree& tree, const SamplingParams& p,
+                                   int64_t first_step);
 
 }  // namespace aerie::spec

@@ -60,9 +60,13 @@ struct BatchMessage {
   std::vector<int64_t> global_num_tokens;  // DP attention: every rank's token count
   int32_t bucket = 0;                      // CUDA-graph bucket every rank replays (0: eager)
   // Speculative decoding (empty / -1 otherwise). An EXTEND batch runs the draft over the
-  // same chunks; a VERIFY batch has spec_steps + 1 tokens per sequence (the last committed
-  // token, then room for the drafts the worker proposes) and kv_indices over them.
+  // same chunks; a VERIFY batch has spec_draft_tokens tokens per sequence (the last
+  // committed token, then room for the drafts the worker proposes: spec_steps + 1 for a
+  // chain) and its kv_indices cover the positions [0, root + spec::verify_reserve(...)):
+  // the verified tokens' context and the slots the draft and the compaction may use.
   int32_t spec_steps = -1;
+  int32_t spec_topk = 1;           // > 1: tree drafting
+  int32_t spec_draft_tokens = -1;  // VERIFY: tokens per sequence
   std::vector<uint64_t> seq_rids;       // [sequences] every sequence's request
   std::vector<int32_t> lookahead_ids;   // [sequences] EXTEND: the token after the chunk, -1 when it samples
   std::vector<int32_t> extra_slots;     // [sequences] the slot of the position after the last input token
@@ -70,7 +74,7 @@ struct BatchMessage {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
-       global_num_tokens, bucket, spec_steps, seq_rids, lookahead_ids, extra_slots, finished_rids);
+       global_num_tokens, bucket, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids);
   }
   bool operator==(const BatchMessage&) const = default;
 };

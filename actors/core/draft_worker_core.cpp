@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "kernels/error.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
+#include "kernels/topk.hpp"
 
 namespace aerie::core {
 
@@ -16,7 +19,7 @@ SpecAlgorithm parse_spec_algorithm(const std::string& name) {
 
 DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head,
                                  std::unique_ptr<model::LlamaModel> standalone, model::KvCache& draft_kv, const model::LlamaModel& target,
-                                 int64_t max_requests)
+                                 int64_t max_requests, int64_t topk)
     : algorithm_(algorithm),
       head_(std::move(head)),
       standalone_(std::move(standalone)),
@@ -25,7 +28,9 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
       stream_(target.stream()),
       act_(target.act_dtype()),
       hidden_size_(target.config().hidden_size),
-      max_requests_(max_requests) {
+      max_requests_(max_requests),
+      topk_(topk) {
+  AERIE_CHECK(topk_ >= 1 && topk_ <= kernels::kMaxTopK, "--speculative-eagle-topk must be in [1, " << kernels::kMaxTopK << "], got " << topk_);
   AERIE_CHECK(algorithm_ != SpecAlgorithm::kNone, "a draft worker needs a speculative algorithm");
   AERIE_CHECK(eagle() ? head_ != nullptr : standalone_ != nullptr, "the draft model does not match the algorithm");
   if (standalone_)
@@ -55,8 +60,12 @@ int64_t DraftWorkerCore::row_for(uint64_t rid) {
   return s.hidden_row;
 }
 
+TensorView DraftWorkerCore::forward(const model::ForwardBatch& b, const TensorView& in_hidden) {
+  return eagle() ? head_->forward(b, in_hidden, kv_) : standalone_->forward(b, kv_);
+}
+
 std::vector<int32_t> DraftWorkerCore::run(const model::ForwardBatch& b, const TensorView& in_hidden) {
-  const TensorView logits = eagle() ? head_->forward(b, in_hidden, kv_) : standalone_->forward(b, kv_);
+  const TensorView logits = forward(b, in_hidden);
   const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
   if (rows == 0) return {};
   if (!argmax_ || argmax_rows_ < rows) {
@@ -68,6 +77,44 @@ std::vector<int32_t> DraftWorkerCore::run(const model::ForwardBatch& b, const Te
   if (head_)
     for (auto& id : ids) id = head_->to_target(id);
   return ids;
+}
+
+DraftWorkerCore::TopRows DraftWorkerCore::run_top(const model::ForwardBatch& b, const TensorView& in_hidden, int64_t k) {
+  const TensorView logits = forward(b, in_hidden);
+  const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
+  TopRows out;
+  if (rows == 0) return out;
+  AERIE_CHECK(k <= logits.dim(1), "--speculative-eagle-topk " << k << " exceeds the draft vocabulary of " << logits.dim(1));
+  // The logits are this forward's scratch: turn them into log-probabilities in place.
+  AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));
+  if (!top_values_.data() || top_values_.view().numel() < rows * k) {
+    top_values_ = Buffer(stream_.device(), DType::kF32, {rows * k});
+    top_ids_ = Buffer(stream_.device(), DType::kI32, {rows * k});
+  }
+  const TensorView values(top_values_.data(), DType::kF32, {rows, k}, stream_.device());
+  const TensorView ids(top_ids_.data(), DType::kI32, {rows, k}, stream_.device());
+  AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));
+  out.tokens.resize(static_cast<size_t>(rows * k));
+  out.logp.resize(static_cast<size_t>(rows * k));
+  copy_async(out.tokens.data(), ids.data, out.tokens.size() * sizeof(int32_t), stream_);
+  copy_async(out.logp.data(), values.data, out.logp.size() * sizeof(float), stream_);
+  synchronize(stream_);
+  if (head_)
+    for (auto& id : out.tokens) id = head_->to_target(id);
+  return out;
+}
+
+TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<int32_t>& rows) {
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t width = table.dim(1);
+  for (int32_t r : rows) AERIE_CHECK(r >= 0 && r < table.dim(0), "draft hidden row " << r << " is outside " << table.describe());
+  if (!gathered_.data() || gathered_.view().numel() < n * width) gathered_ = Buffer(stream_.device(), act_, {std::max<int64_t>(n, 1) * width});
+  if (!gather_ids_.data() || gather_ids_.view().numel() < n) gather_ids_ = Buffer(stream_.device(), DType::kI32, {std::max<int64_t>(n, 64)});
+  // From pageable memory the copy has read `rows` when it returns, so rows may go away.
+  copy_async(gather_ids_.data(), rows.data(), rows.size() * sizeof(int32_t), stream_);
+  const TensorView out(gathered_.data(), act_, {n, width}, stream_.device());
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = TensorView(gather_ids_.data(), DType::kI32, {n}, stream_.device()), .table = table, .out = out}, stream_));
+  return out;
 }
 
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
@@ -91,31 +138,35 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
       kept.push_back(&s);
     }
   }
-  const int64_t T = b.num_tokens();
   TensorView in_hidden;
   if (eagle()) {
     // The target's hidden rows of each sequence, gathered in batch order.
     AERIE_CHECK(target_hidden.defined(), "EAGLE draft extend needs the target's hidden states");
-    const int64_t width = target_hidden.dim(1);
-    const size_t row_bytes = static_cast<size_t>(width) * dtype_size(act_);
-    if (!gathered_.data() || gathered_.nbytes() < T * static_cast<int64_t>(row_bytes)) gathered_ = Buffer(stream_.device(), act_, {T, width});
-    int64_t at = 0;
+    std::vector<int32_t> rows;
     for (const auto& s : seqs) {
-      const int64_t n = static_cast<int64_t>(s.tokens.size());
-      AERIE_CHECK(s.hidden_row >= 0 && s.hidden_row + n <= target_hidden.dim(0), "draft extend of request " << s.rid << ": hidden rows out of range");
-      copy_async(static_cast<char*>(gathered_.data()) + at * static_cast<int64_t>(row_bytes),
-                 static_cast<const char*>(target_hidden.data) + s.hidden_row * static_cast<int64_t>(row_bytes), static_cast<size_t>(n) * row_bytes,
-                 stream_);
-      at += n;
+      AERIE_CHECK(s.hidden_rows.size() == s.tokens.size(), "draft extend of request " << s.rid << ": one hidden row per token");
+      rows.insert(rows.end(), s.hidden_rows.begin(), s.hidden_rows.end());
     }
-    in_hidden = TensorView(gathered_.data(), act_, {T, width}, stream_.device());
+    in_hidden = gather(target_hidden, rows);
   }
-  const auto next = run(b, in_hidden);
+  std::vector<int32_t> next;
+  TopRows top;
+  if (topk_ > 1) {
+    top = run_top(b, in_hidden, topk_);
+    for (size_t k = 0; k < kept.size(); ++k) next.push_back(top.tokens[k * static_cast<size_t>(topk_)]);
+  } else {
+    next = run(b, in_hidden);
+  }
   const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
   for (size_t k = 0; k < kept.size(); ++k) {
     const uint64_t rid = kept[k]->rid;
     const int64_t row = row_for(rid);
     state_[rid].next_token = next[k];
+    if (topk_ > 1) {
+      const auto at = static_cast<std::ptrdiff_t>(k) * topk_;
+      state_[rid].top_tokens.assign(top.tokens.begin() + at, top.tokens.begin() + at + topk_);
+      state_[rid].top_logp.assign(top.logp.begin() + at, top.logp.begin() + at + topk_);
+    }
     if (eagle()) {  // the head's output at the sequence's last token
       const TensorView out = head_->out_hidden();
       copy_async(static_cast<char*>(hidden_pool_.data()) + row * static_cast<int64_t>(hrow),

@@ -6,6 +6,8 @@
 //   extend(): after a target forward (prefill chunk or verify), runs the draft over the
 //     tokens now committed, so its cache and state follow the target.
 //   propose(): `steps` chain draft tokens per request (argmax), from the state on.
+//   propose_tree(): with topk > 1, expands the topk best nodes by their topk tokens per
+//     step and returns each request's verify tree (spec/draft_tree.hpp).
 // Token ids in and out are target ids (an EAGLE3 head's reduced vocabulary is mapped).
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
+#include "spec/draft_tree.hpp"
 
 namespace aerie::core {
 
@@ -28,8 +31,9 @@ class DraftWorkerCore {
  public:
   // Exactly one of head / standalone is set, matching the algorithm.
   DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head, std::unique_ptr<model::LlamaModel> standalone,
-                  model::KvCache& draft_kv, const model::LlamaModel& target, int64_t max_requests);
+                  model::KvCache& draft_kv, const model::LlamaModel& target, int64_t max_requests, int64_t topk = 1);
   SpecAlgorithm algorithm() const { return algorithm_; }
+  int64_t topk() const { return topk_; }
   bool eagle() const { return algorithm_ != SpecAlgorithm::kStandalone; }
 
   struct ExtendSeq {
@@ -38,7 +42,7 @@ class DraftWorkerCore {
     int32_t first_position = 0;
     std::vector<int32_t> slots;    // the KV slot of each token
     std::vector<int32_t> context;  // slots of positions [0, first_position + tokens.size())
-    int64_t hidden_row = -1;       // EAGLE: the first token's row in target_hidden
+    std::vector<int32_t> hidden_rows;  // EAGLE: each token's row in target_hidden
     bool keep = false;             // the last token's proposal becomes the request's state
   };
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
@@ -47,10 +51,17 @@ class DraftWorkerCore {
   struct ProposeSeq {
     uint64_t rid = 0;
     int32_t first_position = 0;    // position of the first draft forward's input
-    std::vector<int32_t> context;  // slots of positions [0, first_position + steps - 1)
+    // Slots of positions [0, first_position + steps - 1) for a chain; a tree writes its
+    // (steps - 1) * topk scratch rows to the slots from first_position on.
+    std::vector<int32_t> context;
+    int32_t root_token = 0;        // tree: the request's last committed token
   };
   // `steps` tokens per request: the state's token, then steps - 1 draft forwards.
   std::vector<std::vector<int32_t>> propose(const std::vector<ProposeSeq>& seqs, int64_t steps);
+  // Tree drafting (topk > 1): steps - 1 expansions of topk nodes per request, each query
+  // seeing its request's context and its own path; the best draft_tokens - 1 candidates
+  // by cumulative draft log-probability form the tree.
+  std::vector<spec::DraftTree> propose_tree(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens);
 
   const model::EagleHead* head() const { return head_.get(); }
   bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
@@ -60,10 +71,21 @@ class DraftWorkerCore {
  private:
   struct State {
     int32_t next_token = 0;
-    int64_t hidden_row = -1;  // EAGLE: row in hidden_pool_
+    int64_t hidden_row = -1;         // EAGLE: row in hidden_pool_
+    std::vector<int32_t> top_tokens;  // topk > 1: the best next tokens (target ids)
+    std::vector<float> top_logp;      // and their draft log-probabilities
+  };
+  struct TopRows {
+    std::vector<int32_t> tokens;  // [rows * k] target ids, best first
+    std::vector<float> logp;      // [rows * k]
   };
   // Runs one draft forward; returns the argmax (target ids) of its logit rows.
   std::vector<int32_t> run(const model::ForwardBatch& b, const TensorView& in_hidden);
+  // Runs one draft forward; returns the k best tokens of each logit row.
+  TopRows run_top(const model::ForwardBatch& b, const TensorView& in_hidden, int64_t k);
+  TensorView forward(const model::ForwardBatch& b, const TensorView& in_hidden);
+  // gathered_[i] = table[rows[i]]; returns the gathered view.
+  TensorView gather(const TensorView& table, const std::vector<int32_t>& rows);
   int64_t row_for(uint64_t rid);
 
   SpecAlgorithm algorithm_;
@@ -75,12 +97,15 @@ class DraftWorkerCore {
   DType act_;
   int64_t hidden_size_;
   int64_t max_requests_;
+  int64_t topk_;
   std::unordered_map<uint64_t, State> state_;
   std::vector<int64_t> free_rows_;
   Buffer hidden_pool_;  // [max_requests, H]: each request's state hidden
   Buffer gathered_;     // [rows, width]: a forward's input hidden states
   std::unique_ptr<model::Sampler> argmax_;
   int64_t argmax_rows_ = 0;
+  Buffer gather_ids_;              // [rows] i32 row ids for gather()
+  Buffer top_values_, top_ids_;    // [rows, k] run_top's output
 };
 
 }  // namespace aerie::core

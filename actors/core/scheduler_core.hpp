@@ -27,6 +27,8 @@ struct SchedulerOptions {
   // Speculative decoding: draft tokens per verify (-1: off). Above spec_disable_batch_size
   // running requests (0: never) a verify proposes none (the draft still follows).
   int64_t spec_steps = -1;
+  int64_t spec_topk = 1;           // > 1: tree drafting
+  int64_t spec_draft_tokens = 0;   // tokens per verify (0: spec_steps + 1)
   int64_t spec_disable_batch_size = 0;
 };
 

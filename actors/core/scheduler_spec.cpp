@@ -3,12 +3,14 @@
 // and VERIFY batches (every decoding request: its last committed token plus spec_steps
 // draft tokens the worker proposes). A speculative request always holds KV slots for all
 // its tokens including the newest (its position is where the draft already writes), and a
-// verify reserves spec_steps + 1 positions beyond that; the rejected ones are given back
-// when the result comes.
+// verify reserves spec::verify_reserve() positions from there on (the verified tokens and
+// the draft's scratch rows); those past the committed tokens are given back when the
+// result comes. With topk > 1 the verified tokens form a tree the worker drafts.
 #include <algorithm>
 
 #include "actors/core/scheduler_core.hpp"
 #include "kernels/error.hpp"
+#include "spec/draft_tree.hpp"
 
 namespace aerie::core {
 
@@ -49,7 +51,10 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   AERIE_CHECK(!running_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
   const bool off = options_.spec_disable_batch_size > 0 && static_cast<int64_t>(running_.size()) > options_.spec_disable_batch_size;
   const int64_t S = off ? 0 : options_.spec_steps;
-  auto need_of = [&](uint64_t rid) { return static_cast<int64_t>(requests_.at(rid).tokens.size()) + S + 1; };
+  const int64_t K = off ? 1 : options_.spec_topk;
+  const int64_t N = (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1;  // tokens verified
+  const int64_t reserve = spec::verify_reserve(S, K, N);
+  auto need_of = [&](uint64_t rid) { return static_cast<int64_t>(requests_.at(rid).tokens.size()) - 1 + reserve; };
   for (;;) {
     int64_t need = 0;
     for (uint64_t rid : running_) need += pages_.pages_needed(rid, need_of(rid));
@@ -58,21 +63,23 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   }
   b.mode = transport::ForwardMode::kVerify;
   b.spec_steps = static_cast<int32_t>(S);  // 0 above the batch-size threshold
+  b.spec_topk = static_cast<int32_t>(K);
+  b.spec_draft_tokens = static_cast<int32_t>(N);
   for (uint64_t rid : running_) {
     AERIE_CHECK(decoding(rid), "request " << rid << " is verified before its prompt is done");
     AERIE_CHECK(pages_.reserve(rid, need_of(rid)), "the KV pool cannot hold one verify of request " << rid);
     const Request& q = requests_.at(rid);
     const int64_t L = static_cast<int64_t>(q.tokens.size()), n = L - 1;
     b.input_ids.push_back(q.tokens.back());
-    for (int64_t i = 0; i < S; ++i) b.input_ids.push_back(0);  // the worker's drafts go here
-    for (int64_t i = 0; i <= S; ++i) b.positions.push_back(static_cast<int32_t>(n + i));
-    pages_.append_slots(rid, n, n + S + 1, b.out_cache_loc);
-    pages_.append_slots(rid, 0, n + S + 1, b.kv_indices);
+    for (int64_t i = 1; i < N; ++i) b.input_ids.push_back(0);  // the worker's drafts go here
+    for (int64_t i = 0; i < N; ++i) b.positions.push_back(static_cast<int32_t>(n + i));  // the worker sets tree depths
+    pages_.append_slots(rid, n, n + N, b.out_cache_loc);
+    pages_.append_slots(rid, 0, n + reserve, b.kv_indices);
     if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
     b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
     b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
     b.seq_rids.push_back(rid);
-    b.extra_slots.push_back(pages_.slot(rid, n + S + 1));
+    b.extra_slots.push_back(-1);
     b.rids.push_back(rid);
     b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
     b.sampling.push_back(sampling_row(q));

@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "actors/core/forward_batch_of.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
+#include "spec/draft_tree.hpp"
 #include "spec/greedy_accept.hpp"
 #include "spec/speculative_sampling.hpp"
 
@@ -44,7 +46,7 @@ std::vector<int32_t> SpecWorkerCore::argmax_rows(const TensorView& logits) {
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
   for (uint64_t rid : m.finished_rids) draft_.forget(rid);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
-  AERIE_CHECK(m.seq_rids.size() == seqs && m.extra_slots.size() == seqs, "speculative batch " << m.step_id << ": per-sequence fields disagree");
+  AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");
   if (m.mode == transport::ForwardMode::kVerify) return verify(m);
   AERIE_CHECK(m.mode == transport::ForwardMode::kExtend, "speculative batches are EXTEND or VERIFY");
   AERIE_CHECK(m.lookahead_ids.size() == seqs, "speculative batch " << m.step_id << ": lookahead ids disagree");
@@ -80,7 +82,7 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
       // Position p pairs the token at p + 1 with the target's hidden state at p.
       e.tokens = range_of(m.input_ids, q0 + 1, q1);
       e.tokens.push_back(next);
-      e.hidden_row = q0;
+      for (int64_t q = q0; q < q1; ++q) e.hidden_rows.push_back(static_cast<int32_t>(q));
     } else {
       e.tokens = range_of(m.input_ids, q0, q1);
       if (final) {  // the sampled token too, at the position after the chunk
@@ -97,37 +99,57 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
 }
 
 transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) {
-  const int64_t S = m.spec_steps, D = S + 1;
+  const int64_t S = m.spec_steps, K = std::max<int32_t>(m.spec_topk, 1);
+  const int64_t N = K > 1 ? m.spec_draft_tokens : S + 1;  // nodes verified per request
+  const int64_t reserve = spec::verify_reserve(S, K, N);
   const size_t B = m.seq_rids.size();
-  AERIE_CHECK(m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(D),
-              "verify batch " << m.step_id << ": expected " << D << " tokens and one sampling row per request");
+  AERIE_CHECK(N >= 1 && m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(N),
+              "verify batch " << m.step_id << ": expected " << N << " tokens and one sampling row per request");
+  AERIE_CHECK(K == draft_.topk(), "verify batch " << m.step_id << " drafts with topk " << K << ", the draft worker was set up for " << draft_.topk());
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.seq_rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
-  // Each request's context: slots of positions [0, n + S], then the slot of n + S + 1.
+  // Each request's slots of positions [0, root + reserve): context, verified nodes, scratch.
   std::vector<std::vector<int32_t>> full(B);
   std::vector<int32_t> start(B);
   for (size_t s = 0; s < B; ++s) {
-    AERIE_CHECK(m.qo_indptr[s + 1] - m.qo_indptr[s] == D, "verify batch: request " << m.seq_rids[s] << " has the wrong token count");
+    AERIE_CHECK(m.qo_indptr[s + 1] - m.qo_indptr[s] == N, "verify batch: request " << m.seq_rids[s] << " has the wrong token count");
     start[s] = m.positions[static_cast<size_t>(m.qo_indptr[s])];
     full[s] = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]);
-    AERIE_CHECK(static_cast<int64_t>(full[s].size()) == start[s] + D, "verify batch: request " << m.seq_rids[s] << "'s context is "
-                                                                                                << full[s].size() << " slots");
-    AERIE_CHECK(m.extra_slots[s] >= 0, "verify batch: request " << m.seq_rids[s] << " has no slot after its verify tokens");
-    full[s].push_back(m.extra_slots[s]);
+    AERIE_CHECK(static_cast<int64_t>(full[s].size()) == start[s] + reserve,
+                "verify batch: request " << m.seq_rids[s] << "'s context is " << full[s].size() << " slots, expected " << start[s] + reserve);
   }
-  // 1. Draft.
+  // 1. Draft: a chain, or a tree with topk > 1.
   std::vector<DraftWorkerCore::ProposeSeq> ps(B);
   for (size_t s = 0; s < B; ++s)
-    ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (draft_.eagle() ? 0 : 1), .context = full[s]};
-  const auto drafts = draft_.propose(ps, S);
-  // 2. Verify: the last committed token and the drafts, logits for every row.
-  model::ForwardBatch b = forward_batch_of(m);
-  b.logit_rows.clear();
-  for (size_t s = 0; s < B; ++s)
-    for (int64_t i = 0; i < D; ++i) {
-      const size_t at = static_cast<size_t>(m.qo_indptr[s] + i);
-      if (i > 0) b.input_ids[at] = drafts[s][static_cast<size_t>(i - 1)];
-      b.logit_rows.push_back(static_cast<int32_t>(at));
+    ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (draft_.eagle() ? 0 : 1), .context = full[s],
+             .root_token = m.input_ids[static_cast<size_t>(m.qo_indptr[s])]};
+  std::vector<spec::DraftTree> trees;
+  if (K > 1) {
+    trees = draft_.propose_tree(ps, S, N);
+  } else {
+    const auto drafts = draft_.propose(ps, S);
+    for (size_t s = 0; s < B; ++s) trees.push_back(spec::DraftTree::chain(ps[s].root_token, drafts[s]));
+  }
+  // 2. Verify every node in one target forward; a tree sees only its ancestors.
+  model::ForwardBatch b;
+  for (size_t s = 0; s < B; ++s) {
+    const auto& t = trees[s];
+    AERIE_CHECK(t.size() == N, "request " << m.seq_rids[s] << "'s draft tree has " << t.size() << " nodes, expected " << N);
+    const auto depth = t.depths();
+    for (int64_t i = 0; i < N; ++i) {
+      b.input_ids.push_back(t.tokens[static_cast<size_t>(i)]);
+      b.positions.push_back(start[s] + depth[static_cast<size_t>(i)]);
+      b.out_cache_loc.push_back(full[s][static_cast<size_t>(start[s] + i)]);
+      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
     }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indices.insert(b.kv_indices.end(), full[s].begin(), full[s].begin() + start[s] + N);
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    if (K > 1) {
+      if (b.mask_indptr.empty()) b.mask_indptr.push_back(0);
+      spec::append_tree_mask(t, start[s], b.custom_mask);
+      b.mask_indptr.push_back(static_cast<int32_t>(b.custom_mask.size()));
+    }
+  }
   const TensorView logits = target_.forward(b, kv_);
   // 3. Accept.
   const bool any_greedy = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature == 0.0f; });
@@ -141,42 +163,63 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     copy_async(host.data(), logits.data, host.size() * sizeof(float), target_.stream());
     synchronize(target_.stream());
   }
-  std::vector<std::vector<int32_t>> committed(B);
+  std::vector<spec::TreeAcceptance> acc(B);
   for (size_t s = 0; s < B; ++s) {
     const auto& sp = m.sampling[s];
-    if (sp.temperature == 0.0f) {
-      const auto acc = spec::greedy_accept_chain(drafts[s], std::span<const int32_t>(argmax).subspan(s * static_cast<size_t>(D), static_cast<size_t>(D)), 1, S);
-      committed[s] = acc.committed;
-    } else {
-      const auto acc = spec::accept_chain_sampled(std::span<const float>(host).subspan(s * static_cast<size_t>(D * V), static_cast<size_t>(D * V)), V,
-                                                  drafts[s], {.temperature = sp.temperature, .top_p = sp.top_p, .top_k = sp.top_k, .min_p = sp.min_p, .seed = sp.seed},
-                                                  sp.step);
-      committed[s].assign(drafts[s].begin(), drafts[s].begin() + acc.accepted);
-      committed[s].push_back(acc.bonus);
-    }
+    if (sp.temperature == 0.0f)
+      acc[s] = spec::greedy_accept_tree(trees[s], std::span<const int32_t>(argmax).subspan(s * static_cast<size_t>(N), static_cast<size_t>(N)));
+    else
+      acc[s] = spec::accept_tree_sampled(std::span<const float>(host).subspan(s * static_cast<size_t>(N * V), static_cast<size_t>(N * V)), V, trees[s],
+                                         {.temperature = sp.temperature, .top_p = sp.top_p, .top_k = sp.top_k, .min_p = sp.min_p, .seed = sp.seed}, sp.step);
   }
-  // 4. The draft follows the committed tokens.
+  // 4. A tree's accepted nodes move to the positions after the root (a chain's are there).
+  if (K > 1) {
+    std::vector<int32_t> src, dst;
+    for (size_t s = 0; s < B; ++s)
+      for (size_t k = 0; k < acc[s].path.size(); ++k) {
+        const int32_t from = full[s][static_cast<size_t>(start[s] + acc[s].path[k])], to = full[s][static_cast<size_t>(start[s]) + k + 1];
+        if (from != to) src.push_back(from), dst.push_back(to);
+      }
+    move_kv(src, dst);
+  }
+  // 5. The draft follows the committed tokens.
   const TensorView hidden = draft_.eagle() ? target_.captured_hidden() : TensorView();
   std::vector<DraftWorkerCore::ExtendSeq> ext(B);
   for (size_t s = 0; s < B; ++s) {
-    const int64_t a = static_cast<int64_t>(committed[s].size()) - 1, n = start[s];
+    const auto committed = acc[s].committed(trees[s]);
+    const int64_t a = static_cast<int64_t>(committed.size()) - 1, n = start[s];
     auto& e = ext[s];
     e.rid = m.seq_rids[s];
     e.keep = true;
-    e.tokens = committed[s];
-    if (draft_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states there
+    e.tokens = committed;
+    if (draft_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states of the root and path
       e.first_position = static_cast<int32_t>(n);
-      e.hidden_row = m.qo_indptr[s];
+      e.hidden_rows.push_back(m.qo_indptr[s]);
+      for (int32_t node : acc[s].path) e.hidden_rows.push_back(m.qo_indptr[s] + node);
     } else {  // the committed tokens at their own positions n+1..n+a+1
       e.first_position = static_cast<int32_t>(n + 1);
     }
     e.slots = range_of(full[s], e.first_position, e.first_position + a + 1);
     e.context = range_of(full[s], 0, e.first_position + a + 1);
-    r.next_tokens.insert(r.next_tokens.end(), committed[s].begin(), committed[s].end());
+    r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
     r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }
   draft_.extend(ext, hidden);
   return r;
+}
+
+void SpecWorkerCore::move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+  if (src.empty()) return;
+  const auto n = static_cast<int64_t>(src.size());
+  const Device device = target_.stream().device();
+  if (!move_slots_.data() || move_slots_.view().numel() < 2 * n) move_slots_ = Buffer(device, DType::kI32, {std::max<int64_t>(2 * n, 256)});
+  std::vector<int32_t> both(src);
+  both.insert(both.end(), dst.begin(), dst.end());
+  copy_async(move_slots_.data(), both.data(), both.size() * sizeof(int32_t), target_.stream());  // pageable: read on return
+  const TensorView s(move_slots_.data(), DType::kI32, {n}, device);
+  const TensorView d(static_cast<int32_t*>(move_slots_.data()) + n, DType::kI32, {n}, device);
+  for (int64_t layer = 0; layer < target_.config().num_layers; ++layer)
+    AERIE_CHECK_STATUS(kernels::kv_move({.src_slots = s, .dst_slots = d, .k_cache = kv_.k(layer), .v_cache = kv_.v(layer)}, target_.stream()));
 }
 
 }  // namespace aerie::core

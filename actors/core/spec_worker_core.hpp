@@ -1,11 +1,12 @@
 #pragma once
 // SpecWorkerCore: one speculative iteration on a rank, target and draft together
-// (sglang's EAGLE worker, chain drafting). For an EXTEND batch it runs the target over the
+// (sglang's EAGLE worker, chain or tree drafting). For an EXTEND batch it runs the target over the
 // prompt chunks (capturing hidden states), samples where a chunk ends the prompt, and runs
 // the draft over the same positions. For a VERIFY batch (spec_steps = S) it proposes S
-// draft tokens per request, verifies them in one target forward over S + 1 tokens, accepts
-// greedily (temperature 0) or by target-only rejection sampling (exact in distribution),
-// and runs the draft over the committed tokens. The result lists each request's committed
+// draft tokens per request (a chain, or with topk > 1 a tree of spec_draft_tokens nodes),
+// verifies them in one target forward (a tree under its attention mask), accepts greedily
+// (temperature 0) or by target-only rejection sampling (exact in distribution), moves a
+// tree's accepted KV rows to their positions and runs the draft over the committed tokens. The result lists each request's committed
 // tokens (accepted drafts + one bonus); rejected positions are left for the Scheduler to free.
 #include <memory>
 
@@ -31,6 +32,8 @@ class SpecWorkerCore {
   transport::BatchResult extend(const transport::BatchMessage& m);
   transport::BatchResult verify(const transport::BatchMessage& m);
   std::vector<int32_t> argmax_rows(const TensorView& logits);
+  // Moves the target's KV rows src[i] -> dst[i] in every layer (tree compaction).
+  void move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst);
 
   model::LlamaModel& target_;
   model::KvCache& kv_;
@@ -38,6 +41,7 @@ class SpecWorkerCore {
   model::Sampler sampler_;
   std::unique_ptr<model::Sampler> argmax_;
   int64_t argmax_rows_ = 0;
+  Buffer move_slots_;  // [2 * moves] i32: sources, then destinations
 };
 
 }  // namespace aerie::core

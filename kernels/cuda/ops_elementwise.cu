@@ -258,6 +258,32 @@ Status kv_write(const KvWriteParams& p, void* stream) {
   return launch_status("kv_write");
 }
 
+// Each thread owns some elements of a row and applies the moves to them in order, so a
+// move that reads a row an earlier move wrote sees the written value.
+template <class T>
+__global__ void kv_move_kernel(const int32_t* src, const int32_t* dst, int64_t moves, T* kc, T* vc, int64_t row, int64_t num_slots) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= row) return;
+  for (int64_t m = 0; m < moves; ++m) {
+    const int32_t s = src[m], d = dst[m];
+    if (s < 0 || s >= num_slots || d < 0 || d >= num_slots || s == d) continue;
+    kc[d * row + i] = kc[s * row + i];
+    vc[d * row + i] = vc[s * row + i];
+  }
+}
+
+Status kv_move(const KvMoveParams& p, void* stream) {
+  const int64_t moves = p.src_slots.dim(0);
+  if (moves == 0) return Status::ok();
+  const int64_t row = p.k_cache.dim(1) * p.k_cache.dim(2);
+  const auto blocks = static_cast<unsigned>((row + 255) / 256);
+  AERIE_DISPATCH_FLOAT(p.k_cache.dtype, T, [&] {
+    kv_move_kernel<T><<<blocks, 256, 0, as_stream(stream)>>>(p.src_slots.ptr<int32_t>(), p.dst_slots.ptr<int32_t>(), moves, p.k_cache.ptr<T>(),
+                                                             p.v_cache.ptr<T>(), row, p.k_cache.dim(0));
+  });
+  return launch_status("kv_move");
+}
+
 Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
   if (p.qkv.dtype != p.q_out.dtype) return Status::error("rope_kv_write (cuda): qkv and q_out must share a dtype");
   const int64_t tokens = p.qkv.dim(0);

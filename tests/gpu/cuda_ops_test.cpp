@@ -234,6 +234,18 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
   }
 }
 
+TEST_F(CudaOps, KvMoveMatchesCpu) {
+  std::mt19937 rng(12);
+  Buffer kc = random_buffer(rng, DType::kBF16, {40, 8, 128}), vc = random_buffer(rng, DType::kBF16, {40, 8, 128});
+  Buffer dkc = to_gpu(kc), dvc = to_gpu(vc);
+  Buffer src = ints({7, 9, 12, 30}), dst = ints({6, 7, 8, 30});  // 7 is read, then written
+  Buffer dsrc = to_gpu(src), ddst = to_gpu(dst);
+  ASSERT_TRUE(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(kv_move({.src_slots = dsrc.view(), .dst_slots = ddst.view(), .k_cache = dkc.view(), .v_cache = dvc.view()}, gpu()).is_ok());
+  EXPECT_EQ(to_double(to_cpu(dkc).view()), to_double(kc.view()));
+  EXPECT_EQ(to_double(to_cpu(dvc).view()), to_double(vc.view()));
+}
+
 TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {
   std::mt19937 rng(4);
   const int64_t B = 6, V = 128256;

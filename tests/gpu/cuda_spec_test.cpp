@@ -8,6 +8,7 @@
 
 #include "kernels/buffer.hpp"
 #include "launch/deployment.hpp"
+#include "launch/deployment_flags.hpp"
 
 using namespace aerie;
 
@@ -28,12 +29,16 @@ std::vector<core::GenerationRequest> mixed(int n, uint32_t seed) {
   return reqs;
 }
 
-std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vector<core::GenerationRequest>& reqs) {
+std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vector<core::GenerationRequest>& reqs, int64_t topk = 1,
+                                        int64_t draft_tokens = 0, int64_t page = 1) {
   auto world = parallel::make_single_process_group();
   launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny", .device = "cuda", .dtype = "f32", .max_total_tokens = 16384,
-                              .page_size = 1, .max_running_requests = 64, .chunked_prefill_size = 64};
+                              .page_size = page, .max_running_requests = 64, .chunked_prefill_size = 64};
   o.speculative_algorithm = alg;
   o.speculative_num_steps = 3;
+  o.speculative_eagle_topk = topk;
+  o.speculative_num_draft_tokens = draft_tokens;
+  if (!alg.empty()) launch::check_deployment_flags(o);
   launch::Deployment d(o, *world);
   return d.run(reqs);
 }
@@ -55,6 +60,28 @@ TEST(CudaSpeculative, GreedyOutputEqualsPlainGreedy) {
           EXPECT_EQ(spec[i].result.spec_verify_ct, (static_cast<int64_t>(reqs[i].max_new_tokens) - 1 + 3) / 4) << "request " << i;
       }
       EXPECT_EQ(differ, 0) << alg << " batch " << batch << ": " << differ << " of " << reqs.size() << " outputs differ";
+    }
+  }
+}
+
+TEST(CudaSpeculative, TreeGreedyOutputEqualsPlainGreedy) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (int batch : {1, 16, 64}) {
+    const auto reqs = mixed(batch, 700 + static_cast<uint32_t>(batch));
+    const auto plain = run("", reqs);
+    for (const std::string alg : {"EAGLE", "EAGLE3", "STANDALONE"}) {
+      const auto spec = run(alg, reqs, 4, 10, 4);
+      int differ = 0;
+      int64_t verifies = 0, tokens = 0;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(spec[i].error.empty()) << spec[i].error;
+        if (spec[i].result.output_ids != plain[i].result.output_ids) ++differ;
+        verifies += spec[i].result.spec_verify_ct;
+        tokens += static_cast<int64_t>(spec[i].result.output_ids.size()) - 1;
+      }
+      EXPECT_EQ(differ, 0) << alg << " tree batch " << batch << ": " << differ << " of " << reqs.size() << " outputs differ";
+      if (alg == "STANDALONE")  // the self-draft's greedy path is in the tree: several tokens per verify
+        EXPECT_GT(static_cast<double>(tokens) / static_cast<double>(verifies), 2.0) << "batch " << batch;
     }
   }
 }

@@ -1,17 +1,19 @@
 // Speculative decoding through the whole actor path in one process (CPU): greedy output
 // with speculation equals greedy output without it, token for token, for EAGLE, EAGLE3
-// and STANDALONE at batch sizes 1-64 with mixed prompt lengths, chunked prefill, pages of
+// and STANDALONE, chain and tree drafting, at batch sizes 1-64 with mixed prompt lengths, chunked prefill, pages of
 // 1 and 4 tokens and a pool tight enough to preempt; STANDALONE with the target itself as
 // the draft accepts every draft token; with temperature > 0 the output distribution
 // matches plain sampling (chi-square over many seeded requests).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <random>
 
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
+#include "launch/deployment_flags.hpp"
 
 using namespace aerie;
 
@@ -32,11 +34,20 @@ std::vector<core::GenerationRequest> mixed(int n, uint32_t seed, int64_t max_new
   return reqs;
 }
 
-launch::DeploymentOptions options(const std::string& algorithm, int64_t steps, int64_t pool, int64_t page) {
+// Drafting shapes under test: chains of 1, 3 and 5 tokens, and trees (steps, topk, nodes).
+struct DraftShape {
+  int64_t steps = 1, topk = 1, draft_tokens = 0;
+};
+const DraftShape kShapes[] = {{1, 1, 0}, {3, 1, 0}, {5, 1, 0}, {3, 2, 6}, {4, 4, 12}};
+
+launch::DeploymentOptions options(const std::string& algorithm, DraftShape shape, int64_t pool, int64_t page) {
   launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny", .max_total_tokens = pool, .page_size = page,
                               .max_running_requests = 64, .chunked_prefill_size = 24};
   o.speculative_algorithm = algorithm;
-  o.speculative_num_steps = steps;
+  o.speculative_num_steps = shape.steps;
+  o.speculative_eagle_topk = shape.topk;
+  o.speculative_num_draft_tokens = shape.draft_tokens;
+  if (!algorithm.empty()) launch::check_deployment_flags(o);
   return o;
 }
 
@@ -51,16 +62,16 @@ std::vector<launch::RequestOutcome> run(const launch::DeploymentOptions& o, cons
 TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
   for (int batch : {1, 7, 64}) {
     const auto reqs = mixed(batch, 100 + static_cast<uint32_t>(batch), 20);
-    const auto plain = run(options("", 0, 8192, 1), reqs);
+    const auto plain = run(options("", {}, 8192, 1), reqs);
     for (const std::string alg : {"EAGLE", "EAGLE3", "STANDALONE"})
-      for (int64_t steps : {1, 3, 5})
-        for (auto [pool, page] : {std::pair<int64_t, int64_t>{8192, 1}, {8192, 4}, {320, 4}}) {
-          const auto spec = run(options(alg, steps, pool, page), reqs);
+      for (const DraftShape shape : kShapes)
+        for (auto [pool, page] : {std::pair<int64_t, int64_t>{8192, 1}, {8192, 4}, {400, 4}}) {
+          const auto spec = run(options(alg, shape, pool, page), reqs);
           ASSERT_EQ(spec.size(), reqs.size());
           for (size_t i = 0; i < reqs.size(); ++i) {
             ASSERT_TRUE(spec[i].error.empty()) << alg << ": " << spec[i].error;
             EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids)
-                << alg << " steps " << steps << " pool " << pool << " page " << page << " batch " << batch << " request " << i;
+                << alg << " steps " << shape.steps << " topk " << shape.topk << " nodes " << shape.draft_tokens << " pool " << pool << " page " << page << " batch " << batch << " request " << i;
             EXPECT_EQ(spec[i].result.finish_reason, plain[i].result.finish_reason);
             EXPECT_GE(spec[i].result.spec_verify_ct, 0);
           }
@@ -72,7 +83,7 @@ TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
   auto reqs = mixed(16, 7, 30);
   for (auto& r : reqs) r.ignore_eos = true, r.max_new_tokens = 25;
   for (int64_t steps : {1, 4, 7}) {
-    const auto out = run(options("STANDALONE", steps, 8192, 1), reqs);
+    const auto out = run(options("STANDALONE", {steps, 1, 0}, 8192, 1), reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {
       ASSERT_TRUE(out[i].error.empty()) << out[i].error;
       ASSERT_EQ(out[i].result.output_ids.size(), 25u);
@@ -80,6 +91,27 @@ TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
       const int64_t want = (25 - 1 + steps) / (steps + 1);
       EXPECT_EQ(out[i].result.spec_verify_ct, want) << "steps " << steps << " request " << i;
     }
+  }
+}
+
+TEST(Speculative, StandaloneSelfDraftTreeKeepsTheGreedyPath) {
+  // A self-draft's tree holds the greedy path as deep as its cumulative scores rank it: the
+  // verify accepts along it, and the accepted nodes (not in consecutive slots) must be
+  // compacted for the output to stay equal to plain greedy.
+  auto reqs = mixed(16, 9, 30);
+  for (auto& r : reqs) r.ignore_eos = true, r.max_new_tokens = 25;
+  const auto plain = run(options("", {}, 8192, 1), reqs);
+  for (const DraftShape shape : {DraftShape{4, 2, 9}, DraftShape{3, 4, 16}}) {
+    const auto out = run(options("STANDALONE", shape, 8192, 4), reqs);
+    int64_t verifies = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+      EXPECT_EQ(out[i].result.output_ids, plain[i].result.output_ids) << "topk " << shape.topk << " request " << i;
+      verifies += out[i].result.spec_verify_ct;
+    }
+    const double per_verify = static_cast<double>(16 * 24) / static_cast<double>(verifies);
+    EXPECT_GT(per_verify, 2.0) << "topk " << shape.topk << ": tokens per verify";
+    std::cout << "self-draft tree steps " << shape.steps << " topk " << shape.topk << ": " << per_verify << " tokens per verify\n";
   }
 }
 
@@ -103,11 +135,11 @@ TEST(Speculative, SampledOutputFollowsThePlainDistribution) {
     }
     return h;
   };
-  auto o = options("", 0, 65536, 1);
+  auto o = options("", {}, 65536, 1);
   o.max_running_requests = 256;
   const auto plain = histogram(run(o, reqs));
-  for (const std::string alg : {"STANDALONE", "EAGLE"}) {
-    auto so = options(alg, 2, 65536, 1);
+  for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"STANDALONE", {2, 1, 0}}, {"EAGLE", {2, 1, 0}}, {"EAGLE3", {2, 3, 6}}}) {
+    auto so = options(alg, shape, 65536, 1);
     so.max_running_requests = 256;
     const auto spec = histogram(run(so, reqs));
     // Two-sample chi-square over the joint outcomes (cells with enough mass).
@@ -129,7 +161,7 @@ TEST(Speculative, SampledOutputFollowsThePlainDistribution) {
     // 99.9% quantile of chi-square with (cells - 1) degrees of freedom, Wilson-Hilferty.
     const double dof = cells - 1, z = 3.09;
     const double limit = dof * std::pow(1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof)), 3);
-    EXPECT_LT(chi2, limit) << alg << ": chi2 " << chi2 << " over " << cells << " cells";
+    EXPECT_LT(chi2, limit) << alg << " topk " << shape.topk << ": chi2 " << chi2 << " over " << cells << " cells";
     EXPECT_GT(cells, 4) << "the test distribution is too concentrated to tell anything";
   }
 }

@@ -2,7 +2,9 @@
 
 #include "kernels/error.hpp"
 #include "spec/cuda_graph_buckets.hpp"
+#include "spec/draft_tree.hpp"
 #include "spec/greedy_accept.hpp"
+#include "spec/speculative_sampling.hpp"
 
 using namespace aerie;
 using namespace aerie::spec;
@@ -28,12 +30,112 @@ TEST(CudaGraphBuckets, PicksTheSmallestBucketThatFits) {
 }
 
 TEST(GreedyAccept, AcceptsTheMatchingPrefixPlusTheBonusToken) {
-  // Three requests, three draft tokens each.
-  std::vector<int32_t> draft = {5, 6, 7,   5, 9, 7,   1, 2, 3};
-  std::vector<int32_t> target = {5, 6, 7, 8,   5, 6, 7, 8,   4, 2, 3, 4};
-  auto a = greedy_accept_chain(draft, target, 3, 3);
-  EXPECT_EQ(a.accept_length, (std::vector<int32_t>{3, 1, 0}));
-  EXPECT_EQ(a.committed, (std::vector<int32_t>{5, 6, 7, 8, 5, 6, 4}));
-  EXPECT_EQ(a.committed_indptr, (std::vector<int32_t>{0, 4, 6, 7}));
-  EXPECT_THROW(greedy_accept_chain(draft, target, 3, 2), Error);
+  // Three requests, three draft tokens each, as chains under the root 0.
+  const std::vector<std::vector<int32_t>> drafts = {{5, 6, 7}, {5, 9, 7}, {1, 2, 3}};
+  const std::vector<std::vector<int32_t>> target = {{5, 6, 7, 8}, {5, 6, 7, 8}, {4, 2, 3, 4}};
+  const std::vector<std::vector<int32_t>> committed = {{5, 6, 7, 8}, {5, 6}, {4}};
+  for (size_t r = 0; r < drafts.size(); ++r) {
+    const auto tree = DraftTree::chain(0, drafts[r]);
+    const auto a = greedy_accept_tree(tree, target[r]);
+    EXPECT_EQ(a.committed(tree), committed[r]) << "request " << r;
+    EXPECT_EQ(a.path.size() + 1, committed[r].size());
+  }
+  EXPECT_THROW(greedy_accept_tree(DraftTree::chain(0, drafts[0]), std::vector<int32_t>{5, 6, 7}), Error);  // one argmax per node
+}
+
+namespace {
+// root(0) -> a(1) -> c(3)
+//         -> b(2) -> d(4) -> e(5)
+DraftTree sample_tree() {
+  DraftTree t;
+  t.tokens = {100, 10, 20, 30, 40, 50};
+  t.parents = {-1, 0, 0, 1, 2, 4};
+  t.validate();
+  return t;
+}
+}  // namespace
+
+TEST(DraftTree, DepthsChildrenAndMask) {
+  const auto t = sample_tree();
+  EXPECT_EQ(t.depths(), (std::vector<int32_t>{0, 1, 1, 2, 2, 3}));
+  EXPECT_EQ(t.children(0), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(t.children(2), (std::vector<int32_t>{4}));
+  EXPECT_TRUE(t.children(3).empty());
+  std::vector<uint8_t> mask;
+  append_tree_mask(t, 2, mask);  // two prefix keys
+  ASSERT_EQ(mask.size(), 6u * 8u);
+  const std::vector<uint8_t> row5 = {1, 1, 1, 0, 1, 0, 1, 1};  // prefix, root, b, d, e
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin() + 5 * 8, mask.end()), row5);
+  const std::vector<uint8_t> row3 = {1, 1, 1, 1, 0, 1, 0, 0};  // prefix, root, a, c
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin() + 3 * 8, mask.begin() + 4 * 8), row3);
+  DraftTree bad = t;
+  bad.parents[3] = 4;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
+TEST(DraftTree, GreedyWalksTheMatchingBranch) {
+  const auto t = sample_tree();
+  // The target wants b after the root, then d, then e, then 7.
+  auto a = greedy_accept_tree(t, std::vector<int32_t>{20, 0, 40, 0, 50, 7});
+  EXPECT_EQ(a.path, (std::vector<int32_t>{2, 4, 5}));
+  EXPECT_EQ(a.committed(t), (std::vector<int32_t>{20, 40, 50, 7}));
+  // It wants a, then something a's children lack.
+  a = greedy_accept_tree(t, std::vector<int32_t>{10, 31, 0, 0, 0, 0});
+  EXPECT_EQ(a.committed(t), (std::vector<int32_t>{10, 31}));
+  // Nothing matches at the root.
+  a = greedy_accept_tree(t, std::vector<int32_t>{99, 0, 0, 0, 0, 0});
+  EXPECT_EQ(a.committed(t), (std::vector<int32_t>{99}));
+}
+
+TEST(DraftTree, SelectionKeepsTheBestCandidatesWithTheirParents) {
+  // Step 0: tokens 1 (-0.1), 2 (-1.0); step 1 expands both: 1->3 (-0.2), 1->4 (-2.0), 2->5 (-1.1), 2->6 (-3.0).
+  const std::vector<DraftCandidate> c = {{-0.1, 1, -1}, {-1.0, 2, -1}, {-0.2, 3, 0}, {-2.0, 4, 0}, {-1.1, 5, 1}, {-3.0, 6, 1}};
+  const auto t = select_draft_tree(9, c, 4);
+  EXPECT_EQ(t.tokens, (std::vector<int32_t>{9, 1, 2, 3, 5}));
+  EXPECT_EQ(t.parents, (std::vector<int32_t>{-1, 0, 0, 1, 2}));
+  // Ties keep the earlier candidate (a parent before its child of equal score).
+  const std::vector<DraftCandidate> tie = {{0.0, 1, -1}, {-5.0, 2, -1}, {0.0, 3, 0}};
+  EXPECT_EQ(select_draft_tree(9, tie, 2).tokens, (std::vector<int32_t>{9, 1, 3}));
+  EXPECT_EQ(select_draft_tree(9, tie, 10).size(), 4);  // at most every candidate
+}
+
+TEST(DraftTree, VerifyReserveCoversNodesScratchAndExtend) {
+  EXPECT_EQ(verify_reserve(3, 1, 4), 5);   // chain: steps + 2
+  EXPECT_EQ(verify_reserve(0, 1, 1), 2);   // speculation paused: the token and the next
+  EXPECT_EQ(verify_reserve(5, 8, 64), 64); // the tree's nodes
+  EXPECT_EQ(verify_reserve(5, 8, 16), 33); // the draft's 4 x 8 scratch rows, one past the root
+  EXPECT_EQ(verify_reserve(6, 2, 4), 11);  // 5 x 2 scratch rows
+}
+
+TEST(TreeSampling, FirstTokenFollowsTheTargetWhateverTheTree) {
+  // Vocabulary of 5; the root has children 3 and 1 (tried in that order), each with a child.
+  const int64_t V = 5;
+  DraftTree t;
+  t.tokens = {0, 3, 1, 2, 4};
+  t.parents = {-1, 0, 0, 1, 2};
+  std::vector<float> logits(static_cast<size_t>(t.size() * V), 0.0f);
+  const std::vector<float> root_logits = {0.5f, 1.0f, -0.5f, 0.2f, 0.0f};
+  std::copy(root_logits.begin(), root_logits.end(), logits.begin());
+  const SamplingParams p{.temperature = 1.0f};
+  const auto probs = processed_distribution(root_logits, p);
+  const int trials = 40000;
+  std::vector<double> count(static_cast<size_t>(V), 0.0);
+  int accepted_first = 0;
+  for (int i = 0; i < trials; ++i) {
+    SamplingParams q = p;
+    q.seed = i;
+    const auto a = accept_tree_sampled(logits, V, t, q, 0);
+    const auto c = a.committed(t);
+    count[static_cast<size_t>(c[0])] += 1;
+    accepted_first += a.path.empty() ? 0 : 1;
+  }
+  double chi2 = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const double e = probs[static_cast<size_t>(v)] * trials;
+    chi2 += (count[static_cast<size_t>(v)] - e) * (count[static_cast<size_t>(v)] - e) / e;
+  }
+  EXPECT_LT(chi2, 18.47) << "chi-square, 4 degrees of freedom, 99.9% quantile";
+  // Both children are tried: the acceptance rate is p(3) + p(1).
+  const double expect = probs[3] + probs[1];
+  EXPECT_NEAR(static_cast<double>(accepted_first) / trials, expect, 0.01);
 }
