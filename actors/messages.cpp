@@ -15,6 +15,11 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<transport::BatchResult>("aerie.BatchResult");
   cfg.add_message_type<ClientLine>("aerie.ClientLine");
   cfg.add_message_type<DrainRequest>("aerie.DrainRequest");
+  cfg.add_message_type<DraftExtend>("aerie.DraftExtend");
+  cfg.add_message_type<DraftPropose>("aerie.DraftPropose");
+  cfg.add_message_type<DraftForget>("aerie.DraftForget");
+  cfg.add_message_type<DraftDone>("aerie.DraftDone");
+  cfg.add_message_type<DraftProposal>("aerie.DraftProposal");
 }
 
 }  // namespace aerie::actors

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "actors/core/draft_port.hpp"
 #include "actors/core/generation_request.hpp"
+#include "actors/draft_worker_actor.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
@@ -27,6 +29,28 @@ typename Inspector::result_type inspect(Inspector& f, GenerationResult& x) {
 }
 
 }  // namespace aerie::core
+
+namespace aerie::core {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftExtendSeq& x) {
+  return f(caf::meta::type_name("DraftExtendSeq"), x.rid, x.tokens, x.first_position, x.slots, x.context, x.hidden_rows, x.keep);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftProposeSeq& x) {
+  return f(caf::meta::type_name("DraftProposeSeq"), x.rid, x.first_position, x.context, x.root_token);
+}
+
+}  // namespace aerie::core
+
+namespace aerie::spec {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftTree& x) {
+  return f(caf::meta::type_name("DraftTree"), x.tokens, x.parents);
+}
+
+}  // namespace aerie::spec
 
 namespace aerie::transport {
 
@@ -111,6 +135,32 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LoadReport& x) {
   return f(caf::meta::type_name("LoadReport"), x.running, x.queued, x.kv_used_tokens, x.kv_total_tokens, x.spec_verify_ct,
            x.spec_accepted_tokens);
+}
+
+// The DraftWorker's messages (actors/draft_worker_actor.hpp).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DeviceRows& x) {
+  return f(caf::meta::type_name("DeviceRows"), x.address, x.rows, x.cols, x.dtype, x.device);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftExtend& x) {
+  return f(caf::meta::type_name("DraftExtend"), x.step_id, x.seqs, x.hidden);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftPropose& x) {
+  return f(caf::meta::type_name("DraftPropose"), x.step_id, x.seqs, x.steps, x.draft_tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftForget& x) {
+  return f(caf::meta::type_name("DraftForget"), x.rids);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftDone& x) {
+  return f(caf::meta::type_name("DraftDone"), x.step_id, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftProposal& x) {
+  return f(caf::meta::type_name("DraftProposal"), x.step_id, x.trees, x.error);
 }
 
 // Announces every message type above to the actor system.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "actors/core/draft_worker_core.hpp"
 #include "actors/core/scheduler_core.hpp"
 #include "actors/core/target_worker_core.hpp"
 #include "kernels/error.hpp"
@@ -140,7 +141,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       for (int64_t i = 0; i < static_cast<int64_t>(vb.input_ids.size()); ++i) vb.logit_rows.push_back(static_cast<int32_t>(i));
       for (int rep = 0; rep < 7; ++rep) {
         auto t0 = Clock::now();
-        if (S > 1) draft.propose(ps, S);
+        if (S > 1) draft.propose_chain(ps, S);
         if (rep >= 2 && S > 1) draft_t.push_back(ms_since(t0) / static_cast<double>(S - 1));
         t0 = Clock::now();
         target.forward(vb, kv);

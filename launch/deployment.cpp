@@ -14,6 +14,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/core/draft_worker_core.hpp"
 #include "model/eagle_head.hpp"
+#include "actors/draft_worker_actor.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
@@ -49,7 +50,7 @@ struct Deployment::Impl {
   std::unique_ptr<model::EagleHead> draft_head;
   std::unique_ptr<model::LlamaModel> draft_model;
   std::unique_ptr<model::KvCache> draft_kv;
-  std::unique_ptr<core::DraftWorkerCore> draft;
+  std::shared_ptr<core::DraftWorkerCore> draft;  // runs behind this rank's DraftWorker actor
   zmq::context_t zmq_ctx;
   // Rank 0: links to the other ranks' workers. Other ranks: their own two channels.
   std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
@@ -81,10 +82,9 @@ struct Deployment::Impl {
         *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
       draft_kv = std::make_unique<model::KvCache>(draft_config, kv->shape(), device, act);
-      draft = std::make_unique<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
+      draft = std::make_shared<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
                                                       std::move(draft_model), *draft_kv, *model, o.max_running_requests,
                                                       o.speculative_eagle_topk);
-      worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft, o.max_running_requests));
     }
     bootstrap_channels();
   }
@@ -175,12 +175,25 @@ struct Deployment::Impl {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   caf::actor router;
+  // The rank's speculative worker reaches its DraftWorker actor through this client; it goes
+  // before the actor system (its scoped actor belongs to it).
+  std::unique_ptr<actors::DraftWorkerClient> draft_client;
   bool stopped = false;
+
+  // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker.
+  void start_draft_worker(caf::actor_system& s) {
+    if (!draft) return;
+    const int device = model->stream().device() == Device::kCuda ? cuda_runtime::current_device() : -1;
+    caf::actor a = s.spawn<caf::detached>(actors::draft_worker_actor, draft, device);
+    draft_client = std::make_unique<actors::DraftWorkerClient>(s, a, draft->info());
+    worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft_client, o.max_running_requests));
+  }
 
   void start_actors() {
     cfg = std::make_unique<caf::actor_system_config>();
     actors::register_message_types(*cfg);
     sys = std::make_unique<caf::actor_system>(*cfg);
+    start_draft_worker(*sys);
     std::vector<caf::actor> schedulers;
     const auto sched_opts = core::SchedulerOptions{.max_running_requests = o.max_running_requests,
                                                    .chunked_prefill_size = o.chunked_prefill_size,
@@ -218,6 +231,7 @@ struct Deployment::Impl {
     caf::actor_system_config c;
     actors::register_message_types(c);
     caf::actor_system s{c};
+    start_draft_worker(s);
     auto w = s.spawn<caf::detached>(actors::target_worker_actor, worker);
     caf::scoped_actor bridge{s};
     for (;;) {
@@ -233,6 +247,8 @@ struct Deployment::Impl {
       }
     }
     bridge->send_exit(w, caf::exit_reason::user_shutdown);
+    worker->enable_speculation(nullptr);  // its client goes with this actor system
+    draft_client.reset();
   }
 
   void shutdown() {

@@ -37,6 +37,9 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
     AERIE_CHECK(standalone_->config().vocab_size == target.config().vocab_size,
                 "a STANDALONE draft needs the target's vocabulary (" << target.config().vocab_size << " tokens), it has "
                                                                      << standalone_->config().vocab_size);
+  info_ = {.algorithm = algorithm_, .topk = topk_, .aux_layers = {}};
+  if (head_ && algorithm_ == SpecAlgorithm::kEagle3)
+    for (auto l : head_->config().aux_layers) info_.aux_layers.push_back(static_cast<int64_t>(l));
   if (eagle()) {
     hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
     for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
@@ -176,7 +179,19 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
   synchronize(stream_);
 }
 
-std::vector<std::vector<int32_t>> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
+  if (topk_ > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
+  const auto drafts = propose_chain(seqs, steps);
+  std::vector<spec::DraftTree> trees;
+  for (size_t i = 0; i < seqs.size(); ++i) trees.push_back(spec::DraftTree::chain(seqs[i].root_token, drafts[i]));
+  return trees;
+}
+
+void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
+  for (uint64_t r : rids) forget(r);
+}
+
+std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps) {
   std::vector<std::vector<int32_t>> drafts(seqs.size());
   if (steps <= 0 || seqs.empty()) return drafts;
   const int64_t B = static_cast<int64_t>(seqs.size());

@@ -19,15 +19,12 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
+#include "actors/core/draft_port.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::core {
 
-enum class SpecAlgorithm { kNone, kEagle, kEagle3, kStandalone };
-// "EAGLE" | "EAGLE3" | "STANDALONE" (sglang's names); throws aerie::Error otherwise.
-SpecAlgorithm parse_spec_algorithm(const std::string& name);
-
-class DraftWorkerCore {
+class DraftWorkerCore : public DraftPort {
  public:
   // Exactly one of head / standalone is set, matching the algorithm.
   DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head, std::unique_ptr<model::LlamaModel> standalone,
@@ -36,32 +33,22 @@ class DraftWorkerCore {
   int64_t topk() const { return topk_; }
   bool eagle() const { return algorithm_ != SpecAlgorithm::kStandalone; }
 
-  struct ExtendSeq {
-    uint64_t rid = 0;
-    std::vector<int32_t> tokens;   // draft input tokens, one per position
-    int32_t first_position = 0;
-    std::vector<int32_t> slots;    // the KV slot of each token
-    std::vector<int32_t> context;  // slots of positions [0, first_position + tokens.size())
-    std::vector<int32_t> hidden_rows;  // EAGLE: each token's row in target_hidden
-    bool keep = false;             // the last token's proposal becomes the request's state
-  };
+  using ExtendSeq = DraftExtendSeq;
+  using ProposeSeq = DraftProposeSeq;
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
-  void extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+  void extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) override;
 
-  struct ProposeSeq {
-    uint64_t rid = 0;
-    int32_t first_position = 0;    // position of the first draft forward's input
-    // Slots of positions [0, first_position + steps - 1) for a chain; a tree writes its
-    // (steps - 1) * topk scratch rows to the slots from first_position on.
-    std::vector<int32_t> context;
-    int32_t root_token = 0;        // tree: the request's last committed token
-  };
   // `steps` tokens per request: the state's token, then steps - 1 draft forwards.
-  std::vector<std::vector<int32_t>> propose(const std::vector<ProposeSeq>& seqs, int64_t steps);
+  std::vector<std::vector<int32_t>> propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps);
   // Tree drafting (topk > 1): steps - 1 expansions of topk nodes per request, each query
   // seeing its request's context and its own path; the best draft_tokens - 1 candidates
   // by cumulative draft log-probability form the tree.
   std::vector<spec::DraftTree> propose_tree(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens);
+
+  // DraftPort: propose_chain or propose_tree, as topk asks; forget each request.
+  const DraftInfo& info() const override { return info_; }
+  std::vector<spec::DraftTree> propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
+  void forget(const std::vector<uint64_t>& rids) override;
 
   const model::EagleHead* head() const { return head_.get(); }
   bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
@@ -98,6 +85,7 @@ class DraftWorkerCore {
   int64_t hidden_size_;
   int64_t max_requests_;
   int64_t topk_;
+  DraftInfo info_;
   std::unordered_map<uint64_t, State> state_;
   std::vector<int64_t> free_rows_;
   Buffer hidden_pool_;  // [max_requests, H]: each request's state hidden

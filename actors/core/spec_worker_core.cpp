@@ -20,12 +20,12 @@ std::vector<int32_t> range_of(const std::vector<int32_t>& v, int64_t begin, int6
 
 }  // namespace
 
-SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftWorkerCore& draft, int64_t max_batch)
-    : target_(target), kv_(kv), draft_(draft), sampler_(target.stream().device(), max_batch) {
-  if (draft_.eagle()) {
+SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch)
+    : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch) {
+  if (info_.eagle()) {
     model::HiddenCapture capture;
-    if (draft_.algorithm() == SpecAlgorithm::kEagle) capture.final_normed = true;
-    else capture.aux_layers = draft_.head()->config().aux_layers;
+    if (info_.algorithm == SpecAlgorithm::kEagle) capture.final_normed = true;
+    else capture.aux_layers = info_.aux_layers;
     target_.set_hidden_capture(capture);
   }
 }
@@ -44,7 +44,7 @@ std::vector<int32_t> SpecWorkerCore::argmax_rows(const TensorView& logits) {
 }
 
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
-  for (uint64_t rid : m.finished_rids) draft_.forget(rid);
+  if (!m.finished_rids.empty()) draft_.forget(m.finished_rids);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
   AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");
   if (m.mode == transport::ForwardMode::kVerify) return verify(m);
@@ -61,8 +61,8 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
   for (const auto& s : m.sampling)
     rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
   r.next_tokens = sampler_.sample(logits, rows, target_.stream());
-  const TensorView hidden = draft_.eagle() ? target_.captured_hidden() : TensorView();
-  std::vector<DraftWorkerCore::ExtendSeq> ext;
+  const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
+  std::vector<DraftExtendSeq> ext;
   size_t sampled = 0;
   for (size_t s = 0; s + 1 < m.qo_indptr.size(); ++s) {
     const int64_t q0 = m.qo_indptr[s], q1 = m.qo_indptr[s + 1];
@@ -72,13 +72,13 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
       AERIE_CHECK(sampled < r.next_tokens.size() && m.rids[sampled] == m.seq_rids[s], "speculative batch: sampling rows out of order");
       next = r.next_tokens[sampled++];
     }
-    DraftWorkerCore::ExtendSeq e;
+    DraftExtendSeq e;
     e.rid = m.seq_rids[s];
     e.keep = final;
     e.first_position = m.positions[static_cast<size_t>(q0)];
     e.slots = range_of(m.out_cache_loc, q0, q1);
     e.context = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]);
-    if (draft_.eagle()) {
+    if (info_.eagle()) {
       // Position p pairs the token at p + 1 with the target's hidden state at p.
       e.tokens = range_of(m.input_ids, q0 + 1, q1);
       e.tokens.push_back(next);
@@ -105,7 +105,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   const size_t B = m.seq_rids.size();
   AERIE_CHECK(N >= 1 && m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(N),
               "verify batch " << m.step_id << ": expected " << N << " tokens and one sampling row per request");
-  AERIE_CHECK(K == draft_.topk(), "verify batch " << m.step_id << " drafts with topk " << K << ", the draft worker was set up for " << draft_.topk());
+  AERIE_CHECK(K == 1 || K == info_.topk, "verify batch " << m.step_id << " drafts with topk " << K << ", the draft worker was set up for " << info_.topk);
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.seq_rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   // Each request's slots of positions [0, root + reserve): context, verified nodes, scratch.
   std::vector<std::vector<int32_t>> full(B);
@@ -118,17 +118,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
                 "verify batch: request " << m.seq_rids[s] << "'s context is " << full[s].size() << " slots, expected " << start[s] + reserve);
   }
   // 1. Draft: a chain, or a tree with topk > 1.
-  std::vector<DraftWorkerCore::ProposeSeq> ps(B);
+  std::vector<DraftProposeSeq> ps(B);
   for (size_t s = 0; s < B; ++s)
-    ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (draft_.eagle() ? 0 : 1), .context = full[s],
+    ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (info_.eagle() ? 0 : 1), .context = full[s],
              .root_token = m.input_ids[static_cast<size_t>(m.qo_indptr[s])]};
-  std::vector<spec::DraftTree> trees;
-  if (K > 1) {
-    trees = draft_.propose_tree(ps, S, N);
-  } else {
-    const auto drafts = draft_.propose(ps, S);
-    for (size_t s = 0; s < B; ++s) trees.push_back(spec::DraftTree::chain(ps[s].root_token, drafts[s]));
-  }
+  const std::vector<spec::DraftTree> trees = draft_.propose(ps, S, N);
+  AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
   model::ForwardBatch b;
   for (size_t s = 0; s < B; ++s) {
@@ -183,8 +178,8 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     move_kv(src, dst);
   }
   // 5. The draft follows the committed tokens.
-  const TensorView hidden = draft_.eagle() ? target_.captured_hidden() : TensorView();
-  std::vector<DraftWorkerCore::ExtendSeq> ext(B);
+  const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
+  std::vector<DraftExtendSeq> ext(B);
   for (size_t s = 0; s < B; ++s) {
     const auto committed = acc[s].committed(trees[s]);
     const int64_t a = static_cast<int64_t>(committed.size()) - 1, n = start[s];
@@ -192,7 +187,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     e.rid = m.seq_rids[s];
     e.keep = true;
     e.tokens = committed;
-    if (draft_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states of the root and path
+    if (info_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states of the root and path
       e.first_position = static_cast<int32_t>(n);
       e.hidden_rows.push_back(m.qo_indptr[s]);
       for (int32_t node : acc[s].path) e.hidden_rows.push_back(m.qo_indptr[s] + node);

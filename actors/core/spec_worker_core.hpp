@@ -10,7 +10,7 @@
 // tokens (accepted drafts + one bonus); rejected positions are left for the Scheduler to free.
 #include <memory>
 
-#include "actors/core/draft_worker_core.hpp"
+#include "actors/core/draft_port.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "transport/messages.hpp"
@@ -19,14 +19,15 @@ namespace aerie::core {
 
 class SpecWorkerCore {
  public:
-  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftWorkerCore& draft, int64_t max_batch);
+  // draft: the rank's DraftWorkerCore, or a client of its DraftWorker actor.
+  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch);
   // The target stops capturing hidden states (a CUDA-graph capture must not allocate them).
   ~SpecWorkerCore();
   SpecWorkerCore(const SpecWorkerCore&) = delete;
   SpecWorkerCore& operator=(const SpecWorkerCore&) = delete;
   // Throws aerie::Error on a malformed batch (the TargetWorkerCore turns it into a result error).
   transport::BatchResult execute(const transport::BatchMessage& m);
-  void forget(const std::vector<uint64_t>& rids) { for (uint64_t r : rids) draft_.forget(r); }
+  void forget(const std::vector<uint64_t>& rids) { draft_.forget(rids); }
 
  private:
   transport::BatchResult extend(const transport::BatchMessage& m);
@@ -37,7 +38,8 @@ class SpecWorkerCore {
 
   model::LlamaModel& target_;
   model::KvCache& kv_;
-  DraftWorkerCore& draft_;
+  DraftPort& draft_;
+  const DraftInfo info_;
   model::Sampler sampler_;
   std::unique_ptr<model::Sampler> argmax_;
   int64_t argmax_rows_ = 0;

@@ -1,0 +1,78 @@
+#pragma once
+// The DraftWorker actor: one per rank, next to the TargetWorker, sharing its GPU, stream
+// and hidden states. It owns the rank's DraftWorkerCore and answers the speculative
+// worker's requests: DraftExtend (follow the committed tokens) with DraftDone, DraftPropose
+// (chain or tree drafts) with DraftProposal, and takes DraftForget (requests that ended).
+// A failed request is answered with its error; the actor keeps serving.
+//
+// DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
+// request to the actor, awaited on the calling (TargetWorker) thread, so one speculative
+// iteration is draft -> verify -> accept -> draft extend as messages between the two.
+// Spawn the actor detached: it runs forwards.
+#include <caf/all.hpp>
+#include <memory>
+
+#include "actors/core/draft_port.hpp"
+#include "actors/core/draft_worker_core.hpp"
+
+namespace aerie::actors {
+
+// Rows of this rank's device memory (the target's captured hidden states), by address:
+// valid only inside the process, for the duration of the request that carries it.
+struct DeviceRows {
+  uint64_t address = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int32_t dtype = 0;
+  int32_t device = 0;
+  static DeviceRows of(const TensorView& t);
+  TensorView view() const;
+};
+
+struct DraftExtend {
+  uint64_t step_id = 0;
+  std::vector<core::DraftExtendSeq> seqs;
+  DeviceRows hidden;  // EAGLE: the target's hidden states; empty otherwise
+};
+struct DraftPropose {
+  uint64_t step_id = 0;
+  std::vector<core::DraftProposeSeq> seqs;
+  int64_t steps = 0;
+  int64_t draft_tokens = 0;
+};
+struct DraftForget {
+  std::vector<uint64_t> rids;
+};
+struct DraftDone {
+  uint64_t step_id = 0;
+  std::string error;  // empty on success
+};
+struct DraftProposal {
+  uint64_t step_id = 0;
+  std::vector<spec::DraftTree> trees;
+  std::string error;  // empty on success
+};
+
+// cuda_device: the device the core's stream lives on (-1: CPU); set on the actor's thread.
+caf::behavior draft_worker_actor(caf::event_based_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device);
+
+class DraftWorkerClient : public core::DraftPort {
+ public:
+  DraftWorkerClient(caf::actor_system& system, caf::actor draft, core::DraftInfo info);
+  ~DraftWorkerClient() override;
+  const core::DraftInfo& info() const override { return info_; }
+  void extend(const std::vector<core::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
+  std::vector<spec::DraftTree> propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
+  void forget(const std::vector<uint64_t>& rids) override;
+
+ private:
+  // Made on first use, on the thread that calls (the TargetWorker's).
+  caf::scoped_actor& self();
+  caf::actor_system& system_;
+  caf::actor draft_;
+  core::DraftInfo info_;
+  std::unique_ptr<caf::scoped_actor> self_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace aerie::actors

@@ -1,0 +1,241 @@
+// The DraftWorker actor driven alone by injected messages (CPU, tiny model): a STANDALONE
+// self-draft proposes exactly the target's greedy continuation, as a chain and inside a
+// tree; an EAGLE3 head behind the actor (hidden states passed by reference) proposes what
+// the same head proposes in a direct call; bad requests come back as errors and the actor
+// keeps serving; DraftForget drops a request's state. Also CAF round trips of its messages.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <random>
+
+#include "actors/draft_worker_actor.hpp"
+#include "actors/messages.hpp"
+#include "kernels/buffer.hpp"
+#include "model/llama_weights.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using namespace aerie::actors;
+
+namespace {
+
+struct System {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  System() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+const model::LlamaConfig& tiny() {
+  static const auto c = model::LlamaConfig::named_shape("tiny");
+  return c;
+}
+
+std::unique_ptr<model::LlamaModel> tiny_model(uint64_t seed) {
+  return std::make_unique<model::LlamaModel>(tiny(), model::random_llama_weights(tiny(), seed, Device::kCpu, DType::kF32, 0.1f), Stream::cpu(),
+                                             DType::kF32);
+}
+
+// The target's greedy continuation of `prompt`, n tokens, by plain forwards.
+std::vector<int32_t> greedy(model::LlamaModel& m, const std::vector<int32_t>& prompt, int n) {
+  model::KvCache kv(tiny(), model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+  std::vector<int32_t> tokens = prompt, out;
+  int64_t done = 0;
+  for (int i = 0; i < n; ++i) {
+    model::ForwardBatch b;
+    for (int64_t p = done; p < static_cast<int64_t>(tokens.size()); ++p) {
+      b.input_ids.push_back(tokens[static_cast<size_t>(p)]);
+      b.positions.push_back(static_cast<int32_t>(p));
+      b.out_cache_loc.push_back(static_cast<int32_t>(p + 1));
+    }
+    for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) b.kv_indices.push_back(static_cast<int32_t>(p + 1));
+    b.qo_indptr.push_back(b.num_tokens());
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    b.logit_rows = {static_cast<int32_t>(b.num_tokens() - 1)};
+    const TensorView logits = m.forward(b, kv);
+    const float* row = logits.ptr<float>();
+    const int32_t next = static_cast<int32_t>(std::max_element(row, row + logits.dim(1)) - row);
+    done = static_cast<int64_t>(tokens.size());
+    tokens.push_back(next);
+    out.push_back(next);
+  }
+  return out;
+}
+
+std::vector<int32_t> slots(int32_t from, int32_t to) {  // slots of positions [from, to): position p lives in slot p + 1
+  std::vector<int32_t> s;
+  for (int32_t p = from; p < to; ++p) s.push_back(p + 1);
+  return s;
+}
+
+core::DraftExtendSeq prompt_extend(uint64_t rid, const std::vector<int32_t>& prompt) {
+  const auto n = static_cast<int32_t>(prompt.size());
+  return {.rid = rid, .tokens = prompt, .first_position = 0, .slots = slots(0, n), .context = slots(0, n), .hidden_rows = {}, .keep = true};
+}
+
+DraftDone extend(caf::scoped_actor& self, const caf::actor& a, DraftExtend m) {
+  DraftDone out{.step_id = 0, .error = "no reply"};
+  self->request(a, std::chrono::seconds(30), std::move(m)).receive([&](DraftDone& d) { out = d; }, [&](caf::error&) {});
+  return out;
+}
+
+DraftProposal propose(caf::scoped_actor& self, const caf::actor& a, DraftPropose m) {
+  DraftProposal out{.step_id = 0, .trees = {}, .error = "no reply"};
+  self->request(a, std::chrono::seconds(30), std::move(m)).receive([&](DraftProposal& p) { out = std::move(p); }, [&](caf::error&) {});
+  return out;
+}
+
+struct Standalone {
+  std::unique_ptr<model::LlamaModel> target = tiny_model(5);
+  model::KvCache draft_kv{tiny(), model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32};
+  std::shared_ptr<core::DraftWorkerCore> core;
+  explicit Standalone(int64_t topk)
+      : core(std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kStandalone, nullptr, tiny_model(5), draft_kv, *target, 8, topk)) {}
+};
+
+}  // namespace
+
+TEST(DraftWorkerActor, SelfDraftChainIsTheTargetsGreedyContinuation) {
+  System s;
+  Standalone d(1);
+  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  caf::scoped_actor self{*s.sys};
+  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7};
+  const auto want = greedy(*d.target, prompt, 4);
+  auto done = extend(self, actor, {.step_id = 1, .seqs = {prompt_extend(1, prompt)}, .hidden = {}});
+  ASSERT_EQ(done.error, "");
+  EXPECT_EQ(done.step_id, 1u);
+  // The root is the last prompt token at position 4; a STANDALONE draft reads from 5 on.
+  auto p = propose(self, actor, {.step_id = 2, .seqs = {{.rid = 1, .first_position = 5, .context = slots(0, 8), .root_token = 7}}, .steps = 4, .draft_tokens = 5});
+  ASSERT_EQ(p.error, "");
+  ASSERT_EQ(p.trees.size(), 1u);
+  EXPECT_EQ(p.trees[0].tokens, (std::vector<int32_t>{7, want[0], want[1], want[2], want[3]}));
+  EXPECT_EQ(p.trees[0].parents, (std::vector<int32_t>{-1, 0, 1, 2, 3}));
+  self->send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+TEST(DraftWorkerActor, SelfDraftTreeHoldsTheGreedyPath) {
+  System s;
+  Standalone d(3);
+  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  caf::scoped_actor self{*s.sys};
+  const std::vector<int32_t> prompt = {8, 3, 150, 22};
+  const auto want = greedy(*d.target, prompt, 3);
+  ASSERT_EQ(extend(self, actor, {.step_id = 1, .seqs = {prompt_extend(4, prompt)}, .hidden = {}}).error, "");
+  // 3 steps of topk 3: 3 + 2 x 9 candidates, 10 nodes kept; scratch rows from position 4 on.
+  auto p = propose(self, actor, {.step_id = 2, .seqs = {{.rid = 4, .first_position = 4, .context = slots(0, 4 + 2 * 3), .root_token = 22}}, .steps = 3, .draft_tokens = 10});
+  ASSERT_EQ(p.error, "");
+  ASSERT_EQ(p.trees.size(), 1u);
+  const auto& t = p.trees[0];
+  EXPECT_NO_THROW(t.validate());
+  ASSERT_EQ(t.size(), 10);
+  EXPECT_EQ(t.tokens[0], 22);
+  // The greedy path is the top choice at every node: its first token is the root's best child.
+  int32_t node = 0;
+  int depth = 0;
+  for (; depth < 3; ++depth) {
+    int32_t next = -1;
+    for (int32_t c : t.children(node))
+      if (t.tokens[static_cast<size_t>(c)] == want[static_cast<size_t>(depth)]) next = c;
+    if (next < 0) break;
+    node = next;
+  }
+  EXPECT_GE(depth, 1) << "the greedy next token is not a child of the root";
+  // The root's children are distinct tokens.
+  auto kids = t.children(0);
+  std::vector<int32_t> toks;
+  for (int32_t c : kids) toks.push_back(t.tokens[static_cast<size_t>(c)]);
+  std::sort(toks.begin(), toks.end());
+  EXPECT_EQ(std::adjacent_find(toks.begin(), toks.end()), toks.end());
+  self->send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+TEST(DraftWorkerActor, BadRequestsComeBackAsErrorsAndForgetDropsState) {
+  System s;
+  Standalone d(1);
+  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  caf::scoped_actor self{*s.sys};
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  // Unknown request.
+  auto p = propose(self, actor, {.step_id = 1, .seqs = {{.rid = 99, .first_position = 3, .context = slots(0, 5), .root_token = 7}}, .steps = 3, .draft_tokens = 4});
+  EXPECT_NE(p.error.find("no draft state for request 99"), std::string::npos) << p.error;
+  // Tokens and slots disagree.
+  auto bad = prompt_extend(1, prompt);
+  bad.slots.pop_back();
+  EXPECT_NE(extend(self, actor, {.step_id = 2, .seqs = {bad}, .hidden = {}}).error.find("tokens and slots disagree"), std::string::npos);
+  // A context too short for the chain.
+  ASSERT_EQ(extend(self, actor, {.step_id = 3, .seqs = {prompt_extend(1, prompt)}, .hidden = {}}).error, "");
+  p = propose(self, actor, {.step_id = 4, .seqs = {{.rid = 1, .first_position = 3, .context = slots(0, 3), .root_token = 7}}, .steps = 4, .draft_tokens = 5});
+  EXPECT_NE(p.error.find("too short"), std::string::npos) << p.error;
+  // Still serving.
+  p = propose(self, actor, {.step_id = 5, .seqs = {{.rid = 1, .first_position = 3, .context = slots(0, 6), .root_token = 7}}, .steps = 4, .draft_tokens = 5});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.trees[0].size(), 5);
+  EXPECT_EQ(p.step_id, 5u);
+  // Forget: the state is gone (the forget and the request come from one sender, in order).
+  self->send(actor, DraftForget{.rids = {1}});
+  p = propose(self, actor, {.step_id = 6, .seqs = {{.rid = 1, .first_position = 3, .context = slots(0, 6), .root_token = 7}}, .steps = 4, .draft_tokens = 5});
+  EXPECT_NE(p.error.find("no draft state for request 1"), std::string::npos) << p.error;
+  EXPECT_FALSE(d.core->has_state(1));
+  self->send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+TEST(DraftWorkerActor, Eagle3HeadBehindTheActorMatchesADirectCall) {
+  System s;
+  auto target = tiny_model(5);
+  const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, tiny());
+  auto make_core = [&](model::KvCache& kv) {
+    auto head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
+    return std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kEagle3, std::move(head), nullptr, kv, *target, 8, 1);
+  };
+  model::KvCache kv_a(hc.layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+  model::KvCache kv_b(hc.layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+  auto behind = make_core(kv_a);
+  auto direct = make_core(kv_b);
+  EXPECT_EQ(behind->info().aux_layers.size(), 3u);
+  // Stand-in target hidden states: 6 rows of the 3 aux layers, concatenated.
+  std::mt19937 rng(3);
+  Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {6, 3 * tiny().hidden_size});
+  auto seq = prompt_extend(2, {9, 8, 7, 6, 5, 4});
+  seq.hidden_rows = {0, 1, 2, 3, 4, 5};
+  auto actor = s.sys->spawn(draft_worker_actor, behind, -1);
+  caf::scoped_actor self{*s.sys};
+  ASSERT_EQ(extend(self, actor, {.step_id = 1, .seqs = {seq}, .hidden = DeviceRows::of(hidden.view())}).error, "");
+  direct->extend({seq}, hidden.view());
+  // EAGLE reads from the root's position on (5).
+  const core::DraftProposeSeq ps{.rid = 2, .first_position = 5, .context = slots(0, 8), .root_token = 4};
+  auto p = propose(self, actor, {.step_id = 2, .seqs = {ps}, .steps = 3, .draft_tokens = 4});
+  ASSERT_EQ(p.error, "");
+  const auto want = direct->propose({ps}, 3, 4);
+  ASSERT_EQ(p.trees.size(), 1u);
+  EXPECT_EQ(p.trees[0].tokens, want[0].tokens);
+  EXPECT_EQ(p.trees[0].parents, want[0].parents);
+  // Without the hidden states an EAGLE extend is refused.
+  EXPECT_NE(extend(self, actor, {.step_id = 3, .seqs = {seq}, .hidden = {}}).error.find("hidden states"), std::string::npos);
+  self->send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+TEST(DraftWorkerActor, MessagesSurviveCafRoundTrips) {
+  System s;
+  auto round_trip = [&](auto x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{*s.sys, buf};
+    EXPECT_FALSE(sink(x));
+    decltype(x) y;
+    caf::binary_deserializer source{*s.sys, buf};
+    EXPECT_FALSE(source(y));
+    return y;
+  };
+  DraftPropose p{.step_id = 3, .seqs = {{.rid = 1, .first_position = 4, .context = {1, 2, 3}, .root_token = 9}}, .steps = 2, .draft_tokens = 3};
+  auto p2 = round_trip(p);
+  EXPECT_EQ(p2.seqs[0].context, p.seqs[0].context);
+  EXPECT_EQ(p2.seqs[0].root_token, 9);
+  DraftProposal r{.step_id = 3, .trees = {spec::DraftTree::chain(9, std::vector<int32_t>{1, 2})}, .error = ""};
+  EXPECT_EQ(round_trip(r).trees[0].parents, (std::vector<int32_t>{-1, 0, 1}));
+  DraftExtend e{.step_id = 1, .seqs = {prompt_extend(1, {3, 4})}, .hidden = {.address = 64, .rows = 2, .cols = 8, .dtype = 1, .device = 0}};
+  auto e2 = round_trip(e);
+  EXPECT_EQ(e2.seqs[0].slots, e.seqs[0].slots);
+  EXPECT_EQ(e2.hidden.address, 64u);
+}
