@@ -61,7 +61,13 @@ int main(int argc, char** argv) {
   specb->add_option("--dtype", spb.dtype, "bf16 or f16 on CUDA")->check(CLI::IsMember({"bf16", "f16"}));
   specb->add_option("--algorithm", spb.algorithms, "EAGLE3, EAGLE, STANDALONE (self-draft)")->delimiter(',');
   specb->add_option("--batch-size", spb.batch_sizes, "batch sizes")->delimiter(',');
-  specb->add_option("--speculative-num-steps", spb.num_steps, "draft tokens per verify")->check(CLI::Range(1, 32));
+  specb->add_option("--speculative-num-steps", spb.num_steps, "draft steps per verify (chain: draft tokens)")->check(CLI::Range(1, 32));
+  specb->add_option("--speculative-eagle-topk", spb.topk, "branching per draft step (> 1: tree drafting)")->check(CLI::Range(1, 64));
+  specb->add_option("--speculative-num-draft-tokens", spb.draft_tokens, "tree: tokens per verify (default steps * topk + 1)")
+      ->check(CLI::NonNegativeNumber);
+  specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
+      ->check(CLI::Range(0, 8));
+  specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
   specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(CLI::PositiveNumber);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");

@@ -8,6 +8,12 @@
 #include <random>
 
 #include "actors/core/draft_worker_core.hpp"
+#include "actors/core/verify_batch.hpp"
+#include "actors/draft_worker_actor.hpp"
+#include "actors/messages.hpp"
+#include "kernels/device_runtime.hpp"
+#include "kernels/matmul.hpp"
+#include "spec/draft_tree.hpp"
 #include "actors/core/scheduler_core.hpp"
 #include "actors/core/target_worker_core.hpp"
 #include "kernels/error.hpp"
@@ -57,11 +63,19 @@ int run_spec_bench(const SpecBenchOptions& o) {
   OwnedStream stream(device);
   model::LlamaModel target(config, model::random_llama_weights(config, o.seed, device, wdt), stream.get(), wdt);
   const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
-  const int64_t S = o.num_steps, rounds = o.rounds, max_new = 1 + (rounds + 4) * (S + 1) + 8;
-  const int64_t per_request = o.input_len + max_new + S + 2;
+  const int64_t S = o.num_steps, K = o.topk, rounds = o.rounds, max_new = 1 + (rounds + 4) * (S + 1) + 8;
+  const int64_t N = K > 1 ? (o.draft_tokens > 0 ? o.draft_tokens : S * K + 1) : S + 1;
+  AERIE_CHECK(N >= 2 && N <= 1 + K + (S - 1) * K * K, "--speculative-num-draft-tokens " << N << " does not fit steps " << S << " and topk " << K);
+  const int64_t per_request = o.input_len + max_new + spec::verify_reserve(S, K, N);
+  if (o.gemv_max_rows >= 0) kernels::set_gemv_max_rows(o.gemv_max_rows);
+  caf::actor_system_config actor_cfg;
+  actors::register_message_types(actor_cfg);
+  caf::actor_system actor_sys(actor_cfg);
   const auto shape = model::kv_shape_for_tokens(max_bs * per_request + 64, 1);
   model::KvCache kv(config, shape, device, wdt);
   nlohmann::json out = nlohmann::json::array();
+  std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, GEMV up to %d rows\n", static_cast<long long>(S),
+              static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process", kernels::gemv_max_rows());
   std::printf("%-11s %5s %12s %12s %12s %12s %9s %10s %10s %8s\n", "algorithm", "batch", "plain(ms)", "draft fw(ms)", "verify(ms)",
               "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
 
@@ -102,11 +116,19 @@ int run_spec_bench(const SpecBenchOptions& o) {
         head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt), target);
       }
       model::KvCache draft_kv(draft_config, shape, device, wdt);
-      core::DraftWorkerCore draft(alg, std::move(head), std::move(standalone), draft_kv, target, B);
+      auto draft = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), draft_kv, target, B, K);
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
-                                        .context_length = config.max_position_embeddings, .spec_steps = S});
+                                        .context_length = config.max_position_embeddings, .spec_steps = S, .spec_topk = K, .spec_draft_tokens = N});
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = 0});
-      worker.enable_speculation(std::make_unique<core::SpecWorkerCore>(target, kv, draft, B));
+      caf::actor draft_actor;
+      std::unique_ptr<actors::DraftWorkerClient> client;
+      core::DraftPort* port = draft.get();
+      if (o.draft_actor) {
+        draft_actor = actor_sys.spawn<caf::detached>(actors::draft_worker_actor, draft, device == Device::kCuda ? cuda_runtime::current_device() : -1);
+        client = std::make_unique<actors::DraftWorkerClient>(actor_sys, draft_actor, draft->info());
+        port = client.get();
+      }
+      worker.enable_speculation(std::make_unique<core::SpecWorkerCore>(target, kv, *port, B));
       auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1);
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
       prefill(sched, worker);
@@ -128,25 +150,31 @@ int run_spec_bench(const SpecBenchOptions& o) {
       // The parts alone, on the next planned verify (its KV writes are redone by any later round).
       auto m = sched.plan_next();
       AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "no verify to take apart");
-      std::vector<core::DraftWorkerCore::ProposeSeq> ps;
+      std::vector<core::DraftProposeSeq> ps;
+      std::vector<std::vector<int32_t>> full;
+      std::vector<int32_t> roots;
       for (size_t s = 0; s < m->seq_rids.size(); ++s) {
-        std::vector<int32_t> ctx(m->kv_indices.begin() + m->kv_indptr[s], m->kv_indices.begin() + m->kv_indptr[s + 1]);
-        ctx.push_back(m->extra_slots[s]);
-        ps.push_back({.rid = m->seq_rids[s], .first_position = m->positions[static_cast<size_t>(m->qo_indptr[s])] + (draft.eagle() ? 0 : 1),
-                      .context = ctx});
+        full.emplace_back(m->kv_indices.begin() + m->kv_indptr[s], m->kv_indices.begin() + m->kv_indptr[s + 1]);
+        roots.push_back(m->positions[static_cast<size_t>(m->qo_indptr[s])]);
+        ps.push_back({.rid = m->seq_rids[s], .first_position = roots.back() + (draft->eagle() ? 0 : 1), .context = full.back(),
+                      .root_token = m->input_ids[static_cast<size_t>(m->qo_indptr[s])]});
       }
-      model::ForwardBatch vb;
-      vb.input_ids = m->input_ids, vb.positions = m->positions, vb.out_cache_loc = m->out_cache_loc;
-      vb.qo_indptr = m->qo_indptr, vb.kv_indptr = m->kv_indptr, vb.kv_indices = m->kv_indices;
-      for (int64_t i = 0; i < static_cast<int64_t>(vb.input_ids.size()); ++i) vb.logit_rows.push_back(static_cast<int32_t>(i));
       for (int rep = 0; rep < 7; ++rep) {
         auto t0 = Clock::now();
-        if (S > 1) draft.propose_chain(ps, S);
+        const auto trees = draft->propose(ps, S, N);
         if (rep >= 2 && S > 1) draft_t.push_back(ms_since(t0) / static_cast<double>(S - 1));
+        std::vector<core::VerifySequence> vs;
+        for (size_t s = 0; s < trees.size(); ++s) vs.push_back({.tree = &trees[s], .root_position = roots[s], .slots = &full[s]});
+        const model::ForwardBatch vb = core::verify_forward_batch(vs, K > 1);
         t0 = Clock::now();
         target.forward(vb, kv);
         synchronize(stream.get());
         if (rep >= 2) verify_t.push_back(ms_since(t0));
+      }
+      worker.enable_speculation(nullptr);
+      if (client) {
+        client.reset();
+        caf::anon_send_exit(draft_actor, caf::exit_reason::user_shutdown);
       }
       const double round_ms = median(round_t), verify_ms = median(verify_t), draft_ms = median(draft_t);
       const double tok_per_round = requests_verified ? static_cast<double>(committed) / static_cast<double>(requests_verified) : 0.0;
@@ -155,7 +183,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
       const double parts = verify_ms + draft_ms * static_cast<double>(S - 1);
       std::printf("%-11s %5lld %12.3f %12.3f %12.3f %12.3f %9.2f %10.2f %10.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B), plain_ms,
                   draft_ms, verify_ms, round_ms, verify_ms / plain_ms, round_ms / parts, tok_per_round, speedup);
-      out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"num_draft_tokens", S + 1}, {"plain_step_ms", plain_ms},
+      out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor},
+                     {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},
                      {"decode_tok_s", tok_per_round * static_cast<double>(B) / round_ms * 1e3},

@@ -2,7 +2,8 @@
 // aerie-bench speculative: the parts of a speculative round at a model shape, each timed
 // alone and against a plain decode step measured in the same run: a draft forward, a
 // target verify of num_draft_tokens tokens per request, a whole round (draft + verify +
-// accept + draft extend), and decode throughput with and without speculation. Random
+// accept + draft extend, through the DraftWorker actor as aerie-serve runs it), and decode
+// throughput with and without speculation. Chain (topk 1) or tree drafting. Random
 // weights: EAGLE / EAGLE3 heads accept little, so their rounds show cost, not speed-up; the
 // STANDALONE self-draft (the target as its own draft) accepts every token.
 #include <string>
@@ -16,7 +17,11 @@ struct SpecBenchOptions {
   std::string dtype = "bf16";
   std::vector<std::string> algorithms = {"EAGLE3", "EAGLE", "STANDALONE"};
   std::vector<int64_t> batch_sizes = {1, 8, 32};
-  int64_t num_steps = 3;  // draft tokens per verify (num_draft_tokens = steps + 1)
+  int64_t num_steps = 3;  // draft steps per verify (a chain's num_draft_tokens = steps + 1)
+  int64_t topk = 1;       // > 1: tree drafting
+  int64_t draft_tokens = 0;  // tree: nodes per verify (0: steps * topk + 1)
+  int gemv_max_rows = -1;    // CUDA: GEMV/cuBLAS threshold (-1: built-in)
+  bool draft_actor = true;   // the round goes through the DraftWorker actor, as served
   int64_t input_len = 512;
   int64_t rounds = 20;    // timed rounds per configuration
   std::string json_path;

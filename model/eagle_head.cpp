@@ -195,13 +195,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   const int64_t width = in_hidden.dim(1);
   AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
   if (!ws_ || !ws_->fits(batch, 1)) {
-    ForwardCapacity cap;
-    const ForwardCapacity old = ws_ ? ws_->capacity() : ForwardCapacity{};
-    cap.max_tokens = std::max<int64_t>(T, 2 * old.max_tokens);
-    cap.max_seqs = std::max<int64_t>(batch.batch_size(), 2 * old.max_seqs);
-    cap.max_kv_indices = std::max<int64_t>(static_cast<int64_t>(batch.kv_indices.size()), 2 * old.max_kv_indices);
-    cap.max_logit_rows = std::max<int64_t>(std::max<int64_t>(1, R), 2 * old.max_logit_rows);
-    cap.max_mask = std::max<int64_t>(static_cast<int64_t>(batch.custom_mask.size()), old.max_mask);
+    const ForwardCapacity cap = (ws_ ? ws_->capacity() : ForwardCapacity{}).grown_for(batch, 1);
     synchronize(stream_);
     LlamaConfig shape = c;
     shape.vocab_size = vocab();

@@ -46,6 +46,18 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
                         {std::max<int64_t>(1, kernels::attention_workspace_floats(T, c.num_heads, c.head_dim, cap.max_splits))});
 }
 
+ForwardCapacity ForwardCapacity::grown_for(const ForwardBatch& b, int splits) const {
+  auto grow = [](int64_t need, int64_t have) { return need <= have ? have : std::max(need, 2 * have); };
+  ForwardCapacity c;
+  c.max_tokens = grow(std::max<int64_t>(b.num_tokens(), 1), max_tokens);
+  c.max_seqs = grow(std::max<int64_t>(b.batch_size(), 1), max_seqs);
+  c.max_kv_indices = grow(std::max<int64_t>(static_cast<int64_t>(b.kv_indices.size()), 1), max_kv_indices);
+  c.max_logit_rows = grow(std::max<int64_t>(static_cast<int64_t>(b.logit_rows.size()), 1), max_logit_rows);
+  c.max_mask = grow(static_cast<int64_t>(b.custom_mask.size()), max_mask);
+  c.max_splits = std::max(splits, max_splits);
+  return c;
+}
+
 bool ForwardWorkspace::fits(const ForwardBatch& b, int num_splits) const {
   return b.num_tokens() <= capacity_.max_tokens && b.batch_size() <= capacity_.max_seqs &&
          static_cast<int64_t>(b.kv_indices.size()) <= capacity_.max_kv_indices &&

@@ -19,6 +19,10 @@ struct ForwardCapacity {
   int64_t max_logit_rows = 0;
   int64_t max_mask = 0;        // custom-mask entries (0: no custom masks)
   int max_splits = 1;          // attention KV splits
+  // The capacity for `b` grown from this one: a dimension that does not fit grows to at
+  // least twice its old size (so a stream of growing batches reallocates rarely); the
+  // others stay (growing them all on every miss would compound).
+  ForwardCapacity grown_for(const ForwardBatch& b, int splits) const;
 };
 
 // The sizes of one forward, as the kernels see them.

@@ -45,15 +45,7 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
     max_kv = std::max<int64_t>(max_kv, batch.kv_indptr[static_cast<size_t>(b + 1)] - batch.kv_indptr[static_cast<size_t>(b)]);
   const int splits = attention_splits(batch.num_tokens(), max_kv);
   if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
-    // Grow to at least twice the old capacity so a stream of growing batches reallocates rarely.
-    ForwardCapacity cap;
-    const ForwardCapacity old = eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{};
-    cap.max_tokens = std::max<int64_t>(batch.num_tokens(), 2 * old.max_tokens);
-    cap.max_seqs = std::max<int64_t>(batch.batch_size(), 2 * old.max_seqs);
-    cap.max_kv_indices = std::max<int64_t>(static_cast<int64_t>(batch.kv_indices.size()), 2 * old.max_kv_indices);
-    cap.max_logit_rows = std::max<int64_t>(std::max<size_t>(1, batch.logit_rows.size()), 2 * old.max_logit_rows);
-    cap.max_mask = std::max<int64_t>(static_cast<int64_t>(batch.custom_mask.size()), old.max_mask);
-    cap.max_splits = std::max(splits, old.max_splits);
+    const ForwardCapacity cap = (eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);  // the old workspace may still be in use
     eager_ws_ = std::make_unique<ForwardWorkspace>(config_, cap, stream_.device(), act_dtype_);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/core/forward_batch_of.hpp"
+#include "actors/core/verify_batch.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
@@ -125,26 +126,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   const std::vector<spec::DraftTree> trees = draft_.propose(ps, S, N);
   AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
-  model::ForwardBatch b;
+  std::vector<VerifySequence> vs(B);
   for (size_t s = 0; s < B; ++s) {
-    const auto& t = trees[s];
-    AERIE_CHECK(t.size() == N, "request " << m.seq_rids[s] << "'s draft tree has " << t.size() << " nodes, expected " << N);
-    const auto depth = t.depths();
-    for (int64_t i = 0; i < N; ++i) {
-      b.input_ids.push_back(t.tokens[static_cast<size_t>(i)]);
-      b.positions.push_back(start[s] + depth[static_cast<size_t>(i)]);
-      b.out_cache_loc.push_back(full[s][static_cast<size_t>(start[s] + i)]);
-      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
-    }
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
-    b.kv_indices.insert(b.kv_indices.end(), full[s].begin(), full[s].begin() + start[s] + N);
-    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
-    if (K > 1) {
-      if (b.mask_indptr.empty()) b.mask_indptr.push_back(0);
-      spec::append_tree_mask(t, start[s], b.custom_mask);
-      b.mask_indptr.push_back(static_cast<int32_t>(b.custom_mask.size()));
-    }
+    AERIE_CHECK(trees[s].size() == N, "request " << m.seq_rids[s] << "'s draft tree has " << trees[s].size() << " nodes, expected " << N);
+    vs[s] = {.tree = &trees[s], .root_position = start[s], .slots = &full[s]};
   }
+  const model::ForwardBatch b = verify_forward_batch(vs, K > 1);
   const TensorView logits = target_.forward(b, kv_);
   // 3. Accept.
   const bool any_greedy = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature == 0.0f; });

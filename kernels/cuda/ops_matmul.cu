@@ -95,7 +95,9 @@ enum class Epilogue { kStore, kSiluPairs, kRope };
 template <class T, class TO, int M, int R, int THREADS, Epilogue EPI>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
   constexpr int kWarps = THREADS / 32;
-  constexpr int kUnroll = R == 1 ? 8 : 4;  // loads in flight per thread, bounded by registers
+  // Loads in flight per thread, bounded by registers (weights in flight, widened weights
+  // and R x M accumulators).
+  constexpr int kUnroll = R == 1 ? 8 : (R * M > 16 ? 2 : 4);
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
   const int64_t n = a.n, k = a.k;
@@ -130,17 +132,19 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = base + static_cast<int64_t>(u) * THREADS;
       if (c >= chunks) break;
+      // Each weight chunk is widened once and used for every input row: the widening would
+      // otherwise cost as many instructions as the FMAs once M grows past a couple of rows.
+      float wf[R][8];
+#pragma unroll
+      for (int r = 0; r < R; ++r) unpack8<T>(wv[u][r], wf[r]);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
         unpack8<T>(__ldg(xr + m * chunks + c), xf);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float wf[8];
-          unpack8<T>(wv[u][r], wf);
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[r][m] += wf[i] * xf[i];
-        }
+          for (int i = 0; i < 8; ++i) acc[r][m] += wf[r][i] * xf[i];
       }
     }
     const int64_t next = base + static_cast<int64_t>(THREADS) * kUnroll;

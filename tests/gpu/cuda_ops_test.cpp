@@ -81,6 +81,27 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
   }
 }
 
+TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
+  // Aerie's GEMV serves up to 8 rows when allowed (verify batches of draft tokens).
+  std::mt19937 rng(21);
+  const int saved = gemv_max_rows();
+  set_gemv_max_rows(8);
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int64_t m = 1; m <= 8; ++m) {
+      const int64_t k = 2048, n = 1003;  // n not a multiple of the rows per block
+      Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
+      for (DType out : {t, DType::kF32}) {
+        Buffer y(Device::kCpu, out, {m, n});
+        ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = {}, .y = y.view()}, Stream::cpu()).is_ok());
+        Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(y);
+        ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .bias = {}, .y = dy.view()}, gpu()).is_ok());
+        EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(out == DType::kF32 ? t : out))
+            << dtype_name(t) << " m=" << m;
+      }
+    }
+  set_gemv_max_rows(saved);
+}
+
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {
