@@ -49,7 +49,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
       tokenizer_(std::move(tokenizer)),
       deployment_options_(std::move(deployment_options)),
       options_(std::move(options)),
-      metrics_(options_.model_name),
+      metrics_(options_.model_name, deployment_options_.speculative_algorithm.empty() ? 0 : deployment_options_.speculative_num_steps),
       server_(std::make_unique<httplib::Server>()) {
   if (tokenizer_) {
     const ChatFamily family = options_.chat_template.empty() ? detect_chat_family(deployment_options_.model_path, tokenizer_.get())

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), with .device/ from tools/device_pack.sh carried along:
-# the GPU tests (speculative greedy equality included) and `aerie-bench speculative` at the
-# Llama-3.1-8B shape (random weights; EAGLE3 and EAGLE heads, STANDALONE self-draft),
-# batch 1, 8 and 32, 3 and 7 draft steps. Logs and JSON go to $OUT.
+# the GPU tests (speculative greedy equality for chains and trees included), the GEMV vs
+# cuBLAS kernel table for 1-8 rows, and `aerie-bench speculative` at the Llama-3.1-8B shape
+# (random weights; EAGLE3 and EAGLE heads, STANDALONE self-draft): chains of 3 and 7 draft
+# tokens and trees, at batch 1, 8 and 32; one run with cuBLAS for 3-8 rows instead of the
+# tensor-core GEMV (--gemv-max-rows 2), and one with the draft in-process (the cost of the
+# DraftWorker actor hop).
+# Logs and JSON go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-gpu-spec}
@@ -12,10 +16,26 @@ export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 B=$PWD/.device/bin
 status=0
 nvidia-smi --query-gpu=name,memory.total --format=csv
-"$B/gpu_test" --gtest_brief=1 2>&1 | tee "$OUT/gpu_test.log" | tail -n 20
-[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_test FAILED"; status=1; }
-"$B/aerie-bench" speculative --model-shape llama-3.1-8b --batch-size 1,8,32 --speculative-num-steps 3 \
-  --json "$OUT/spec_8b_steps3.json" 2>&1 | tee "$OUT/spec_8b_steps3.txt" || status=1
-"$B/aerie-bench" speculative --model-shape llama-3.1-8b --batch-size 1,8 --speculative-num-steps 7 \
-  --json "$OUT/spec_8b_steps7.json" 2>&1 | tee "$OUT/spec_8b_steps7.txt" || status=1
+step() {  # name, seconds, command...
+  local name=$1 secs=$2
+  shift 2
+  echo "== $name"
+  timeout "$secs" "$@" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  tail -n 14 "$OUT/$name.txt"
+  [[ $rc -eq 0 ]] || { echo "$name FAILED ($rc)"; status=1; }
+}
+step gpu_test 240 "$B/gpu_test" --gtest_brief=1
+step kernels_rows 90 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,2,4,8
+SPEC="$B/aerie-bench speculative --model-shape llama-3.1-8b --rounds 12"
+step spec_steps3 150 $SPEC --batch-size 1,8,32 --speculative-num-steps 3 --json "$OUT/spec_8b_steps3.json"
+step spec_steps7 120 $SPEC --batch-size 1,8,32 --speculative-num-steps 7 --json "$OUT/spec_8b_steps7.json"
+step spec_steps3_cublas 90 $SPEC --batch-size 1,8 --speculative-num-steps 3 --gemv-max-rows 2 --algorithm EAGLE3 \
+  --json "$OUT/spec_8b_steps3_cublas.json"
+step spec_tree_s3k4n8 90 $SPEC --batch-size 1,8 --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8 \
+  --algorithm EAGLE3,STANDALONE --json "$OUT/spec_8b_tree_s3k4n8.json"
+step spec_tree_s5k8n32 90 $SPEC --batch-size 1,8 --speculative-num-steps 5 --speculative-eagle-topk 8 --speculative-num-draft-tokens 32 \
+  --algorithm EAGLE3,STANDALONE --json "$OUT/spec_8b_tree_s5k8n32.json"
+step spec_steps3_inprocess 60 $SPEC --batch-size 1,8 --speculative-num-steps 3 --algorithm EAGLE3 --no-draft-actor \
+  --json "$OUT/spec_8b_steps3_inprocess.json"
 exit $status

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 
@@ -92,6 +94,57 @@ enum class Epilogue { kStore, kSiluPairs, kRope };
 // kRope: rows are the merged q/k/v projection with each q/k rotation pair adjacent
 // (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
 // or copies its two V dims into the V cache: the projection with rope_kv_write fused.
+// The end of a GEMV block: R output rows x M input rows whose sums row_sum(r, m) gives,
+// stored (kStore) or through the pair epilogues.
+template <class T, class TO, int M, int R, int THREADS, Epilogue EPI, class RowSum>
+__device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO>& a, int64_t row0, RowSum row_sum) {
+  const int64_t n = a.n;
+  if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
+    static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
+    for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
+      const int j = idx / M, m = idx % M;
+      const int64_t first = row0 + 2 * j;
+      if (first >= n) continue;
+      // Round as the unfused path stores the projection (in T).
+      const float v0 = to_float(from_float<T>(row_sum(2 * j, m))), v1 = to_float(from_float<T>(row_sum(2 * j + 1, m)));
+      if constexpr (EPI == Epilogue::kSiluPairs) {
+        a.y[m * (n / 2) + first / 2] = from_float<TO>(v0 / (1.0f + __expf(-v0)) * v1);
+      } else {
+        const int64_t D = a.head_dim, half = D / 2, head = first / D, within = first % D;
+        const int32_t slot = a.slots[m];
+        const bool slot_ok = slot >= 0 && slot < a.num_slots;
+        if (head < a.q_heads + a.kv_heads) {
+          const int64_t i = within / 2;  // the pair (dim i, dim i + half)
+          float sn, cs;
+          sincosf(static_cast<float>(a.positions[m]) * a.inv_freq[i], &sn, &cs);
+          cs *= a.rope_scaling;
+          sn *= a.rope_scaling;
+          const T o1 = from_float<T>(v0 * cs - v1 * sn), o2 = from_float<T>(v1 * cs + v0 * sn);
+          if (head < a.q_heads) {
+            T* q = a.q_out + (m * a.q_heads + head) * D;
+            q[i] = o1;
+            q[i + half] = o2;
+          } else if (slot_ok) {
+            T* kd = a.k_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads)) * D;
+            kd[i] = o1;
+            kd[i + half] = o2;
+          }
+        } else if (slot_ok) {
+          T* vd = a.v_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads - a.kv_heads)) * D;
+          vd[within] = from_float<T>(v0);
+          vd[within + 1] = from_float<T>(v1);
+        }
+      }
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
+    const int r = idx / M, m = idx % M;
+    if (row0 + r >= n) continue;
+    a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
+  }
+}
+
 template <class T, class TO, int M, int R, int THREADS, Epilogue EPI>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
   constexpr int kWarps = THREADS / 32;
@@ -165,50 +218,121 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
     for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][r * M + m];
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
-  if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
-    static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
-    for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
-      const int j = idx / M, m = idx % M;
-      const int64_t first = row0 + 2 * j;
-      if (first >= n) continue;
-      // Round as the unfused path stores the projection (in T).
-      const float v0 = to_float(from_float<T>(row_sum(2 * j, m))), v1 = to_float(from_float<T>(row_sum(2 * j + 1, m)));
-      if constexpr (EPI == Epilogue::kSiluPairs) {
-        a.y[m * (n / 2) + first / 2] = from_float<TO>(v0 / (1.0f + __expf(-v0)) * v1);
-      } else {
-        const int64_t D = a.head_dim, half = D / 2, head = first / D, within = first % D;
-        const int32_t slot = a.slots[m];
-        const bool slot_ok = slot >= 0 && slot < a.num_slots;
-        if (head < a.q_heads + a.kv_heads) {
-          const int64_t i = within / 2;  // the pair (dim i, dim i + half)
-          float sn, cs;
-          sincosf(static_cast<float>(a.positions[m]) * a.inv_freq[i], &sn, &cs);
-          cs *= a.rope_scaling;
-          sn *= a.rope_scaling;
-          const T o1 = from_float<T>(v0 * cs - v1 * sn), o2 = from_float<T>(v1 * cs + v0 * sn);
-          if (head < a.q_heads) {
-            T* q = a.q_out + (m * a.q_heads + head) * D;
-            q[i] = o1;
-            q[i + half] = o2;
-          } else if (slot_ok) {
-            T* kd = a.k_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads)) * D;
-            kd[i] = o1;
-            kd[i + half] = o2;
-          }
-        } else if (slot_ok) {
-          T* vd = a.v_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads - a.kv_heads)) * D;
-          vd[within] = from_float<T>(v0);
-          vd[within + 1] = from_float<T>(v1);
-        }
-      }
+  gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
+}
+
+// Tensor-core GEMV for 3-8 input rows (a verify's draft tokens): one m16n8k16 MMA takes 16
+// weight rows (A) against the input rows as the 8 columns of B, so the FMAs cost nothing
+// next to the weight stream, which the CUDA-core GEMV above cannot say past two rows.
+// The dot product does not care in which order k is visited, so each thread loads 16 bytes
+// (8 consecutive k) of its two weight rows and of its input row and uses them as the
+// fragments of two MMAs: with lane = 4g + t, thread t of group g holds A rows g and g + 8
+// and B column g at k = 8t..8t+7 of a 32-wide step; MMA 1 takes k 8t+0..3 as the fragment
+// columns {2t, 2t+1, 2t+8, 2t+9}, MMA 2 takes k 8t+4..7. The warps of a block split K; their
+// 16 x 8 partial sums meet in shared memory and go through the usual epilogue.
+template <class T>
+__device__ __forceinline__ void mma_16x8x16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <class T, class TO, int M, int kMmaWarps, Epilogue EPI>
+__global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO> a) {
+  // 4 steps of 32 k in flight per thread (8 measured slower: registers).
+  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 4;
+  __shared__ float partial[kMmaWarps][R * 8];
+  pdl_trigger();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t n = a.n, k = a.k;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t steps = k / 32, per = (steps + kMmaWarps - 1) / kMmaWarps;
+  const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
+  const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n, ok_x = g < M;
+  const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t;
+  const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t;
+  const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 bg[kUnroll], bh[kUnroll], bx[kUnroll];
+  // Steps past the warp's range load zeros, so every MMA of a round can run unconditionally
+  // and the compiler can keep all of a round's loads in flight together.
+  auto load_weights = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t st = base + u;
+      bg[u] = (st < s1 && ok_g) ? __ldg(wg + st * 4) : zero;
+      bh[u] = (st < s1 && ok_h) ? __ldg(wh + st * 4) : zero;
     }
-    return;
+  };
+  auto load_inputs = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t st = base + u;
+      bx[u] = (st < s1 && ok_x) ? __ldg(xg + st * 4) : zero;
+    }
+  };
+  load_weights(s0);  // weights do not depend on the previous kernel
+  pdl_wait();
+  load_inputs(s0);
+  for (int64_t base = s0; base < s1; base += kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      mma_16x8x16<T>(c, bg[u].x, bh[u].x, bg[u].y, bh[u].y, bx[u].x, bx[u].y);
+      mma_16x8x16<T>(c, bg[u].z, bh[u].z, bg[u].w, bh[u].w, bx[u].z, bx[u].w);
+    }
+    load_weights(base + kUnroll);
+    load_inputs(base + kUnroll);
   }
-  for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
-    const int r = idx / M, m = idx % M;
-    if (row0 + r >= n) continue;
-    a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
-  }
+  // c0, c1: row g, input rows 2t, 2t + 1; c2, c3: row g + 8.
+  partial[warp][g * 8 + 2 * t] = c[0];
+  partial[warp][g * 8 + 2 * t + 1] = c[1];
+  partial[warp][(g + 8) * 8 + 2 * t] = c[2];
+  partial[warp][(g + 8) * 8 + 2 * t + 1] = c[3];
+  __syncthreads();
+  auto row_sum = [&](int r, int m) {
+    float v = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][r * 8 + m];
+    return a.bias ? v + to_float(a.bias[row0 + r]) : v;
+  };
+  gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
+}
+
+// The tensor-core path serves 3-8 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
+// it off, for measuring).
+bool gemv_mma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AERIE_GEMV_MMA");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
+// Warps per block (they split K): measured on an H200 at 4 and 8 rows, 4 warps suit wide
+// matrices (>= 384 blocks of 16 rows: q/k/v, gate/up, lm_head) and 8 the narrow ones
+// (o_proj, down); AERIE_GEMV_MMA_WARPS (4, 8, 16) overrides, for measuring.
+int gemv_mma_warps(int64_t blocks) {
+  static const int forced = [] {
+    const char* e = std::getenv("AERIE_GEMV_MMA_WARPS");
+    return e ? std::atoi(e) : 0;
+  }();
+  return forced > 0 ? forced : (blocks >= 384 ? 4 : 8);
+}
+
+template <class T, class TO, int M, Epilogue EPI>
+void launch_gemv_mma(const GemvArgs<T, TO>& a, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
+  const int warps = gemv_mma_warps(blocks);
+  if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, M, 4, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
+  else if (warps == 16) launch_pdl(gemv_mma_kernel<T, TO, M, 16, EPI>, dim3(blocks), dim3(16 * 32), 0, s, a);
+  else launch_pdl(gemv_mma_kernel<T, TO, M, 8, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
 }
 
 template <class T, class TO, int M, int R, Epilogue EPI>
@@ -218,27 +342,34 @@ void launch_gemv_rows(const GemvArgs<T, TO>& a, cudaStream_t s) {
   else launch_pdl(gemv_kernel<T, TO, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
 }
 
-// Rows per block: 1 for a single input row (most blocks, most parallelism), more as M
-// grows so that x is re-read less; always even for the pair epilogues.
+// Rows per block for the CUDA-core GEMV: 1 for a single input row (most blocks, most
+// parallelism), more as M grows so that x is re-read less; always even for the pair
+// epilogues. From 3 rows on the tensor-core GEMV serves whenever K is a multiple of 32.
+template <class T, class TO, int M, int R, Epilogue EPI>
+void launch_gemv_m(const GemvArgs<T, TO>& a, cudaStream_t s) {
+  if (a.k % 32 == 0 && gemv_mma_enabled()) launch_gemv_mma<T, TO, M, EPI>(a, s);
+  else launch_gemv_rows<T, TO, M, R, EPI>(a, s);
+}
+
 template <class T, class TO, Epilogue EPI>
 void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   switch (m) {
     case 1: launch_gemv_rows<T, TO, 1, kR1, EPI>(a, s); break;
     case 2: launch_gemv_rows<T, TO, 2, 2, EPI>(a, s); break;
-    case 3: launch_gemv_rows<T, TO, 3, 2, EPI>(a, s); break;
-    case 4: launch_gemv_rows<T, TO, 4, 4, EPI>(a, s); break;
-    case 5: launch_gemv_rows<T, TO, 5, 4, EPI>(a, s); break;
-    case 6: launch_gemv_rows<T, TO, 6, 4, EPI>(a, s); break;
-    case 7: launch_gemv_rows<T, TO, 7, 4, EPI>(a, s); break;
-    case 8: launch_gemv_rows<T, TO, 8, 4, EPI>(a, s); break;
+    case 3: launch_gemv_m<T, TO, 3, 2, EPI>(a, s); break;
+    case 4: launch_gemv_m<T, TO, 4, 4, EPI>(a, s); break;
+    case 5: launch_gemv_m<T, TO, 5, 4, EPI>(a, s); break;
+    case 6: launch_gemv_m<T, TO, 6, 4, EPI>(a, s); break;
+    case 7: launch_gemv_m<T, TO, 7, 4, EPI>(a, s); break;
+    case 8: launch_gemv_m<T, TO, 8, 4, EPI>(a, s); break;
     default: break;
   }
 }
 
-// Measured on an H200 (docs/performance.md): Aerie's GEMV beats cuBLAS at one or two rows;
-// from four rows on, cuBLAS is as fast or faster.
-int max_gemv_rows = 2;
+// Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
+// two rows, its tensor-core GEMV up to eight.
+int max_gemv_rows = 8;
 
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

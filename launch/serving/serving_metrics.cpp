@@ -37,10 +37,14 @@ struct ServingMetrics::Impl {
   prometheus::Histogram* itl = nullptr;
   prometheus::Histogram* e2e = nullptr;
   prometheus::Histogram* accept = nullptr;
+  prometheus::Gauge* accept_length = nullptr;
+  prometheus::Gauge* accept_rate = nullptr;
+  int64_t spec_steps = 0;
 };
 
-ServingMetrics::ServingMetrics(const std::string& model_name) : impl_(std::make_unique<Impl>()) {
+ServingMetrics::ServingMetrics(const std::string& model_name, int64_t spec_steps) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
+  m.spec_steps = spec_steps;
   m.labels = {{"model_name", model_name}};
   auto counter = [&](const char* name, const char* help) {
     return &prometheus::BuildCounter().Name(name).Help(help).Register(m.registry).Add(m.labels);
@@ -64,6 +68,8 @@ ServingMetrics::ServingMetrics(const std::string& model_name) : impl_(std::make_
   m.itl = histogram("aerie:inter_token_latency_seconds", "Time between output tokens", kItl);
   m.e2e = histogram("aerie:e2e_request_latency_seconds", "Request latency, arrival to last token", kE2e);
   m.accept = histogram("aerie:spec_accept_length", "Output tokens per target verify forward (speculative decoding)", kAccept);
+  m.accept_length = gauge("aerie:spec_accept_length_avg", "Engine-wide tokens committed per request verify (speculative decoding)");
+  m.accept_rate = gauge("aerie:spec_accept_rate", "Engine-wide share of draft steps accepted: (tokens per verify - 1) / draft steps");
 }
 
 ServingMetrics::~ServingMetrics() = default;
@@ -94,6 +100,11 @@ std::string ServingMetrics::render(const EngineLoad& load) {
   m.queued->Set(static_cast<double>(load.queued));
   m.used_tokens->Set(static_cast<double>(load.kv_used_tokens));
   m.token_usage->Set(load.kv_total_tokens > 0 ? static_cast<double>(load.kv_used_tokens) / static_cast<double>(load.kv_total_tokens) : 0.0);
+  if (load.spec_verify_ct > 0) {
+    const double per_verify = static_cast<double>(load.spec_committed_tokens) / static_cast<double>(load.spec_verify_ct);
+    m.accept_length->Set(per_verify);
+    if (m.spec_steps > 0) m.accept_rate->Set((per_verify - 1.0) / static_cast<double>(m.spec_steps));
+  }
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, m.registry.Collect());
   return out.str();

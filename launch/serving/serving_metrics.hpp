@@ -3,7 +3,8 @@
 // metric names with the "aerie:" prefix: request and token counters, running / queued
 // requests and KV usage (asked of the Schedulers at scrape time), and histograms of
 // time to first token, inter-token latency, end-to-end latency and speculative accept
-// length. Thread-safe: every HTTP handler thread records into it.
+// length, and the engine's speculative accept length and accept rate (sglang's
+// spec_accept_length / spec_accept_rate: accepted drafts per draft step verified). Thread-safe: every HTTP handler thread records into it.
 #include <memory>
 #include <string>
 
@@ -20,7 +21,8 @@ struct EngineLoad {
 
 class ServingMetrics {
  public:
-  explicit ServingMetrics(const std::string& model_name);
+  // spec_steps: draft steps per verify (the deepest a verify accepts), 0 without speculation.
+  explicit ServingMetrics(const std::string& model_name, int64_t spec_steps = 0);
   ~ServingMetrics();
   void request_started();
   void first_token(double seconds_since_arrival);

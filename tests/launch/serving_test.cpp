@@ -245,4 +245,18 @@ TEST(ServingMetrics, RendersPrometheusText) {
   has("aerie:e2e_request_latency_seconds_sum{model_name=\"tiny\"} 0.2");
   has("aerie:finished_requests_total{finish_reason=\"length\",model_name=\"tiny\"} 1");
   has("# TYPE aerie:spec_accept_length histogram");
+  has("aerie:spec_accept_length_avg{model_name=\"tiny\"} 0");  // no verifies yet
+}
+
+TEST(ServingMetrics, ReportsTheEngineAcceptLengthAndRate) {
+  ServingMetrics m("tiny", 3);
+  m.request_started();
+  m.request_finished("length", 4, 9, 0.1, 3.0);
+  // 10 request-verifies committed 30 tokens: 3 per verify, 2 of 3 draft steps accepted.
+  const std::string text = m.render({.running = 0, .queued = 0, .kv_used_tokens = 0, .kv_total_tokens = 10, .spec_verify_ct = 10,
+                                     .spec_committed_tokens = 30});
+  auto has = [&](const std::string& s) { EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text; };
+  has("aerie:spec_accept_length_avg{model_name=\"tiny\"} 3");
+  has("aerie:spec_accept_rate{model_name=\"tiny\"} 0.6666");
+  has("aerie:spec_accept_length_count{model_name=\"tiny\"} 1");
 }
