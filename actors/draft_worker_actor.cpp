@@ -48,7 +48,12 @@ caf::behavior draft_worker_actor(caf::event_based_actor*, std::shared_ptr<core::
 DraftWorkerClient::DraftWorkerClient(caf::actor_system& system, caf::actor draft, core::DraftInfo info)
     : system_(system), draft_(std::move(draft)), info_(std::move(info)) {}
 
-DraftWorkerClient::~DraftWorkerClient() = default;
+DraftWorkerClient::~DraftWorkerClient() {
+  try {
+    flush();
+  } catch (...) {  // a destructor does not throw; the batch that needed it has its error already
+  }
+}
 
 caf::scoped_actor& DraftWorkerClient::self() {
   if (!self_) self_ = std::make_unique<caf::scoped_actor>(system_);
@@ -56,13 +61,21 @@ caf::scoped_actor& DraftWorkerClient::self() {
 }
 
 void DraftWorkerClient::extend(const std::vector<core::DraftExtendSeq>& seqs, const TensorView& target_hidden) {
+  flush();
+  pending_.emplace(self()->request(draft_, caf::infinite, DraftExtend{.step_id = ++step_, .seqs = seqs, .hidden = DeviceRows::of(target_hidden)}));
+}
+
+void DraftWorkerClient::flush() {
+  if (!pending_) return;
   std::string error;
-  self()->request(draft_, caf::infinite, DraftExtend{.step_id = ++step_, .seqs = seqs, .hidden = DeviceRows::of(target_hidden)})
-      .receive([&](DraftDone& d) { error = d.error; }, [&](caf::error& e) { error = "the DraftWorker did not answer: " + system_.render(e); });
+  auto handle = std::move(*pending_);
+  pending_.reset();
+  handle.receive([&](DraftDone& d) { error = d.error; }, [&](caf::error& e) { error = "the DraftWorker did not answer: " + system_.render(e); });
   AERIE_CHECK(error.empty(), "draft extend: " << error);
 }
 
 std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
+  flush();
   std::string error;
   std::vector<spec::DraftTree> trees;
   self()->request(draft_, caf::infinite, DraftPropose{.step_id = ++step_, .seqs = seqs, .steps = steps, .draft_tokens = draft_tokens})

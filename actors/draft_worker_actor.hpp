@@ -6,11 +6,16 @@
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
-// request to the actor, awaited on the calling (TargetWorker) thread, so one speculative
-// iteration is draft -> verify -> accept -> draft extend as messages between the two.
+// request to the actor, so one speculative iteration is draft -> verify -> accept -> draft
+// extend as messages between the two. A proposal is awaited on the calling (TargetWorker)
+// thread; an extend is not: it runs on the GPU while the result goes back to the Scheduler
+// and the next batch is planned, and the next call (or flush(), before the next target
+// forward overwrites the hidden states it reads) awaits it and reports its error.
 // Spawn the actor detached: it runs forwards.
 #include <caf/all.hpp>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "actors/core/draft_port.hpp"
 #include "actors/core/draft_worker_core.hpp"
@@ -64,6 +69,7 @@ class DraftWorkerClient : public core::DraftPort {
   void extend(const std::vector<core::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
   std::vector<spec::DraftTree> propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
+  void flush() override;
 
  private:
   // Made on first use, on the thread that calls (the TargetWorker's).
@@ -73,6 +79,9 @@ class DraftWorkerClient : public core::DraftPort {
   core::DraftInfo info_;
   std::unique_ptr<caf::scoped_actor> self_;
   uint64_t step_ = 0;
+  // The extend in flight, if any.
+  using ExtendHandle = decltype(std::declval<caf::scoped_actor&>()->request(std::declval<caf::actor>(), caf::infinite, std::declval<DraftExtend>()));
+  std::optional<ExtendHandle> pending_;
 };
 
 }  // namespace aerie::actors

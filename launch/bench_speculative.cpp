@@ -76,8 +76,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
   nlohmann::json out = nlohmann::json::array();
   std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, GEMV up to %d rows\n", static_cast<long long>(S),
               static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process", kernels::gemv_max_rows());
-  std::printf("%-11s %5s %12s %12s %12s %12s %9s %10s %10s %8s\n", "algorithm", "batch", "plain(ms)", "draft fw(ms)", "verify(ms)",
-              "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
+  std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
+              "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
 
   for (int64_t B : o.batch_sizes) {
     // The plain decode step, with CUDA graphs as Aerie runs it.
@@ -90,15 +90,16 @@ int run_spec_bench(const SpecBenchOptions& o) {
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
       prefill(sched, worker);
       std::vector<double> t;
+      // A step is a whole iteration as the engine runs it: plan, execute, commit.
       for (int64_t r = 0; r < rounds + 2; ++r) {
+        const auto t0 = Clock::now();
         auto m = sched.plan_next();
         AERIE_CHECK(m && m->mode == transport::ForwardMode::kDecode, "the plain run left its decode phase early ("
                                                                           << (m ? static_cast<int>(m->mode) : -1) << ")");
-        const auto t0 = Clock::now();
         auto res = worker.execute(*m);
-        if (r >= 2) t.push_back(ms_since(t0));
         AERIE_CHECK(res.error.empty(), "plain decode failed: " << res.error);
         sched.on_result(res);
+        if (r >= 2) t.push_back(ms_since(t0));
       }
       plain_ms = median(t);
     }
@@ -132,21 +133,24 @@ int run_spec_bench(const SpecBenchOptions& o) {
       auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1);
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
       prefill(sched, worker);
-      std::vector<double> round_t, verify_t, draft_t;
+      std::vector<double> round_t, verify_t, draft_t, extend_t;
       int64_t committed = 0, requests_verified = 0;
       for (int64_t r = 0; r < rounds + 2; ++r) {
+        // A round as the engine runs it: plan, execute (its draft extend may still run on
+        // the GPU behind the DraftWorker while the next round is planned), commit.
+        auto t0 = Clock::now();
         auto m = sched.plan_next();
         AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "the speculative run left its decode phase early");
-        auto t0 = Clock::now();
         auto res = worker.execute(*m);
-        const double round_ms = ms_since(t0);
         AERIE_CHECK(res.error.empty(), res.error);
+        sched.on_result(res);
+        const double round_ms = ms_since(t0);
         if (r >= 2) {
           round_t.push_back(round_ms);
           for (int32_t c : res.token_counts) committed += c, ++requests_verified;
         }
-        sched.on_result(res);
       }
+      port->flush();  // the last round's draft extend may still run behind the actor
       // The parts alone, on the next planned verify (its KV writes are redone by any later round).
       auto m = sched.plan_next();
       AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "no verify to take apart");
@@ -170,22 +174,41 @@ int run_spec_bench(const SpecBenchOptions& o) {
         target.forward(vb, kv);
         synchronize(stream.get());
         if (rep >= 2) verify_t.push_back(ms_since(t0));
+        // The draft extend over S + 1 committed tokens (every draft accepted: the longest).
+        std::vector<core::DraftExtendSeq> ext;
+        int32_t row = 0;
+        for (size_t s = 0; s < trees.size(); ++s) {
+          core::DraftExtendSeq e{.rid = ps[s].rid, .tokens = {}, .first_position = roots[s] + (draft->eagle() ? 0 : 1), .slots = {}, .context = {},
+                                 .hidden_rows = {}, .keep = true};
+          for (int64_t i = 0; i <= S; ++i) {
+            e.tokens.push_back(trees[s].tokens[static_cast<size_t>(std::min<int64_t>(i + 1, trees[s].size() - 1))]);
+            e.hidden_rows.push_back(row + static_cast<int32_t>(std::min<int64_t>(i, trees[s].size() - 1)));
+          }
+          if (!draft->eagle()) e.hidden_rows.clear();
+          e.slots.assign(full[s].begin() + e.first_position, full[s].begin() + e.first_position + S + 1);
+          e.context.assign(full[s].begin(), full[s].begin() + e.first_position + S + 1);
+          row += static_cast<int32_t>(trees[s].size());
+          ext.push_back(std::move(e));
+        }
+        t0 = Clock::now();
+        draft->extend(ext, draft->eagle() ? target.captured_hidden() : TensorView());
+        if (rep >= 2) extend_t.push_back(ms_since(t0));
       }
       worker.enable_speculation(nullptr);
       if (client) {
         client.reset();
         caf::anon_send_exit(draft_actor, caf::exit_reason::user_shutdown);
       }
-      const double round_ms = median(round_t), verify_ms = median(verify_t), draft_ms = median(draft_t);
+      const double round_ms = median(round_t), verify_ms = median(verify_t), draft_ms = median(draft_t), extend_ms = median(extend_t);
       const double tok_per_round = requests_verified ? static_cast<double>(committed) / static_cast<double>(requests_verified) : 0.0;
       // Decode throughput against plain decoding: tokens per request per ms.
       const double speedup = (tok_per_round / round_ms) / (1.0 / plain_ms);
-      const double parts = verify_ms + draft_ms * static_cast<double>(S - 1);
-      std::printf("%-11s %5lld %12.3f %12.3f %12.3f %12.3f %9.2f %10.2f %10.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B), plain_ms,
-                  draft_ms, verify_ms, round_ms, verify_ms / plain_ms, round_ms / parts, tok_per_round, speedup);
+      const double parts = verify_ms + draft_ms * static_cast<double>(S - 1) + extend_ms;
+      std::printf("%-11s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %11.2f %9.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B),
+                  plain_ms, draft_ms, extend_ms, verify_ms, round_ms, verify_ms / plain_ms, round_ms / parts, tok_per_round, speedup);
       out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
-                     {"draft_forward_ms", draft_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
+                     {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},
                      {"decode_tok_s", tok_per_round * static_cast<double>(B) / round_ms * 1e3},
                      {"plain_decode_tok_s", static_cast<double>(B) / plain_ms * 1e3}, {"speedup_vs_plain", speedup}});

@@ -1,8 +1,10 @@
 #pragma once
 // aerie-bench speculative: the parts of a speculative round at a model shape, each timed
-// alone and against a plain decode step measured in the same run: a draft forward, a
-// target verify of num_draft_tokens tokens per request, a whole round (draft + verify +
-// accept + draft extend, through the DraftWorker actor as aerie-serve runs it), and decode
+// alone and against a plain decode step measured in the same run: a draft forward, a draft
+// extend over steps + 1 tokens, a target verify of num_draft_tokens tokens per request; and
+// a whole round as the engine runs it (plan + draft + verify +
+// accept + draft extend + commit, through the DraftWorker actor as aerie-serve runs it; the
+// plain step likewise includes planning and commit), and decode
 // throughput with and without speculation. Chain (topk 1) or tree drafting. Random
 // weights: EAGLE / EAGLE3 heads accept little, so their rounds show cost, not speed-up; the
 // STANDALONE self-draft (the target as its own draft) accepts every token.

@@ -50,8 +50,12 @@ class DraftPort {
  public:
   virtual ~DraftPort() = default;
   virtual const DraftInfo& info() const = 0;
-  // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
+  // target_hidden: the target's captured hidden states (EAGLE), or an empty view. May
+  // return before the draft has run (behind an actor): flush() waits for it.
   virtual void extend(const std::vector<DraftExtendSeq>& seqs, const TensorView& target_hidden) = 0;
+  // Waits for an extend still running and throws its error. Call before anything that
+  // overwrites the target's hidden states (the next target forward); propose() flushes.
+  virtual void flush() {}
   // Each request's verify tree: a chain of `steps` drafts (topk 1), or draft_tokens nodes.
   virtual std::vector<spec::DraftTree> propose(const std::vector<DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) = 0;
   // Drops the state of requests that ended.

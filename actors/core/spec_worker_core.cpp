@@ -45,6 +45,9 @@ std::vector<int32_t> SpecWorkerCore::argmax_rows(const TensorView& logits) {
 }
 
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
+  // The last batch's draft extend reads the target's hidden states: it must be done (and
+  // its error known) before this batch's target forward overwrites them.
+  draft_.flush();
   if (!m.finished_rids.empty()) draft_.forget(m.finished_rids);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
   AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");

@@ -11,6 +11,7 @@
 #include "actors/draft_worker_actor.hpp"
 #include "actors/messages.hpp"
 #include "kernels/buffer.hpp"
+#include "kernels/error.hpp"
 #include "model/llama_weights.hpp"
 #include "tests/test_util.hpp"
 
@@ -238,4 +239,29 @@ TEST(DraftWorkerActor, MessagesSurviveCafRoundTrips) {
   auto e2 = round_trip(e);
   EXPECT_EQ(e2.seqs[0].slots, e.seqs[0].slots);
   EXPECT_EQ(e2.hidden.address, 64u);
+}
+
+TEST(DraftWorkerClient, ExtendsWithoutWaitingAndReportsErrorsOnTheNextCall) {
+  System s;
+  Standalone d(1);
+  auto actor = s.sys->spawn<caf::detached>(draft_worker_actor, d.core, -1);
+  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7};
+  const auto want = greedy(*d.target, prompt, 3);
+  {
+    DraftWorkerClient client(*s.sys, actor, d.core->info());
+    EXPECT_EQ(client.info().algorithm, core::SpecAlgorithm::kStandalone);
+    client.extend({prompt_extend(1, prompt)}, {});  // returns at once; the proposal waits for it
+    const auto trees = client.propose({{.rid = 1, .first_position = 5, .context = slots(0, 7), .root_token = 7}}, 3, 4);
+    ASSERT_EQ(trees.size(), 1u);
+    EXPECT_EQ(trees[0].tokens, (std::vector<int32_t>{7, want[0], want[1], want[2]}));
+    // A bad extend is reported by the next flush, and the client keeps working.
+    auto bad = prompt_extend(2, prompt);
+    bad.context.pop_back();
+    client.extend({bad}, {});
+    EXPECT_THROW(client.flush(), aerie::Error);
+    EXPECT_NO_THROW(client.flush());  // reported once
+    client.forget({1});
+    EXPECT_THROW(client.propose({{.rid = 1, .first_position = 5, .context = slots(0, 7), .root_token = 7}}, 3, 4), aerie::Error);
+  }
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
