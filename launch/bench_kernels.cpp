@@ -129,6 +129,26 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       report(("attention/" + std::to_string(splits) + (splits == chosen ? "*" : "")).c_str(), bs, att,
              static_cast<double>(bs * o.context * KV * 2 * 2));
     }
+    // A verify: one sequence whose last `bs` tokens are new (causal), as a chain of bs - 1
+    // drafts is verified; the engine's split choice for bs query tokens.
+    {
+      std::vector<int32_t> vqo = {0, static_cast<int32_t>(bs)}, vkvp = {0, static_cast<int32_t>(o.context)}, vkvi;
+      for (int64_t j = 0; j < o.context; ++j) vkvi.push_back(static_cast<int32_t>(j));
+      Buffer dvqo = upload(vqo), dvkvp = upload(vkvp), dvkvi = upload(vkvi);
+      const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
+      const int one_seq = kernels::attention_splits_for(1, c.num_kv_heads, o.context, cuda_runtime::sm_count());
+      for (int splits : {chosen, one_seq, std::min(kernels::kMaxAttentionSplits, 2 * one_seq)}) {
+        Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
+        const double att = time_ms(s, o.reps, 1, [&](int) {
+          AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
+                                                 .qo_indptr = dvqo.view(), .kv_indptr = dvkvp.view(), .kv_indices = dvkvi.view(),
+                                                 .scale = 0.088f, .num_splits = splits, .workspace = part.view()}, s));
+        });
+        report(("attn_verify/" + std::to_string(splits) + (splits == chosen ? "*" : "")).c_str(), bs, att,
+               static_cast<double>(o.context * KV * 2 * 2));
+        if (bs == 1) break;
+      }
+    }
     // The small per-layer ops.
     Buffer hx = random_device({bs, H}, bf, 5, s), res = random_device({bs, H}, bf, 6, s), nw = random_device({H}, bf, 7, s);
     Buffer hy(Device::kCuda, bf, {bs, H});

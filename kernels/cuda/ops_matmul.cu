@@ -245,8 +245,10 @@ __device__ __forceinline__ void mma_16x8x16(float (&c)[4], uint32_t a0, uint32_t
 
 template <class T, class TO, int M, int kMmaWarps, Epilogue EPI>
 __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO> a) {
-  // 4 steps of 32 k in flight per thread (8 measured slower: registers).
-  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 4;
+  // Two sets of 2 steps of 32 k: the loads of one are in flight while the other's MMAs run
+  // (measured a little faster than one set of 4 loaded after its MMAs; 8 steps in flight
+  // were slower: registers).
+  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 2;
   __shared__ float partial[kMmaWarps][R * 8];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -260,35 +262,44 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
   const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  uint4 bg[kUnroll], bh[kUnroll], bx[kUnroll];
-  // Steps past the warp's range load zeros, so every MMA of a round can run unconditionally
-  // and the compiler can keep all of a round's loads in flight together.
-  auto load_weights = [&](int64_t base) {
+  // Steps past the warp's range load zeros, so every MMA of a set runs unconditionally and
+  // the compiler can keep all of a set's loads in flight together.
+  using Set = uint4[kUnroll];
+  auto load_weights = [&](Set& rows_g, Set& rows_h, int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
-      bg[u] = (st < s1 && ok_g) ? __ldg(wg + st * 4) : zero;
-      bh[u] = (st < s1 && ok_h) ? __ldg(wh + st * 4) : zero;
+      rows_g[u] = (st < s1 && ok_g) ? __ldg(wg + st * 4) : zero;
+      rows_h[u] = (st < s1 && ok_h) ? __ldg(wh + st * 4) : zero;
     }
   };
-  auto load_inputs = [&](int64_t base) {
+  auto load_inputs = [&](Set& xs, int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
-      bx[u] = (st < s1 && ok_x) ? __ldg(xg + st * 4) : zero;
+      xs[u] = (st < s1 && ok_x) ? __ldg(xg + st * 4) : zero;
     }
   };
-  load_weights(s0);  // weights do not depend on the previous kernel
+  auto compute = [&](const Set& rows_g, const Set& rows_h, const Set& xs) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      mma_16x8x16<T>(c, rows_g[u].x, rows_h[u].x, rows_g[u].y, rows_h[u].y, xs[u].x, xs[u].y);
+      mma_16x8x16<T>(c, rows_g[u].z, rows_h[u].z, rows_g[u].w, rows_h[u].w, xs[u].z, xs[u].w);
+    }
+  };
+  Set ag, ah, ax, bg, bh, bx;
+  load_weights(ag, ah, s0);  // weights do not depend on the previous kernel
+  load_weights(bg, bh, s0 + kUnroll);
   pdl_wait();
-  load_inputs(s0);
-  for (int64_t base = s0; base < s1; base += kUnroll) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      mma_16x8x16<T>(c, bg[u].x, bh[u].x, bg[u].y, bh[u].y, bx[u].x, bx[u].y);
-      mma_16x8x16<T>(c, bg[u].z, bh[u].z, bg[u].w, bh[u].w, bx[u].z, bx[u].w);
-    }
-    load_weights(base + kUnroll);
-    load_inputs(base + kUnroll);
+  load_inputs(ax, s0);
+  load_inputs(bx, s0 + kUnroll);
+  for (int64_t base = s0; base < s1; base += 2 * kUnroll) {
+    compute(ag, ah, ax);
+    load_weights(ag, ah, base + 2 * kUnroll);
+    load_inputs(ax, base + 2 * kUnroll);
+    compute(bg, bh, bx);
+    load_weights(bg, bh, base + 3 * kUnroll);
+    load_inputs(bx, base + 3 * kUnroll);
   }
   // c0, c1: row g, input rows 2t, 2t + 1; c2, c3: row g + 8.
   partial[warp][g * 8 + 2 * t] = c[0];
