@@ -33,6 +33,10 @@ struct AttentionParams {
   // a captured graph stays valid as sequences grow.
   int num_splits = 1;
   TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
+  // CUDA: one block serves this many consecutive query tokens of a sequence (for each KV
+  // head), reading each K/V tile once for all of them: every sequence's query count must be
+  // a multiple, and GQA group x tokens_per_block <= 16. The CPU reference ignores it.
+  int tokens_per_block = 1;
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;

@@ -154,6 +154,8 @@ void AttentionParams::validate() const {
               "qo_indptr and kv_indptr must both have batch + 1 entries");
   check_tensor(kv_indices, "kv_indices", 1, d);
   check_dtype(kv_indices, "kv_indices", DType::kI32);
+  AERIE_CHECK(tokens_per_block >= 1 && q.dim(0) % tokens_per_block == 0,
+              "attention: " << tokens_per_block << " tokens per block do not divide " << q.dim(0) << " query tokens");
   if (custom_mask.defined()) {
     check_tensor(custom_mask, "custom_mask", 1, d);
     check_dtype(custom_mask, "custom_mask", DType::kU8);

@@ -137,14 +137,20 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       Buffer dvqo = upload(vqo), dvkvp = upload(vkvp), dvkvi = upload(vkvi);
       const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
       const int one_seq = kernels::attention_splits_for(1, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-      for (int splits : {chosen, one_seq, std::min(kernels::kMaxAttentionSplits, 2 * one_seq)}) {
+      // One token per block at the engine's old split choice, then shared tiles (what the
+      // model picks: 4 or 2 tokens per block) with splits chosen for the blocks' count.
+      const int64_t group = c.num_heads / c.num_kv_heads;
+      const int tpb = (bs % 4 == 0 && group * 4 <= 16) ? 4 : (bs % 2 == 0 && group * 2 <= 16) ? 2 : 1;
+      const int shared_splits = kernels::attention_splits_for(bs / tpb, c.num_kv_heads, o.context, cuda_runtime::sm_count());
+      for (auto [splits, per_block] : {std::pair<int, int>{chosen, 1}, {one_seq, 1}, {shared_splits, tpb}}) {
         Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
         const double att = time_ms(s, o.reps, 1, [&](int) {
           AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
                                                  .qo_indptr = dvqo.view(), .kv_indptr = dvkvp.view(), .kv_indices = dvkvi.view(),
-                                                 .scale = 0.088f, .num_splits = splits, .workspace = part.view()}, s));
+                                                 .scale = 0.088f, .num_splits = splits, .workspace = part.view(),
+                                                 .tokens_per_block = per_block}, s));
         });
-        report(("attn_verify/" + std::to_string(splits) + (splits == chosen ? "*" : "")).c_str(), bs, att,
+        report(("attn_verify/" + std::to_string(splits) + "x" + std::to_string(per_block)).c_str(), bs, att,
                static_cast<double>(o.context * KV * 2 * 2));
         if (bs == 1) break;
       }

@@ -31,6 +31,7 @@ struct ForwardDims {
   bool custom_mask = false;
   int num_splits = 1;
   bool logits_all_rows = false;  // logit_rows is 0, 1, ..., tokens - 1: no gather needed
+  int attention_tokens_per_block = 1;  // see kernels/attention.hpp
 };
 
 class ForwardWorkspace {

@@ -33,6 +33,29 @@ int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
   return weight_bytes_ - weights_.embed.nbytes() + tokens * row;
 }
 
+int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
+  // Verify-sized extends (a few query tokens per sequence, as a verify of drafts has) share
+  // K/V tiles among their tokens on CUDA once there are enough of them to fill the GPU (on
+  // the H200, at batch 8 a 4-token verify's attention got faster and at batch 1 slower: one
+  // token per block, with splits, keeps more blocks busy there). Prefill chunks keep one
+  // token per block (not measured with more yet).
+  if (stream_.device() != Device::kCuda) return 1;
+  const int64_t group = config_.num_heads / config_.num_kv_heads;
+  if (batch.num_tokens() * config_.num_kv_heads < num_sms_) return 1;
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch.batch_size(); ++b)
+    longest = std::max<int64_t>(longest, batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]);
+  if (longest > 64) return 1;
+  for (int tpb : {4, 2}) {
+    if (group * tpb > 16) continue;
+    bool all = true;
+    for (int64_t b = 0; b < batch.batch_size() && all; ++b)
+      all = (batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]) % tpb == 0;
+    if (all) return tpb;
+  }
+  return 1;
+}
+
 int LlamaModel::attention_splits(int64_t tokens, int64_t max_kv_len) const {
   if (stream_.device() == Device::kCpu) return 1;
   return ops::attention_splits_for(tokens, config_.num_kv_heads, max_kv_len, num_sms_);
@@ -43,7 +66,8 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
   int64_t max_kv = 1;
   for (int64_t b = 0; b < batch.batch_size(); ++b)
     max_kv = std::max<int64_t>(max_kv, batch.kv_indptr[static_cast<size_t>(b + 1)] - batch.kv_indptr[static_cast<size_t>(b)]);
-  const int splits = attention_splits(batch.num_tokens(), max_kv);
+  const int tpb = attention_tokens_per_block(batch);
+  const int splits = attention_splits(batch.num_tokens() / tpb, max_kv);
   if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
     const ForwardCapacity cap = (eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);  // the old workspace may still be in use
@@ -52,7 +76,8 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
   eager_ws_->upload(batch, stream_);
   return run(*eager_ws_, kv,
              {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
-              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row()});
+              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row(),
+              .attention_tokens_per_block = tpb});
 }
 
 void LlamaModel::set_hidden_capture(HiddenCapture capture) {
@@ -109,7 +134,8 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                                        .kv_indptr = ws.kv_indptr(d.seqs), .kv_indices = ws.kv_indices(),
                                        .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
                                        .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .scale = scale,
-                                       .num_splits = d.num_splits, .workspace = ws.attn_partial.view()}, stream_));
+                                       .num_splits = d.num_splits, .workspace = ws.attn_partial.view(),
+                                       .tokens_per_block = d.attention_tokens_per_block}, stream_));
     AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden}, stream_));
     AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
     AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .gate_up = gate_up, .out = act}, stream_));

@@ -61,6 +61,8 @@ class LlamaModel {
 
   // The attention split count for a batch whose longest context is max_kv_len.
   int attention_splits(int64_t tokens, int64_t max_kv_len) const;
+  // Query tokens per attention block for this batch (kernels/attention.hpp).
+  int attention_tokens_per_block(const ForwardBatch& batch) const;
 
  private:
   LlamaConfig config_;

@@ -1,7 +1,8 @@
 // Paged attention for ragged batches (prefill, extend, decode, draft trees): one block per
-// (query token, KV head, split) handles every query head of the GQA group, streaming the
-// visible keys in tiles with an online softmax; splits > 1 combine in a second kernel
-// (flash-decoding).
+// (query tokens, KV head, split) handles every query head of the GQA group for
+// tokens_per_block consecutive query tokens of one sequence (a verify's drafts share each
+// K/V tile that way), streaming the visible keys in tiles with an online softmax; splits > 1
+// combine in a second kernel (flash-decoding).
 #include "kernels/cuda/common.cuh"
 
 namespace aerie::kernels::cuda {
@@ -12,6 +13,7 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 32;       // keys per tile (one per lane when scoring)
 constexpr int kMaxGroup = 8;    // query heads per block (a larger GQA group uses more blocks)
+constexpr int kMaxRows = 16;    // query rows (heads x tokens) per block
 constexpr int kMaxDim = 256;
 constexpr int kDimPerThread = kMaxDim / kThreads;
 constexpr int kLoadBatch = 8;   // 16-byte loads in flight per thread while filling a tile
@@ -36,42 +38,50 @@ __device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch
 template <class TC>
 struct Smem {
   static constexpr int kPad = 16 / sizeof(TC);
-  static size_t bytes(int64_t dim) {
-    return sizeof(float) * kMaxGroup * dim + sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim +
-           sizeof(float) * kMaxGroup * kTile + sizeof(float) * 3 * kMaxGroup + sizeof(int32_t) * kTile + 64;
+  static size_t bytes(int64_t dim, int rows) {
+    return sizeof(float) * rows * dim + sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim +
+           sizeof(float) * rows * kTile + sizeof(float) * 3 * rows + sizeof(int32_t) * kTile + 64;
   }
 };
 
-template <class TQ, class TC>
+// kRows: the rows (heads x tokens) a block holds, 8 for one token, 16 for several.
+template <class TQ, class TC, int kRows>
 __global__ void __launch_bounds__(kThreads) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int64_t num_slots) {
+    int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
   const int64_t D = g.dim;
   constexpr int kPad = Smem<TC>::kPad;
   const int64_t kstride = D + kPad;
-  float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kMaxGroup][D]
-  TC* ktile = reinterpret_cast<TC*>(qs + kMaxGroup * D);                           // [kTile][D + pad]
+  float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kRows][D]
+  TC* ktile = reinterpret_cast<TC*>(qs + kRows * D);                               // [kTile][D + pad]
   TC* vtile = ktile + kTile * kstride;                                             // [kTile][D]
-  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kMaxGroup][kTile]
-  float* m_s = probs + kMaxGroup * kTile;                                          // [kMaxGroup]
-  float* l_s = m_s + kMaxGroup;
-  float* corr_s = l_s + kMaxGroup;
-  int32_t* tile_slots = reinterpret_cast<int32_t*>(corr_s + kMaxGroup);           // [kTile]
+  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kRows][kTile]
+  float* m_s = probs + kRows * kTile;                                              // [kRows]
+  float* l_s = m_s + kRows;
+  float* corr_s = l_s + kRows;
+  int32_t* tile_slots = reinterpret_cast<int32_t*>(corr_s + kRows);               // [kTile]
 
-  const int64_t t = blockIdx.x;
+  // Row r of the block is head head0 + r % heads of query token t0 + r / heads.
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block;
   const int64_t kvh = blockIdx.y / g.head_chunks;
   const int64_t head0 = kvh * g.group + (blockIdx.y % g.head_chunks) * kMaxGroup;
   const int heads = static_cast<int>(min64(kMaxGroup, kvh * g.group + g.group - head0));
+  const int rows = heads * tokens_per_block;
   const int split = blockIdx.z;
-  const int b = find_sequence(qo_indptr, batch, t);
+  const int b = find_sequence(qo_indptr, batch, t0);
   const int64_t q_len = qo_indptr[b + 1] - qo_indptr[b], kv_len = kv_indptr[b + 1] - kv_indptr[b];
-  const int64_t i = t - qo_indptr[b];
-  const uint8_t* mrow = mask ? mask + mask_indptr[b] + i * kv_len : nullptr;
-  // Keys this query may see lie in [0, visible): all of them with a mask, else causally.
-  const int64_t visible = mask ? kv_len : min64(kv_len, max64(0, kv_len - q_len + i + 1));
+  const int64_t i0 = t0 - qo_indptr[b];
+  const uint8_t* mask_b = mask ? mask + mask_indptr[b] : nullptr;
+  // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
+  // which), else causally. The block's range is its last token's.
+  auto visible_of = [&](int64_t i) { return mask ? kv_len : min64(kv_len, max64(0, kv_len - q_len + i + 1)); };
+  const int64_t visible = visible_of(i0 + tokens_per_block - 1);
+  // One token per block: its mask row is folded into the tile's slots; with several, every
+  // row checks its own.
+  const uint8_t* mrow = (mask_b && tokens_per_block == 1) ? mask_b + i0 * kv_len : nullptr;
   const int64_t chunk = (visible + num_splits - 1) / num_splits;
   const int64_t j_begin = min64(visible, split * chunk), j_end = min64(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
@@ -86,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     }
     tile_slots[threadIdx.x] = first_slot;
   }
-  if (threadIdx.x < kMaxGroup) {
+  if (threadIdx.x < kRows) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.0f;
   }
@@ -127,14 +137,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   };
   // q and the first tile's K/V travel together: one memory round trip instead of two.
   auto load_q = [&] {
-    for (int64_t idx = threadIdx.x; idx < heads * D; idx += kThreads)
-      qs[idx] = to_float(q[(t * g.q_heads + head0 + idx / D) * D + idx % D]) * scale;
+    for (int64_t idx = threadIdx.x; idx < rows * D; idx += kThreads) {
+      const int64_t r = idx / D;
+      qs[idx] = to_float(q[((t0 + r / heads) * g.q_heads + head0 + r % heads) * D + idx % D]) * scale;
+    }
   };
   if (j_begin < j_end) load_tile(load_q);
   else load_q();
-  float acc[kMaxGroup][kDimPerThread];
+  float acc[kRows][kDimPerThread];
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h)
+  for (int h = 0; h < kRows; ++h)
 #pragma unroll
     for (int e = 0; e < kDimPerThread; ++e) acc[h][e] = 0.0f;
 
@@ -152,11 +164,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
       load_tile([] {});
     }
     __syncthreads();
-    // Scores: warp h' takes heads h', h' + 4; lane = key.
-    for (int h = warp; h < heads; h += kWarps) {
+    // Scores: warp w takes rows w, w + 4, ...; lane = key.
+    for (int h = warp; h < rows; h += kWarps) {
       const int jj = lane;
       float sc = -INFINITY;
-      if (jj < n && tile_slots[jj] >= 0) {
+      bool seen = jj < n && tile_slots[jj] >= 0;
+      if (seen && tokens_per_block > 1) {
+        const int64_t i = i0 + h / heads, key = base + jj;
+        seen = key < visible_of(i) && (!mask_b || mask_b[i * kv_len + key]);
+      }
+      if (seen) {
         const TC* kr = ktile + jj * kstride;
         const float* qh = qs + h * D;
         float dot = 0.0f;
@@ -186,8 +203,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     __syncthreads();
     // Accumulate P V: this thread's dims for every head.
 #pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
-      if (h >= heads) break;
+    for (int h = 0; h < kRows; ++h) {
+      if (h >= rows) break;
       const float corr = corr_s[h];
 #pragma unroll
       for (int e = 0; e < kDimPerThread; ++e) acc[h][e] *= corr;
@@ -200,8 +217,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
         vv[e] = d < D ? to_float(vtile[jj * D + d]) : 0.0f;
       }
 #pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        if (h >= heads) break;
+      for (int h = 0; h < kRows; ++h) {
+        if (h >= rows) break;
         const float pj = probs[h * kTile + jj];
 #pragma unroll
         for (int e = 0; e < kDimPerThread; ++e) acc[h][e] += pj * vv[e];
@@ -209,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     }
   }
   __syncthreads();
-  for (int h = 0; h < heads; ++h) {
-    const int64_t head = head0 + h;
+  for (int h = 0; h < rows; ++h) {
+    const int64_t head = head0 + h % heads, t = t0 + h / heads;
     const float l = l_s[h];
 #pragma unroll
     for (int e = 0; e < kDimPerThread; ++e) {
@@ -279,21 +296,28 @@ Status attention(const AttentionParams& p, void* stream) {
   g.head_chunks = (g.group + kMaxGroup - 1) / kMaxGroup;
   const int batch = static_cast<int>(p.qo_indptr.dim(0) - 1);
   if (batch < 1) return Status::error("attention (cuda): empty batch with tokens");
-  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(g.kv_heads * g.head_chunks), static_cast<unsigned>(p.num_splits));
+  const int tpb = p.tokens_per_block;
+  if (tpb < 1 || tokens % tpb != 0 || (tpb > 1 && (g.head_chunks > 1 || g.group * tpb > kMaxRows)))
+    return Status::error("attention (cuda): " + std::to_string(tpb) + " tokens per block do not fit " + std::to_string(tokens) +
+                         " tokens of GQA groups of " + std::to_string(g.group));
+  const dim3 grid(static_cast<unsigned>(tokens / tpb), static_cast<unsigned>(g.kv_heads * g.head_chunks), static_cast<unsigned>(p.num_splits));
   float* partial = p.num_splits > 1 ? p.workspace.ptr<float>() : nullptr;
   const float scale = p.scale;
   AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      const size_t smem = Smem<TC>::bytes(g.dim);
-      if (smem > 48 * 1024) {  // f32 caches with large heads: opt in to more shared memory
-        cudaFuncSetAttribute(attention_kernel<TQ, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      }
-      launch_pdl(attention_kernel<TQ, TC>, grid, dim3(kThreads), smem, as_stream(stream),
-          p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
-          p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
-          p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
-          p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
-          p.k_cache.dim(0));
+      auto launch = [&](auto kernel, int rows) {
+        const size_t smem = Smem<TC>::bytes(g.dim, rows);
+        if (smem > 48 * 1024)  // f32 caches with large heads: opt in to more shared memory
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream),
+            p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
+            p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
+            p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
+            p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
+            p.k_cache.dim(0), tpb);
+      };
+      if (tpb == 1) launch(attention_kernel<TQ, TC, kMaxGroup>, kMaxGroup);
+      else launch(attention_kernel<TQ, TC, kMaxRows>, kMaxRows);
     });
     if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
