@@ -11,6 +11,7 @@
 #include "actors/core/generation_engine.hpp"
 #include "actors/frontend_actor.hpp"
 #include "actors/messages.hpp"
+#include "tests/actors/actor_test_system.hpp"
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/target_worker_actor.hpp"
@@ -22,14 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct System {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  System() {
-    register_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
+using System = aerie::testing::ActorTestSystem;
 
 template <class T>
 T caf_round_trip(caf::actor_system& sys, T x) {

@@ -10,6 +10,7 @@
 
 #include "actors/draft_worker_actor.hpp"
 #include "actors/messages.hpp"
+#include "tests/actors/actor_test_system.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/error.hpp"
 #include "model/llama_weights.hpp"
@@ -20,14 +21,7 @@ using namespace aerie::actors;
 
 namespace {
 
-struct System {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  System() {
-    register_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
+using System = aerie::testing::ActorTestSystem;
 
 const model::LlamaConfig& tiny() {
   static const auto c = model::LlamaConfig::named_shape("tiny");
