@@ -15,6 +15,7 @@
 #include "actors/core/draft_worker_core.hpp"
 #include "model/eagle_head.hpp"
 #include "actors/draft_worker_actor.hpp"
+#include "model/token_map.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
@@ -106,6 +107,7 @@ struct Deployment::Impl {
     }
     const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
     auto hc = path.empty() ? model::EagleHeadConfig::for_target(kind, config) : model::EagleHeadConfig::load(path, config);
+    if (!o.speculative_token_map.empty()) hc.hot_tokens = model::load_token_map(o.speculative_token_map, config.vocab_size);
     AERIE_CHECK(hc.kind == kind, path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
                                       << o.speculative_algorithm);
     auto hw = dummy ? model::random_eagle_head(hc, o.random_seed, device, weight_dtype) : model::load_eagle_head(path, hc, device, weight_dtype);

@@ -38,6 +38,7 @@ struct DeploymentOptions {
   // Speculative decoding (sglang's flags). Chain drafting: topk 1, num_draft_tokens = steps + 1.
   std::string speculative_algorithm;     // "" (off), EAGLE, EAGLE3, STANDALONE
   std::string speculative_draft_model_path;  // the head / draft folder (dummy: random, shaped for the target)
+  std::string speculative_token_map;         // EAGLE: hot-token map file (model/token_map.hpp)
   int64_t speculative_num_steps = 3;
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: steps + 1

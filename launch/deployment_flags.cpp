@@ -32,6 +32,8 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
       ->check(CLI::IsMember({"EAGLE", "EAGLE3", "STANDALONE"}));
   app.add_option("--speculative-draft-model-path", d.speculative_draft_model_path,
                  "the EAGLE head or STANDALONE draft model folder (with --load-format dummy: optional, random weights)");
+  app.add_option("--speculative-token-map", d.speculative_token_map,
+                 "EAGLE: the hot target tokens the head drafts from (a JSON array of ids or a .safetensors tensor)");
   app.add_option("--speculative-num-steps", d.speculative_num_steps, "draft tokens proposed per verify (chain depth)")
       ->check(CLI::Range(1, 32));
   app.add_option("--speculative-eagle-topk", d.speculative_eagle_topk, "branching per draft step (1: chain drafting, > 1: tree drafting)")
@@ -49,6 +51,8 @@ void check_deployment_flags(DeploymentOptions& d) {
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");
+  AERIE_CHECK(d.speculative_token_map.empty() || d.speculative_algorithm == "EAGLE",
+              "--speculative-token-map is for --speculative-algorithm EAGLE (an EAGLE3 head carries its own d2t map)");
   const int64_t S = d.speculative_num_steps, K = d.speculative_eagle_topk;
   if (K == 1) {  // as sglang: with topk 1 the verify holds the chain and the token before it
     d.speculative_num_draft_tokens = S + 1;

@@ -169,9 +169,25 @@ EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Devi
 EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const LlamaModel& target)
     : config_(std::move(config)), w_(std::move(weights)), target_(target), stream_(target.stream()), act_(target.act_dtype()) {
   AERIE_CHECK(config_.layer.hidden_size == target.config().hidden_size, "the EAGLE head's hidden size differs from the target's");
+  if (!config_.hot_tokens.empty()) {
+    AERIE_CHECK(config_.kind == EagleKind::kEagle1, "a hot-token map is for EAGLE heads; an EAGLE3 head carries its own d2t");
+    // The LM head: the hot rows of the target's, gathered once.
+    const auto n = static_cast<int64_t>(config_.hot_tokens.size());
+    const TensorView table = target.weights().lm_head_view();
+    Buffer ids(stream_.device(), DType::kI32, {n});
+    ids.copy_from_host(config_.hot_tokens.data(), ids.nbytes());
+    w_.lm_head = Buffer(stream_.device(), table.dtype, {n, table.dim(1)});
+    AERIE_CHECK_STATUS(ops::embedding({.ids = ids.view(), .table = table, .out = w_.lm_head.view()}, stream_));
+    synchronize(stream_);
+    w_.d2t.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) w_.d2t[static_cast<size_t>(i)] = config_.hot_tokens[static_cast<size_t>(i)] - static_cast<int32_t>(i);
+    config_.draft_vocab = n;
+  }
 }
 
-int64_t EagleHead::vocab() const { return config_.kind == EagleKind::kEagle3 ? config_.draft_vocab : config_.layer.vocab_size; }
+int64_t EagleHead::vocab() const {
+  return (config_.kind == EagleKind::kEagle3 || !config_.hot_tokens.empty()) ? config_.draft_vocab : config_.layer.vocab_size;
+}
 
 int32_t EagleHead::to_target(int32_t id) const {
   return w_.d2t.empty() ? id : id + w_.d2t[static_cast<size_t>(id)];
@@ -261,7 +277,8 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   if (R == 0) return logits;
   const TensorView selected = rows(ws.selected, R);
   AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? normed : residual, .out = selected}, stream_));
-  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = e3 ? w_.lm_head.view() : tw.lm_head_view(), .y = logits}, stream_));
+  const bool own_head = e3 || !config_.hot_tokens.empty();
+  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = own_head ? w_.lm_head.view() : tw.lm_head_view(), .y = logits}, stream_));
   return logits;
 }
 

@@ -8,6 +8,8 @@
 //     concatenated [3H], go through fc [H, 3H]; `midlayer` norms the embedding and the
 //     hidden separately and attends over their concatenation [2H]; `norm` + its own
 //     `lm_head` [draft_vocab, H]; target id = draft id + d2t[draft id].
+//   An EAGLE head with a hot-token map (model/token_map.hpp) keeps only those rows of the
+//   target's LM head: draft id i is target id hot_tokens[i].
 // The embedding table is the target's. The head writes its K/V into its own one-layer
 // cache, at the same slots as the target's positions.
 #include <filesystem>
@@ -29,6 +31,9 @@ struct EagleHeadConfig {
   LlamaConfig layer;               // the decoder layer's shape (num_layers 1); vocab_size is the target's
   int64_t draft_vocab = 0;         // rows of the EAGLE3 LM head
   std::vector<int64_t> aux_layers; // EAGLE3: target layers whose input hidden states feed fc
+  // EAGLE (1/2) with --speculative-token-map: the target ids it drafts from; its LM head is
+  // then those rows of the target's (empty: the full vocabulary).
+  std::vector<int32_t> hot_tokens;
   int64_t input_width() const { return kind == EagleKind::kEagle3 ? 3 * layer.hidden_size : layer.hidden_size; }
   // config.json of a head folder, checked against the target it drafts for.
   static EagleHeadConfig load(const std::filesystem::path& dir, const LlamaConfig& target);

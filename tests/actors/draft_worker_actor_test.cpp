@@ -259,3 +259,29 @@ TEST(DraftWorkerClient, ExtendsWithoutWaitingAndReportsErrorsOnTheNextCall) {
   }
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
+
+TEST(DraftWorkerActor, Eagle1WithAHotTokenMapDraftsOnlyHotTokens) {
+  System s;
+  auto target = tiny_model(5);
+  auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle1, tiny());
+  for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
+  model::KvCache kv(hc.layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+  for (int64_t topk : {1, 3}) {
+    auto head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
+    EXPECT_EQ(head->vocab(), static_cast<int64_t>(hc.hot_tokens.size()));
+    auto core = std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kEagle, std::move(head), nullptr, kv, *target, 8, topk);
+    auto actor = s.sys->spawn(draft_worker_actor, core, -1);
+    caf::scoped_actor self{*s.sys};
+    std::mt19937 rng(4);
+    Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {5, tiny().hidden_size});
+    auto seq = prompt_extend(3, {11, 12, 13, 14, 15});
+    seq.hidden_rows = {0, 1, 2, 3, 4};
+    ASSERT_EQ(extend(self, actor, {.step_id = 1, .seqs = {seq}, .hidden = DeviceRows::of(hidden.view())}).error, "");
+    auto p = propose(self, actor, {.step_id = 2, .seqs = {{.rid = 3, .first_position = 4, .context = slots(0, 4 + 2 * 3 + 1), .root_token = 15}},
+                                   .steps = 3, .draft_tokens = topk == 1 ? 4 : 8});
+    ASSERT_EQ(p.error, "");
+    const auto& t = p.trees[0];
+    for (int64_t i = 1; i < t.size(); ++i) EXPECT_EQ(t.tokens[static_cast<size_t>(i)] % 3, 0) << "topk " << topk << " node " << i;
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+  }
+}

@@ -6,6 +6,8 @@
 // matches plain sampling (chi-square over many seeded requests).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -77,6 +79,29 @@ TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
           }
         }
   }
+}
+
+TEST(Speculative, EagleWithAHotTokenMapKeepsGreedyOutput) {
+  // --speculative-token-map: the head drafts from every third token only.
+  const auto path = std::filesystem::temp_directory_path() / ("aerie_hot_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(path);
+    f << "[";
+    for (int id = 0; id < 512; id += 3) f << (id ? "," : "") << id;
+    f << "]";
+  }
+  const auto reqs = mixed(7, 31, 20);
+  const auto plain = run(options("", {}, 8192, 1), reqs);
+  for (const DraftShape shape : {DraftShape{3, 1, 0}, DraftShape{3, 2, 6}}) {
+    auto o = options("EAGLE", shape, 8192, 4);
+    o.speculative_token_map = path.string();
+    const auto out = run(o, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+      EXPECT_EQ(out[i].result.output_ids, plain[i].result.output_ids) << "topk " << shape.topk << " request " << i;
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
