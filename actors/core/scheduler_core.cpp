@@ -22,9 +22,8 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
               "top log-probabilities must be between 0 and " << kMaxTopLogprobs << ", got " << r.logprobs);
   for (int32_t id : r.prompt)
     AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
-  AERIE_CHECK(!speculative() || r.logprobs < 0, "logprobs are not supported with speculative decoding yet");
-  // A verify holds slots for its draft tokens and one more position beyond the output.
-  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens + (speculative() ? options_.spec_steps + 1 : 0);
+  // A verify holds slots for its draft tokens (and the draft's scratch rows) beyond the output.
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens + (speculative() ? spec_reserve() - 1 : 0);
   AERIE_CHECK(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens <= options_.context_length, "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens
                                                           << ") exceeds the context length " << options_.context_length);
   // The last sampled token is never fed back, so a request needs total - 1 slots.

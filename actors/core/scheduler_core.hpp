@@ -105,6 +105,8 @@ class SchedulerCore {
   // Records the plan as in flight and returns the message.
   transport::BatchMessage put_in_flight(transport::BatchMessage b, std::vector<Planned> plan);
   std::optional<transport::BatchMessage> plan_speculative();
+  // Positions a verify reserves from a request's last committed token on (spec::verify_reserve).
+  int64_t spec_reserve() const;
   std::vector<RequestUpdate> on_verify_result(const transport::BatchResult& result, const std::vector<Planned>& plan);
   // Appends a sampled token and applies the stop conditions; the finish reason or "".
   std::string commit_token(Request& q, int32_t token);

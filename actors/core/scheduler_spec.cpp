@@ -25,6 +25,11 @@ std::string SchedulerCore::commit_token(Request& q, int32_t token) {
   return "";
 }
 
+int64_t SchedulerCore::spec_reserve() const {
+  const int64_t S = options_.spec_steps, K = options_.spec_topk;
+  return spec::verify_reserve(S, K, (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1);
+}
+
 std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   std::vector<Planned> plan;
   transport::BatchMessage b;
@@ -91,6 +96,8 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
 std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::BatchResult& r, const std::vector<Planned>& plan) {
   AERIE_CHECK(r.token_counts.size() == plan.size() && r.rids.size() == plan.size(),
               "verify result has " << r.token_counts.size() << " counts for " << plan.size() << " requests");
+  AERIE_CHECK(r.logprobs.empty() || r.logprobs.size() == r.next_tokens.size(),
+              "verify result has " << r.logprobs.size() << " logprob entries for " << r.next_tokens.size() << " tokens");
   std::vector<RequestUpdate> updates;
   size_t at = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -98,6 +105,7 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     const auto count = static_cast<size_t>(r.token_counts[i]);
     AERIE_CHECK(r.rids[i] == p.rid && count >= 1 && at + count <= r.next_tokens.size(), "verify result does not match its batch");
     std::vector<int32_t> tokens(r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at), r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at + count));
+    const size_t first = at;
     at += count;
     auto it = requests_.find(p.rid);
     if (it == requests_.end()) continue;
@@ -113,9 +121,14 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     q.computed = p.base_tokens - 1 + static_cast<int64_t>(count);
     RequestUpdate u{.rid = p.rid};
     std::string reason;
-    for (int32_t t : tokens) {
-      u.new_tokens.push_back(t);
-      reason = commit_token(q, t);
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      u.new_tokens.push_back(tokens[k]);
+      if (q.req.logprobs >= 0) {
+        AERIE_CHECK(!r.logprobs.empty(), "verify result lacks the log-probabilities request " << p.rid << " asked for");
+        q.result.output_logprobs.push_back(r.logprobs[first + k]);
+        u.new_logprobs.push_back(r.logprobs[first + k]);
+      }
+      reason = commit_token(q, tokens[k]);
       if (!reason.empty()) break;
     }
     if (reason.empty()) {
@@ -124,6 +137,7 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     } else {
       RequestUpdate f = finish(p.rid, reason);
       f.new_tokens = std::move(u.new_tokens);
+      f.new_logprobs = std::move(u.new_logprobs);
       updates.push_back(std::move(f));
     }
   }

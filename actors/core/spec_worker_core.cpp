@@ -5,6 +5,7 @@
 #include "actors/core/forward_batch_of.hpp"
 #include "actors/core/verify_batch.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "spec/draft_tree.hpp"
@@ -65,6 +66,7 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
   for (const auto& s : m.sampling)
     rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
   r.next_tokens = sampler_.sample(logits, rows, target_.stream());
+  r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, target_.stream());
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
   std::vector<DraftExtendSeq> ext;
   size_t sampled = 0;
@@ -157,6 +159,21 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
       acc[s] = spec::accept_tree_sampled(std::span<const float>(host).subspan(s * static_cast<size_t>(N * V), static_cast<size_t>(N * V)), V, trees[s],
                                          {.temperature = sp.temperature, .top_p = sp.top_p, .top_k = sp.top_k, .min_p = sp.min_p, .seed = sp.seed}, sp.step);
   }
+  // Log-probabilities of the committed tokens, for requests that asked: token k of a request
+  // was chosen at the root (k = 0) or at its k-th accepted node, under that row's logits.
+  if (std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.logprobs >= 0; })) {
+    std::vector<int32_t> rows, tokens;
+    std::vector<transport::SamplingRowMsg> asked;
+    for (size_t s = 0; s < B; ++s) {
+      const auto committed = acc[s].committed(trees[s]);
+      for (size_t k = 0; k < committed.size(); ++k) {
+        rows.push_back(m.qo_indptr[s] + (k == 0 ? 0 : acc[s].path[k - 1]));
+        tokens.push_back(committed[k]);
+        asked.push_back(m.sampling[s]);
+      }
+    }
+    r.logprobs = logprobs_.read(gather_logit_rows(logits, rows), asked, tokens, target_.stream());
+  }
   // 4. A tree's accepted nodes move to the positions after the root (a chain's are there).
   if (K > 1) {
     std::vector<int32_t> src, dst;
@@ -191,6 +208,18 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   }
   draft_.extend(ext, hidden);
   return r;
+}
+
+TensorView SpecWorkerCore::gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows) {
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t V = logits.dim(1);
+  const Device device = target_.stream().device();
+  if (!logit_rows_.data() || logit_rows_.view().numel() < n) logit_rows_ = Buffer(device, DType::kI32, {std::max<int64_t>(n, 64)});
+  if (!committed_logits_.data() || committed_logits_.view().numel() < n * V) committed_logits_ = Buffer(device, DType::kF32, {n * V});
+  copy_async(logit_rows_.data(), rows.data(), rows.size() * sizeof(int32_t), target_.stream());  // pageable: read on return
+  const TensorView out(committed_logits_.data(), DType::kF32, {n, V}, device);
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = TensorView(logit_rows_.data(), DType::kI32, {n}, device), .table = logits, .out = out}, target_.stream()));
+  return out;
 }
 
 void SpecWorkerCore::move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {

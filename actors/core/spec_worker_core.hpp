@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "actors/core/draft_port.hpp"
+#include "actors/core/logprob_reader.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "transport/messages.hpp"
@@ -33,6 +34,8 @@ class SpecWorkerCore {
   transport::BatchResult extend(const transport::BatchMessage& m);
   transport::BatchResult verify(const transport::BatchMessage& m);
   std::vector<int32_t> argmax_rows(const TensorView& logits);
+  // logits[rows[i]] for every i, as one [rows, vocab] block.
+  TensorView gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows);
   // Moves the target's KV rows src[i] -> dst[i] in every layer (tree compaction).
   void move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst);
 
@@ -44,6 +47,8 @@ class SpecWorkerCore {
   std::unique_ptr<model::Sampler> argmax_;
   int64_t argmax_rows_ = 0;
   Buffer move_slots_;  // [2 * moves] i32: sources, then destinations
+  LogprobReader logprobs_;
+  Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
 };
 
 }  // namespace aerie::core

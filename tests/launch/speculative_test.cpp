@@ -104,6 +104,44 @@ TEST(Speculative, EagleWithAHotTokenMapKeepsGreedyOutput) {
   std::filesystem::remove(path);
 }
 
+TEST(Speculative, LogprobsEqualPlainLogprobs) {
+  // Every committed token's log-probability (and top 3) comes from the verify row that chose
+  // it: the same values plain decoding reports, greedy and sampled, chain and tree.
+  for (float temperature : {0.0f, 0.8f}) {
+    auto reqs = mixed(7, 41, 16);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].logprobs = i % 2 == 0 ? 3 : 0;
+      reqs[i].sampling.temperature = temperature;
+      reqs[i].sampling.seed = static_cast<int64_t>(i);
+    }
+    const auto plain = run(options("", {}, 8192, 1), reqs);
+    for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"STANDALONE", {3, 1, 0}}, {"EAGLE3", {3, 2, 6}}}) {
+      const auto out = run(options(alg, shape, 8192, 4), reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+        const auto& got = out[i].result;
+        ASSERT_EQ(got.output_logprobs.size(), got.output_ids.size()) << alg << " request " << i;
+        if (temperature > 0.0f) {  // sampled: another draw, so check each value against its own token only
+          for (size_t k = 0; k < got.output_ids.size(); ++k) {
+            EXPECT_LE(got.output_logprobs[k].logprob, 0.0f);
+            EXPECT_EQ(got.output_logprobs[k].top_ids.size(), reqs[i].logprobs > 0 ? 3u : 0u);
+          }
+          continue;
+        }
+        ASSERT_EQ(got.output_ids, plain[i].result.output_ids) << alg << " request " << i;
+        for (size_t k = 0; k < got.output_ids.size(); ++k) {
+          const auto& a = got.output_logprobs[k];
+          const auto& b = plain[i].result.output_logprobs[k];
+          EXPECT_NEAR(a.logprob, b.logprob, 1e-4) << alg << " request " << i << " token " << k;
+          EXPECT_EQ(a.top_ids, b.top_ids) << alg << " request " << i << " token " << k;
+          ASSERT_EQ(a.top_logprobs.size(), b.top_logprobs.size());
+          for (size_t j = 0; j < a.top_logprobs.size(); ++j) EXPECT_NEAR(a.top_logprobs[j], b.top_logprobs[j], 1e-4);
+        }
+      }
+    }
+  }
+}
+
 TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
   auto reqs = mixed(16, 7, 30);
   for (auto& r : reqs) r.ignore_eos = true, r.max_new_tokens = 25;
