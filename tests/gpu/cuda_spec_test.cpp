@@ -87,3 +87,24 @@ TEST(CudaSpeculative, TreeGreedyOutputEqualsPlainGreedy) {
     }
   }
 }
+
+TEST(CudaSpeculative, LogprobsEqualPlainLogprobs) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto reqs = mixed(16, 900);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].logprobs = i % 2 == 0 ? 2 : 0;
+  const auto plain = run("", reqs);
+  for (int64_t topk : {1, 4}) {
+    const auto spec = run("STANDALONE", reqs, topk, topk == 1 ? 0 : 10, 4);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(spec[i].error.empty()) << spec[i].error;
+      ASSERT_EQ(spec[i].result.output_ids, plain[i].result.output_ids) << "request " << i;
+      ASSERT_EQ(spec[i].result.output_logprobs.size(), plain[i].result.output_logprobs.size());
+      for (size_t k = 0; k < spec[i].result.output_logprobs.size(); ++k) {
+        EXPECT_NEAR(spec[i].result.output_logprobs[k].logprob, plain[i].result.output_logprobs[k].logprob, 1e-3)
+            << "topk " << topk << " request " << i << " token " << k;
+        EXPECT_EQ(spec[i].result.output_logprobs[k].top_ids, plain[i].result.output_logprobs[k].top_ids);
+      }
+    }
+  }
+}
+
