@@ -14,4 +14,11 @@ model::ForwardBatch forward_batch_of(const transport::BatchMessage& m) {
   return b;
 }
 
+std::vector<model::SamplingRow> sampling_rows_of(const transport::BatchMessage& m) {
+  std::vector<model::SamplingRow> rows;
+  for (const auto& s : m.sampling)
+    rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
+  return rows;
+}
+
 }  // namespace aerie::core

@@ -1,11 +1,16 @@
 #pragma once
 // The model-side view of a batch message: its token, position, slot and index arrays as a
-// ForwardBatch (the message's other fields are the worker's business).
+// ForwardBatch, and its sampling rows as the sampler's (the message's other fields are the
+// worker's business).
+#include <vector>
+
 #include "model/forward_batch.hpp"
+#include "model/sampler.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
 
 model::ForwardBatch forward_batch_of(const transport::BatchMessage& m);
+std::vector<model::SamplingRow> sampling_rows_of(const transport::BatchMessage& m);
 
 }  // namespace aerie::core

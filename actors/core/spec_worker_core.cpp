@@ -62,10 +62,7 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   const model::ForwardBatch b = forward_batch_of(m);
   const TensorView logits = target_.forward(b, kv_);
-  std::vector<model::SamplingRow> rows;
-  for (const auto& s : m.sampling)
-    rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
-  r.next_tokens = sampler_.sample(logits, rows, target_.stream());
+  r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), target_.stream());
   r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, target_.stream());
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
   std::vector<DraftExtendSeq> ext;

@@ -50,10 +50,7 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
       return r;
     }
     const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
-    std::vector<model::SamplingRow> rows;
-    for (const auto& s : m.sampling)
-      rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
-    r.next_tokens = sampler_.sample(logits, rows, model_.stream());
+    r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), model_.stream());
     r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
   } catch (const std::exception& e) {
     ++stats_.errors;
