@@ -197,37 +197,20 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     if (!r.logprobs.empty()) logprobs[r.rids[i]] = &r.logprobs[i];
   }
   for (const Planned& p : plan) {
-    auto it = requests_.find(p.rid);
-    if (it == requests_.end()) continue;
-    Request& q = it->second;
-    if (q.aborted) {
-      finish(p.rid, "abort");
-      continue;
-    }
-    q.computed = p.new_computed;
+    Request* q = live_request(p.rid);
+    if (!q) continue;
+    q->computed = p.new_computed;
     if (!p.samples) {
       updates.push_back({.rid = p.rid});
       continue;
     }
     const auto tok = sampled.find(p.rid);
     AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
-    const std::string reason = commit_token(q, tok->second);
-    q.drafted = true;
-    std::vector<transport::TokenLogprobs> new_logprobs;
-    if (q.req.logprobs >= 0) {
-      const auto lp = logprobs.find(p.rid);
-      AERIE_CHECK(lp != logprobs.end(), "batch result lacks the log-probabilities request " << p.rid << " asked for");
-      q.result.output_logprobs.push_back(*lp->second);
-      new_logprobs.push_back(*lp->second);
-    }
-    if (reason.empty()) {
-      updates.push_back({.rid = p.rid, .new_tokens = {tok->second}, .new_logprobs = std::move(new_logprobs)});
-    } else {
-      RequestUpdate u = finish(p.rid, reason);
-      u.new_tokens = {tok->second};
-      u.new_logprobs = std::move(new_logprobs);
-      updates.push_back(std::move(u));
-    }
+    q->drafted = true;
+    const auto lp = logprobs.find(p.rid);
+    updates.push_back(commit_tokens(p.rid, std::span<const int32_t>(&tok->second, 1),
+                                    lp == logprobs.end() ? std::span<const transport::TokenLogprobs>()
+                                                         : std::span<const transport::TokenLogprobs>(lp->second, 1)));
   }
   return updates;
 }

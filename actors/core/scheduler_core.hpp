@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,6 +111,13 @@ class SchedulerCore {
   std::vector<RequestUpdate> on_verify_result(const transport::BatchResult& result, const std::vector<Planned>& plan);
   // Appends a sampled token and applies the stop conditions; the finish reason or "".
   std::string commit_token(Request& q, int32_t token);
+  // The request a result row belongs to, or nullptr when it has ended meanwhile or was
+  // aborted (which finishes it now).
+  Request* live_request(uint64_t rid);
+  // Commits tokens in order until one ends the request, with their log-probabilities when it
+  // asked (`logprobs`: one per token, or empty when the result has none). The update carries
+  // the committed tokens and, when one ended the request, its finished result.
+  RequestUpdate commit_tokens(uint64_t rid, std::span<const int32_t> tokens, std::span<const transport::TokenLogprobs> logprobs);
   std::vector<uint64_t> finished_since_;  // speculative: requests ended since the last batch
   RequestUpdate finish(uint64_t rid, const std::string& reason);
 

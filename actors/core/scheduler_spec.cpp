@@ -30,6 +30,36 @@ int64_t SchedulerCore::spec_reserve() const {
   return spec::verify_reserve(S, K, (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1);
 }
 
+SchedulerCore::Request* SchedulerCore::live_request(uint64_t rid) {
+  auto it = requests_.find(rid);
+  if (it == requests_.end()) return nullptr;
+  if (it->second.aborted) {
+    finish(rid, "abort");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+RequestUpdate SchedulerCore::commit_tokens(uint64_t rid, std::span<const int32_t> tokens, std::span<const transport::TokenLogprobs> logprobs) {
+  Request& q = requests_.at(rid);
+  RequestUpdate u{.rid = rid};
+  std::string reason;
+  for (size_t k = 0; k < tokens.size() && reason.empty(); ++k) {
+    u.new_tokens.push_back(tokens[k]);
+    if (q.req.logprobs >= 0) {
+      AERIE_CHECK(k < logprobs.size(), "batch result lacks the log-probabilities request " << rid << " asked for");
+      q.result.output_logprobs.push_back(logprobs[k]);
+      u.new_logprobs.push_back(logprobs[k]);
+    }
+    reason = commit_token(q, tokens[k]);
+  }
+  if (reason.empty()) return u;
+  RequestUpdate f = finish(rid, reason);
+  f.new_tokens = std::move(u.new_tokens);
+  f.new_logprobs = std::move(u.new_logprobs);
+  return f;
+}
+
 std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   std::vector<Planned> plan;
   transport::BatchMessage b;
@@ -104,42 +134,20 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     const Planned& p = plan[i];
     const auto count = static_cast<size_t>(r.token_counts[i]);
     AERIE_CHECK(r.rids[i] == p.rid && count >= 1 && at + count <= r.next_tokens.size(), "verify result does not match its batch");
-    std::vector<int32_t> tokens(r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at), r.next_tokens.begin() + static_cast<std::ptrdiff_t>(at + count));
-    const size_t first = at;
+    const std::span<const int32_t> tokens(r.next_tokens.data() + at, count);
+    const std::span<const transport::TokenLogprobs> logprobs =
+        r.logprobs.empty() ? std::span<const transport::TokenLogprobs>() : std::span<const transport::TokenLogprobs>(r.logprobs.data() + at, count);
     at += count;
-    auto it = requests_.find(p.rid);
-    if (it == requests_.end()) continue;
-    Request& q = it->second;
-    if (q.aborted) {
-      finish(p.rid, "abort");
-      continue;
-    }
+    Request* q = live_request(p.rid);
+    if (!q) continue;
     ++stats_.spec_verifies;
     stats_.spec_committed_tokens += static_cast<int64_t>(count);
-    ++q.result.spec_verify_ct;
+    ++q->result.spec_verify_ct;
     // The last committed token and the accepted drafts are in the cache now.
-    q.computed = p.base_tokens - 1 + static_cast<int64_t>(count);
-    RequestUpdate u{.rid = p.rid};
-    std::string reason;
-    for (size_t k = 0; k < tokens.size(); ++k) {
-      u.new_tokens.push_back(tokens[k]);
-      if (q.req.logprobs >= 0) {
-        AERIE_CHECK(!r.logprobs.empty(), "verify result lacks the log-probabilities request " << p.rid << " asked for");
-        q.result.output_logprobs.push_back(r.logprobs[first + k]);
-        u.new_logprobs.push_back(r.logprobs[first + k]);
-      }
-      reason = commit_token(q, tokens[k]);
-      if (!reason.empty()) break;
-    }
-    if (reason.empty()) {
-      pages_.truncate(p.rid, static_cast<int64_t>(q.tokens.size()));  // rejected draft positions go back
-      updates.push_back(std::move(u));
-    } else {
-      RequestUpdate f = finish(p.rid, reason);
-      f.new_tokens = std::move(u.new_tokens);
-      f.new_logprobs = std::move(u.new_logprobs);
-      updates.push_back(std::move(f));
-    }
+    q->computed = p.base_tokens - 1 + static_cast<int64_t>(count);
+    RequestUpdate u = commit_tokens(p.rid, tokens, logprobs);
+    if (!u.finished) pages_.truncate(p.rid, static_cast<int64_t>(q->tokens.size()));  // rejected draft positions go back
+    updates.push_back(std::move(u));
   }
   return updates;
 }
