@@ -4,30 +4,17 @@
 // STANDALONE self-draft accepts every draft token. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "kernels/buffer.hpp"
 #include "launch/deployment.hpp"
 #include "launch/deployment_flags.hpp"
+#include "tests/launch/random_requests.hpp"
 
 using namespace aerie;
 
 namespace {
 
-std::vector<core::GenerationRequest> mixed(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<core::GenerationRequest> reqs;
-  for (int i = 0; i < n; ++i) {
-    core::GenerationRequest r;
-    const int len = 1 + static_cast<int>(rng() % 60);
-    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
-    r.max_new_tokens = 1 + static_cast<int64_t>(rng() % 24);
-    r.sampling.temperature = 0.0f;
-    r.ignore_eos = true;
-    reqs.push_back(r);
-  }
-  return reqs;
-}
+std::vector<core::GenerationRequest> mixed(int n, uint32_t seed) { return aerie::testing::random_requests(n, seed, 60, 1, 24); }
 
 std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vector<core::GenerationRequest>& reqs, int64_t topk = 1,
                                         int64_t draft_tokens = 0, int64_t page = 1) {

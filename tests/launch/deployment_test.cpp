@@ -3,28 +3,21 @@
 // when the KV pool is too small for all of them at once.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "actors/core/generation_engine.hpp"
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
+#include "tests/launch/random_requests.hpp"
 
 using namespace aerie;
 
 namespace {
 
 std::vector<core::GenerationRequest> mixed(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<core::GenerationRequest> reqs;
+  auto reqs = aerie::testing::random_requests(n, seed, 48, 2, 14);
   for (int i = 0; i < n; ++i) {
-    core::GenerationRequest r;
-    const int len = 1 + static_cast<int>(rng() % 48);
-    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
-    r.max_new_tokens = 2 + static_cast<int64_t>(rng() % 14);
-    r.sampling.temperature = i % 4 == 0 ? 0.8f : 0.0f;  // some sampled (seeded), most greedy
-    r.sampling.seed = i;
-    r.ignore_eos = true;
-    reqs.push_back(r);
+    reqs[static_cast<size_t>(i)].sampling.temperature = i % 4 == 0 ? 0.8f : 0.0f;  // some sampled (seeded), most greedy
+    reqs[static_cast<size_t>(i)].sampling.seed = i;
   }
   return reqs;
 }

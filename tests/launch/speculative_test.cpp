@@ -11,28 +11,19 @@
 #include <cmath>
 #include <iostream>
 #include <map>
-#include <random>
 
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
 #include "launch/deployment_flags.hpp"
+#include "tests/launch/random_requests.hpp"
 
 using namespace aerie;
 
 namespace {
 
 std::vector<core::GenerationRequest> mixed(int n, uint32_t seed, int64_t max_new) {
-  std::mt19937 rng(seed);
-  std::vector<core::GenerationRequest> reqs;
-  for (int i = 0; i < n; ++i) {
-    core::GenerationRequest r;
-    const int len = 1 + static_cast<int>(rng() % 40);
-    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
-    r.max_new_tokens = 1 + static_cast<int64_t>(rng() % max_new);
-    r.sampling.temperature = 0.0f;
-    r.ignore_eos = i % 3 != 0;  // some may stop at EOS
-    reqs.push_back(r);
-  }
+  auto reqs = aerie::testing::random_requests(n, seed, 40, 1, max_new);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].ignore_eos = i % 3 != 0;  // some may stop at EOS
   return reqs;
 }
 
