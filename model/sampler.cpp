@@ -62,4 +62,15 @@ std::vector<int32_t> Sampler::sample(const TensorView& logits, std::span<const S
   return out;
 }
 
+std::vector<int32_t> ArgmaxSampler::argmax(const TensorView& logits, const Stream& stream) {
+  const int64_t rows = logits.dim(0);
+  if (rows == 0) return {};
+  if (!sampler_ || rows_ < rows) {
+    rows_ = std::max<int64_t>(rows, 2 * rows_);
+    sampler_ = std::make_unique<Sampler>(device_, rows_);
+  }
+  const std::vector<SamplingRow> greedy(static_cast<size_t>(rows));  // temperature 0: argmax
+  return sampler_->sample(logits, greedy, stream);
+}
+
 }  // namespace aerie::model

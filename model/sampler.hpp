@@ -2,6 +2,7 @@
 // Sampler: turns a batch of logits into one token per row on the model's device. Per-row
 // parameters travel in one staged upload; the tokens come back in one copy.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,20 @@ class Sampler {
   Buffer device_;        // packed per-row parameters + output ids
   Buffer workspace_;     // kernels::sample scratch
   HostStaging staging_;  // same layout on the host
+};
+
+// The argmax of every logits row (greedy sampling) for batches of any size: the Sampler
+// under it grows (to at least twice its rows) when a batch has more rows than it holds.
+class ArgmaxSampler {
+ public:
+  explicit ArgmaxSampler(Device device) : device_(device) {}
+  // logits: [rows, vocab] f32 on the device. Returns each row's argmax (synchronises).
+  std::vector<int32_t> argmax(const TensorView& logits, const Stream& stream);
+
+ private:
+  Device device_;
+  std::unique_ptr<Sampler> sampler_;
+  int64_t rows_ = 0;
 };
 
 }  // namespace aerie::model

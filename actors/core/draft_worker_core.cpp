@@ -20,7 +20,7 @@ SpecAlgorithm parse_spec_algorithm(const std::string& name) {
 DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head,
                                  std::unique_ptr<model::LlamaModel> standalone, model::KvCache& draft_kv, const model::LlamaModel& target,
                                  int64_t max_requests, int64_t topk)
-    : algorithm_(algorithm),
+    : info_{.algorithm = algorithm, .topk = topk, .aux_layers = {}},
       head_(std::move(head)),
       standalone_(std::move(standalone)),
       kv_(draft_kv),
@@ -29,16 +29,15 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
       act_(target.act_dtype()),
       hidden_size_(target.config().hidden_size),
       max_requests_(max_requests),
-      topk_(topk) {
-  AERIE_CHECK(topk_ >= 1 && topk_ <= kernels::kMaxTopK, "--speculative-eagle-topk must be in [1, " << kernels::kMaxTopK << "], got " << topk_);
-  AERIE_CHECK(algorithm_ != SpecAlgorithm::kNone, "a draft worker needs a speculative algorithm");
+      argmax_(target.stream().device()) {
+  AERIE_CHECK(topk >= 1 && topk <= kernels::kMaxTopK, "--speculative-eagle-topk must be in [1, " << kernels::kMaxTopK << "], got " << topk);
+  AERIE_CHECK(algorithm != SpecAlgorithm::kNone, "a draft worker needs a speculative algorithm");
   AERIE_CHECK(eagle() ? head_ != nullptr : standalone_ != nullptr, "the draft model does not match the algorithm");
   if (standalone_)
     AERIE_CHECK(standalone_->config().vocab_size == target.config().vocab_size,
                 "a STANDALONE draft needs the target's vocabulary (" << target.config().vocab_size << " tokens), it has "
                                                                      << standalone_->config().vocab_size);
-  info_ = {.algorithm = algorithm_, .topk = topk_, .aux_layers = {}};
-  if (head_ && algorithm_ == SpecAlgorithm::kEagle3)
+  if (head_ && algorithm == SpecAlgorithm::kEagle3)
     for (auto l : head_->config().aux_layers) info_.aux_layers.push_back(static_cast<int64_t>(l));
   if (eagle()) {
     hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
@@ -69,14 +68,8 @@ TensorView DraftWorkerCore::forward(const model::ForwardBatch& b, const TensorVi
 
 std::vector<int32_t> DraftWorkerCore::run(const model::ForwardBatch& b, const TensorView& in_hidden) {
   const TensorView logits = forward(b, in_hidden);
-  const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
-  if (rows == 0) return {};
-  if (!argmax_ || argmax_rows_ < rows) {
-    argmax_rows_ = std::max<int64_t>(rows, 2 * argmax_rows_);
-    argmax_ = std::make_unique<model::Sampler>(stream_.device(), argmax_rows_);
-  }
-  std::vector<model::SamplingRow> greedy(static_cast<size_t>(rows));  // temperature 0: argmax
-  auto ids = argmax_->sample(logits, greedy, stream_);
+  if (b.logit_rows.empty()) return {};
+  auto ids = argmax_.argmax(logits, stream_);
   if (head_)
     for (auto& id : ids) id = head_->to_target(id);
   return ids;
@@ -154,9 +147,9 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
   }
   std::vector<int32_t> next;
   TopRows top;
-  if (topk_ > 1) {
-    top = run_top(b, in_hidden, topk_);
-    for (size_t k = 0; k < kept.size(); ++k) next.push_back(top.tokens[k * static_cast<size_t>(topk_)]);
+  if (info_.topk > 1) {
+    top = run_top(b, in_hidden, info_.topk);
+    for (size_t k = 0; k < kept.size(); ++k) next.push_back(top.tokens[k * static_cast<size_t>(info_.topk)]);
   } else {
     next = run(b, in_hidden);
   }
@@ -165,10 +158,10 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
     const uint64_t rid = kept[k]->rid;
     const int64_t row = row_for(rid);
     state_[rid].next_token = next[k];
-    if (topk_ > 1) {
-      const auto at = static_cast<std::ptrdiff_t>(k) * topk_;
-      state_[rid].top_tokens.assign(top.tokens.begin() + at, top.tokens.begin() + at + topk_);
-      state_[rid].top_logp.assign(top.logp.begin() + at, top.logp.begin() + at + topk_);
+    if (info_.topk > 1) {
+      const auto at = static_cast<std::ptrdiff_t>(k) * info_.topk;
+      state_[rid].top_tokens.assign(top.tokens.begin() + at, top.tokens.begin() + at + info_.topk);
+      state_[rid].top_logp.assign(top.logp.begin() + at, top.logp.begin() + at + info_.topk);
     }
     if (eagle()) {  // the head's output at the sequence's last token
       const TensorView out = head_->out_hidden();
@@ -180,7 +173,7 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
 }
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
-  if (topk_ > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
+  if (info_.topk > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
   const auto drafts = propose_chain(seqs, steps);
   std::vector<spec::DraftTree> trees;
   for (size_t i = 0; i < seqs.size(); ++i) trees.push_back(spec::DraftTree::chain(seqs[i].root_token, drafts[i]));
@@ -204,11 +197,9 @@ std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vect
                 "draft context of request " << seqs[i].rid << " is too short");
   }
   if (eagle() && steps > 1) {  // the first forward reads each request's state hidden
-    if (!gathered_.data() || gathered_.nbytes() < B * static_cast<int64_t>(hrow)) gathered_ = Buffer(stream_.device(), act_, {B, hidden_size_});
-    for (int64_t i = 0; i < B; ++i)
-      copy_async(static_cast<char*>(gathered_.data()) + i * static_cast<int64_t>(hrow),
-                 static_cast<const char*>(hidden_pool_.data()) + state_.at(seqs[static_cast<size_t>(i)].rid).hidden_row * static_cast<int64_t>(hrow),
-                 hrow, stream_);
+    std::vector<int32_t> rows;
+    for (const auto& s : seqs) rows.push_back(static_cast<int32_t>(state_.at(s.rid).hidden_row));
+    gather(hidden_pool_.view(), rows);
   }
   for (int64_t j = 1; j < steps; ++j) {
     model::ForwardBatch b;

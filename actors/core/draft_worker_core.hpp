@@ -29,9 +29,9 @@ class DraftWorkerCore : public DraftPort {
   // Exactly one of head / standalone is set, matching the algorithm.
   DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head, std::unique_ptr<model::LlamaModel> standalone,
                   model::KvCache& draft_kv, const model::LlamaModel& target, int64_t max_requests, int64_t topk = 1);
-  SpecAlgorithm algorithm() const { return algorithm_; }
-  int64_t topk() const { return topk_; }
-  bool eagle() const { return algorithm_ != SpecAlgorithm::kStandalone; }
+  SpecAlgorithm algorithm() const { return info_.algorithm; }
+  int64_t topk() const { return info_.topk; }
+  bool eagle() const { return info_.eagle(); }
 
   using ExtendSeq = DraftExtendSeq;
   using ProposeSeq = DraftProposeSeq;
@@ -75,7 +75,7 @@ class DraftWorkerCore : public DraftPort {
   TensorView gather(const TensorView& table, const std::vector<int32_t>& rows);
   int64_t row_for(uint64_t rid);
 
-  SpecAlgorithm algorithm_;
+  DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;
   std::unique_ptr<model::LlamaModel> standalone_;
   model::KvCache& kv_;
@@ -84,14 +84,11 @@ class DraftWorkerCore : public DraftPort {
   DType act_;
   int64_t hidden_size_;
   int64_t max_requests_;
-  int64_t topk_;
-  DraftInfo info_;
   std::unordered_map<uint64_t, State> state_;
   std::vector<int64_t> free_rows_;
   Buffer hidden_pool_;  // [max_requests, H]: each request's state hidden
   Buffer gathered_;     // [rows, width]: a forward's input hidden states
-  std::unique_ptr<model::Sampler> argmax_;
-  int64_t argmax_rows_ = 0;
+  model::ArgmaxSampler argmax_;
   Buffer gather_ids_;              // [rows] i32 row ids for gather()
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
 };

@@ -23,7 +23,7 @@ struct FrontierNode {
 }  // namespace
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
-  const int64_t K = topk_;
+  const int64_t K = info_.topk;
   const size_t B = seqs.size();
   AERIE_CHECK(steps >= 1 && draft_tokens >= 2, "tree drafting needs steps >= 1 and at least two draft tokens");
   std::vector<std::vector<spec::DraftCandidate>> candidates(B);

@@ -23,7 +23,8 @@ std::vector<int32_t> range_of(const std::vector<int32_t>& v, int64_t begin, int6
 }  // namespace
 
 SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch)
-    : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch) {
+    : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
+      argmax_(target.stream().device()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
     if (info_.algorithm == SpecAlgorithm::kEagle) capture.final_normed = true;
@@ -34,16 +35,6 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, Dr
 
 
 SpecWorkerCore::~SpecWorkerCore() { target_.set_hidden_capture({}); }
-
-std::vector<int32_t> SpecWorkerCore::argmax_rows(const TensorView& logits) {
-  const int64_t rows = logits.dim(0);
-  if (!argmax_ || argmax_rows_ < rows) {
-    argmax_rows_ = std::max<int64_t>(rows, 2 * argmax_rows_);
-    argmax_ = std::make_unique<model::Sampler>(target_.stream().device(), argmax_rows_);
-  }
-  std::vector<model::SamplingRow> greedy(static_cast<size_t>(rows));
-  return argmax_->sample(logits, greedy, target_.stream());
-}
 
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
   // The last batch's draft extend reads the target's hidden states: it must be done (and
@@ -139,7 +130,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   const bool any_greedy = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature == 0.0f; });
   const bool any_sampled = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature != 0.0f; });
   std::vector<int32_t> argmax;
-  if (any_greedy) argmax = argmax_rows(logits);
+  if (any_greedy) argmax = argmax_.argmax(logits, target_.stream());
   std::vector<float> host;
   const int64_t V = logits.dim(1);
   if (any_sampled) {

@@ -33,7 +33,6 @@ class SpecWorkerCore {
  private:
   transport::BatchResult extend(const transport::BatchMessage& m);
   transport::BatchResult verify(const transport::BatchMessage& m);
-  std::vector<int32_t> argmax_rows(const TensorView& logits);
   // logits[rows[i]] for every i, as one [rows, vocab] block.
   TensorView gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows);
   // Moves the target's KV rows src[i] -> dst[i] in every layer (tree compaction).
@@ -44,8 +43,7 @@ class SpecWorkerCore {
   DraftPort& draft_;
   const DraftInfo info_;
   model::Sampler sampler_;
-  std::unique_ptr<model::Sampler> argmax_;
-  int64_t argmax_rows_ = 0;
+  model::ArgmaxSampler argmax_;
   Buffer move_slots_;  // [2 * moves] i32: sources, then destinations
   LogprobReader logprobs_;
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
