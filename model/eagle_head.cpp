@@ -99,7 +99,7 @@ EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHe
     return t;
   };
   const auto& L = c.layer;
-  const int64_t h = L.hidden_size, q = L.q_size(), kv = L.kv_size(), inter = L.intermediate_size, in = e3 ? 2 * h : h;
+  const int64_t h = L.hidden_size, in = e3 ? 2 * h : h;
   const std::string p = e3 ? "midlayer." : "layers.0.";
   EagleHeadWeights w;
   w.fc = copy_of(get("fc.weight", {h, e3 ? 3 * h : 2 * h}), device, dtype);
@@ -107,15 +107,12 @@ EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHe
     w.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
     w.hidden_norm = copy_of(get(p + "hidden_norm.weight", {h}), device, dtype);
   }
-  std::vector<unsigned char> qs, ks;
-  w.qkv = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.weight", {q, in}), L.head_dim, qs),
-                       pair_adjacent_rows(get(p + "self_attn.k_proj.weight", {kv, in}), L.head_dim, ks),
-                       get(p + "self_attn.v_proj.weight", {kv, in})},
-                      device, dtype);
-  w.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
-  w.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
-  w.gate_up = interleave_rows(get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h}), device, dtype);
-  w.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
+  LayerProjections P = load_layer_projections(get, p, L, in, device, dtype);
+  w.qkv = std::move(P.qkv);
+  w.o_proj = std::move(P.o_proj);
+  w.post_norm = std::move(P.post_norm);
+  w.gate_up = std::move(P.gate_up);
+  w.down = std::move(P.down);
   if (e3) {
     w.norm = copy_of(get("norm.weight", {h}), device, dtype);
     w.lm_head = copy_of(get("lm_head.weight", {c.draft_vocab, h}), device, dtype);

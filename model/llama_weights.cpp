@@ -38,22 +38,20 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights L;
     L.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
-    std::vector<unsigned char> qs, ks;
-    L.qkv = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.weight", {q, h}), c.head_dim, qs),
-                         pair_adjacent_rows(get(p + "self_attn.k_proj.weight", {kv, h}), c.head_dim, ks),
-                         get(p + "self_attn.v_proj.weight", {kv, h})},
-                        device, dtype);
-    L.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
+    LayerProjections P = load_layer_projections(get, p, c, h, device, dtype);
+    L.qkv = std::move(P.qkv);
+    L.o_proj = std::move(P.o_proj);
+    L.post_norm = std::move(P.post_norm);
+    L.gate_up = std::move(P.gate_up);
+    L.down = std::move(P.down);
     if (c.attention_bias) {
+      std::vector<unsigned char> qs, ks;
       L.qkv_bias = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.bias", {q}), c.head_dim, qs),
                                 pair_adjacent_rows(get(p + "self_attn.k_proj.bias", {kv}), c.head_dim, ks),
                                 get(p + "self_attn.v_proj.bias", {kv})},
                                device, dtype);
       L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);
     }
-    L.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
-    L.gate_up = interleave_rows(get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h}), device, dtype);
-    L.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
     if (c.mlp_bias) {
       L.gate_up_bias = interleave_rows(get(p + "mlp.gate_proj.bias", {inter}), get(p + "mlp.up_proj.bias", {inter}), device, dtype);
       L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);

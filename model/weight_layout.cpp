@@ -82,4 +82,20 @@ Buffer random_buffer(uint64_t seed, std::vector<int64_t> shape, float std, Devic
 }
 
 
+LayerProjections load_layer_projections(const TensorGetter& get, const std::string& p, const LlamaConfig& c, int64_t in, Device device,
+                                        DType dtype) {
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  LayerProjections w;
+  std::vector<unsigned char> qs, ks;
+  w.qkv = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.weight", {q, in}), c.head_dim, qs),
+                       pair_adjacent_rows(get(p + "self_attn.k_proj.weight", {kv, in}), c.head_dim, ks),
+                       get(p + "self_attn.v_proj.weight", {kv, in})},
+                      device, dtype);
+  w.o_proj = copy_of(get(p + "self_attn.o_proj.weight", {h, q}), device, dtype);
+  w.post_norm = copy_of(get(p + "post_attention_layernorm.weight", {h}), device, dtype);
+  w.gate_up = interleave_rows(get(p + "mlp.gate_proj.weight", {inter, h}), get(p + "mlp.up_proj.weight", {inter, h}), device, dtype);
+  w.down = copy_of(get(p + "mlp.down_proj.weight", {h, inter}), device, dtype);
+  return w;
+}
+
 }  // namespace aerie::model
