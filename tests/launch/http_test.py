@@ -13,14 +13,13 @@ import json
 import os
 import random
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_process import running_server  # noqa: E402
+from serve_process import greedy_reference, running_server  # noqa: E402
 
 
 def call(url, body=None, raw=None):
@@ -46,12 +45,7 @@ def main():
     args = ap.parse_args()
     rng = random.Random(9)
     prompts = [[rng.randrange(3, 500) for _ in range(rng.randint(1, 40))] for _ in range(64)]
-    gen = [args.generate, "--load-format", "dummy", "--max-new-tokens", "8", "--temperature", "0", "--ignore-eos", "--output", "json"]
-    for p in prompts:
-        gen += ["--input-ids", ",".join(map(str, p))]
-    out = subprocess.run(gen, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    expected = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
+    expected = greedy_reference(args.generate, prompts, 8)
 
     with running_server(args.serve, ["--load-format", "dummy", "--max-total-tokens", "4096"]) as (base, port):
         status, models = call(base + "/v1/models")

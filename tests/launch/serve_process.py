@@ -1,11 +1,24 @@
 """aerie-serve as a process for the HTTP tests: a free loopback port, waiting until /health
-answers, and at the end a SIGTERM after which the server must exit 0."""
+answers, and at the end a SIGTERM after which the server must exit 0; and the greedy
+aerie-generate outputs those tests compare the server's against."""
 import contextlib
+import json
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
+
+
+def greedy_reference(generate, prompts, max_new_tokens):
+    """aerie-generate's greedy output ids (dummy weights, EOS ignored) for each prompt."""
+    cmd = [generate, "--load-format", "dummy", "--max-new-tokens", str(max_new_tokens), "--temperature", "0", "--ignore-eos",
+           "--output", "json"]
+    for p in prompts:
+        cmd += ["--input-ids", ",".join(map(str, p))]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
 
 
 def free_port():

@@ -7,8 +7,13 @@ lines get an error line with a code and the service keeps answering.
 """
 import argparse
 import json
+import os
 import random
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_process import greedy_reference  # noqa: E402
 
 
 def main():
@@ -19,12 +24,7 @@ def main():
     args = ap.parse_args()
     rng = random.Random(5)
     prompts = [[rng.randrange(3, 500) for _ in range(rng.randint(1, 30))] for _ in range(24)]
-    gen = [args.generate, "--load-format", "dummy", "--max-new-tokens", "10", "--temperature", "0", "--ignore-eos", "--output", "json"]
-    for p in prompts:
-        gen += ["--input-ids", ",".join(map(str, p))]
-    out = subprocess.run(gen, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    expected = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
+    expected = greedy_reference(args.generate, prompts, 10)
 
     lines = []
     for i, p in enumerate(prompts):
