@@ -35,14 +35,21 @@ struct AttentionParams {
   TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
   // CUDA: one block serves this many consecutive query tokens of a sequence (for each KV
   // head), reading each K/V tile once for all of them: every sequence's query count must be
-  // a multiple, and GQA group x tokens_per_block <= 16. The CPU reference ignores it.
+  // a multiple, and GQA group x tokens_per_block <= 32. The CPU reference ignores it.
   int tokens_per_block = 1;
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
-// A split count that fills the GPU for `tokens` queries over up to `max_kv_len` keys.
-int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms);
+// A split count that fills the GPU for `query_blocks` blocks of query tokens (tokens /
+// tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM (all of
+// them resident at once: a block's tiles are a chain of memory round trips, so more, shorter
+// blocks finish sooner), at least 32 keys per split.
+constexpr int kAttentionBlocksPerSm = 8;
+// kAttentionBlocksPerSm, or AERIE_ATTN_BLOCKS_PER_SM (for measuring).
+int attention_blocks_per_sm();
+int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms,
+                         int blocks_per_sm = attention_blocks_per_sm());
 Status attention(const AttentionParams& p, const Stream& stream);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

@@ -4,6 +4,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace aerie::kernels {
 
@@ -166,8 +167,9 @@ void AttentionParams::validate() const {
   AERIE_CHECK(num_splits >= 1 && num_splits <= kMaxAttentionSplits, "num_splits " << num_splits << " outside [1, " << kMaxAttentionSplits << "]");
   AERIE_CHECK(q.dim(2) <= 256, "head_dim " << q.dim(2) << " above 256 is not supported");
   if (d == Device::kCuda)
-    AERIE_CHECK(q.dim(2) * static_cast<int64_t>(dtype_size(k_cache.dtype)) % 16 == 0,
-                "head_dim " << q.dim(2) << " must span whole 16-byte chunks of the cache dtype on CUDA");
+    AERIE_CHECK(q.dim(2) * static_cast<int64_t>(dtype_size(k_cache.dtype)) % 16 == 0 &&
+                    q.dim(2) * static_cast<int64_t>(dtype_size(q.dtype)) % 16 == 0,
+                "head_dim " << q.dim(2) << " must span whole 16-byte chunks of the q and cache dtypes on CUDA");
   if (num_splits > 1 && d == Device::kCuda) {
     check_tensor(workspace, "workspace", 1, d);
     check_dtype(workspace, "workspace", DType::kF32);
@@ -180,10 +182,19 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
   return tokens * q_heads * num_splits * (head_dim + 2);
 }
 
-int attention_splits_for(int64_t tokens, int64_t kv_heads, int64_t max_kv_len, int num_sms) {
-  const int64_t blocks = std::max<int64_t>(1, tokens * kv_heads);
-  int64_t splits = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;  // about two blocks per SM
-  splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);                  // at least 32 keys per split
+int attention_blocks_per_sm() {
+  static const int blocks = [] {
+    const char* e = std::getenv("AERIE_ATTN_BLOCKS_PER_SM");
+    const int v = e ? std::atoi(e) : 0;
+    return v > 0 ? v : kAttentionBlocksPerSm;
+  }();
+  return blocks;
+}
+
+int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms, int blocks_per_sm) {
+  const int64_t blocks = std::max<int64_t>(1, query_blocks * kv_heads);
+  int64_t splits = (static_cast<int64_t>(blocks_per_sm) * num_sms + blocks - 1) / blocks;
+  splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);  // at least 32 keys per split
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }
 Status attention(const AttentionParams& p, const Stream& s) {

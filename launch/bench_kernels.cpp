@@ -116,10 +116,19 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     };
     Buffer dqo = upload(qo), dkvp = upload(kvp), dkvi = upload(kvi);
     Buffer q = random_device({bs, c.num_heads, c.head_dim}, bf, 4, s), out(Device::kCuda, bf, {bs, c.num_heads, c.head_dim});
-    const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-    // The chosen split count and its neighbours (attention/<splits>, * marks the choice).
-    for (int splits : {std::max(1, chosen / 2), chosen, std::min(kernels::kMaxAttentionSplits, chosen * 2)}) {
-      if (splits != chosen && (splits == std::max(1, chosen / 2)) && chosen == 1) continue;
+    // Split counts for about 2, 4 and 8 blocks per SM and the most the keys allow (32 per
+    // split); * marks the engine's choice.
+    const int sms = cuda_runtime::sm_count();
+    auto split_choices = [&](int64_t query_blocks) {
+      std::vector<int> out;
+      for (int bps : {2, 4, 8, 1 << 20}) {
+        const int sp = kernels::attention_splits_for(query_blocks, c.num_kv_heads, o.context, sms, bps);
+        if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(sp);
+      }
+      return out;
+    };
+    const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, sms);
+    for (int splits : split_choices(bs)) {
       Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
       const double att = time_ms(s, o.reps, 1, [&](int) {
         AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
@@ -130,29 +139,25 @@ int run_kernel_bench(const KernelBenchOptions& o) {
              static_cast<double>(bs * o.context * KV * 2 * 2));
     }
     // A verify: one sequence whose last `bs` tokens are new (causal), as a chain of bs - 1
-    // drafts is verified; the engine's split choice for bs query tokens.
-    {
+    // drafts is verified: every tokens-per-block count that fits (attn_verify/<splits>x<tpb>).
+    if (bs > 1) {
       std::vector<int32_t> vqo = {0, static_cast<int32_t>(bs)}, vkvp = {0, static_cast<int32_t>(o.context)}, vkvi;
       for (int64_t j = 0; j < o.context; ++j) vkvi.push_back(static_cast<int32_t>(j));
       Buffer dvqo = upload(vqo), dvkvp = upload(vkvp), dvkvi = upload(vkvi);
-      const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-      const int one_seq = kernels::attention_splits_for(1, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-      // One token per block at the engine's old split choice, then shared tiles (what the
-      // model picks: 4 or 2 tokens per block) with splits chosen for the blocks' count.
       const int64_t group = c.num_heads / c.num_kv_heads;
-      const int tpb = (bs % 4 == 0 && group * 4 <= 16) ? 4 : (bs % 2 == 0 && group * 2 <= 16) ? 2 : 1;
-      const int shared_splits = kernels::attention_splits_for(bs / tpb, c.num_kv_heads, o.context, cuda_runtime::sm_count());
-      for (auto [splits, per_block] : {std::pair<int, int>{chosen, 1}, {one_seq, 1}, {shared_splits, tpb}}) {
-        Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
-        const double att = time_ms(s, o.reps, 1, [&](int) {
-          AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
-                                                 .qo_indptr = dvqo.view(), .kv_indptr = dvkvp.view(), .kv_indices = dvkvi.view(),
-                                                 .scale = 0.088f, .num_splits = splits, .workspace = part.view(),
-                                                 .tokens_per_block = per_block}, s));
-        });
-        report(("attn_verify/" + std::to_string(splits) + "x" + std::to_string(per_block)).c_str(), bs, att,
-               static_cast<double>(o.context * KV * 2 * 2));
-        if (bs == 1) break;
+      for (int tpb : {1, 2, 4, 8}) {
+        if (bs % tpb != 0 || group * tpb > 32) continue;
+        for (int splits : split_choices(bs / tpb)) {
+          Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
+          const double att = time_ms(s, o.reps, 1, [&](int) {
+            AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
+                                                   .qo_indptr = dvqo.view(), .kv_indptr = dvkvp.view(), .kv_indices = dvkvi.view(),
+                                                   .scale = 0.088f, .num_splits = splits, .workspace = part.view(),
+                                                   .tokens_per_block = tpb}, s));
+          });
+          report(("attn_verify/" + std::to_string(splits) + "x" + std::to_string(tpb)).c_str(), bs, att,
+                 static_cast<double>(o.context * KV * 2 * 2));
+        }
       }
     }
     // The small per-layer ops.

@@ -3,6 +3,15 @@
 // tokens_per_block consecutive query tokens of one sequence (a verify's drafts share each
 // K/V tile that way), streaming the visible keys in tiles with an online softmax; splits > 1
 // combine in a second kernel (flash-decoding).
+//
+// What the H200 taught this kernel (batch-1 verify of 8 tokens at a 544-token context,
+// docs/performance.md): every block must be resident at once, so registers are bounded
+// (one load batch of K/V in flight, accumulators sized for the real head dim); q arrives in
+// a few 16-byte loads issued together (a loop of dependent scalar loads cost several
+// memory round trips per block); the next tile's slots are read while this tile computes.
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 
 namespace aerie::kernels::cuda {
@@ -13,16 +22,15 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 32;       // keys per tile (one per lane when scoring)
 constexpr int kMaxGroup = 8;    // query heads per block (a larger GQA group uses more blocks)
-constexpr int kMaxRows = 16;    // query rows (heads x tokens) per block
+constexpr int kMaxRows = 32;    // query rows (heads x tokens) per block
 constexpr int kMaxDim = 256;
-constexpr int kDimPerThread = kMaxDim / kThreads;
-constexpr int kLoadBatch = 8;   // 16-byte loads in flight per thread while filling a tile
+constexpr int kLoadBatch = 4;   // 16-byte loads of K and of V in flight per thread while filling a tile
 
 struct Geometry {
-  int64_t q_heads, kv_heads, dim, group, head_chunks;
+  int q_heads, kv_heads, dim, group, head_chunks;
 };
 
-__device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch, int64_t t) {
+__device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch, int t) {
   int lo = 0, hi = batch - 1;  // the last b with qo_indptr[b] <= t
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -33,69 +41,72 @@ __device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch
 }
 
 // Shared memory of one block: q (fp32, pre-scaled), a K tile (rows padded by 16 bytes so
-// that lanes reading different rows hit different banks), a V tile, scores/probabilities
-// and the running softmax state.
+// that lanes reading different rows hit different banks), a V tile, probabilities
+// [key][row] (rows padded to keep 16-byte reads aligned) and the running softmax state.
 template <class TC>
 struct Smem {
   static constexpr int kPad = 16 / sizeof(TC);
-  static size_t bytes(int64_t dim, int rows) {
+  static constexpr int prob_stride(int rows) { return rows + 4; }
+  static size_t bytes(int dim, int rows) {
     return sizeof(float) * rows * dim + sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim +
-           sizeof(float) * rows * kTile + sizeof(float) * 3 * rows + sizeof(int32_t) * kTile + 64;
+           sizeof(float) * kTile * prob_stride(rows) + sizeof(float) * 3 * rows + sizeof(int32_t) * kTile + 64;
   }
 };
 
-// kRows: the rows (heads x tokens) a block holds, 8 for one token, 16 for several.
-template <class TQ, class TC, int kRows>
-__global__ void __launch_bounds__(kThreads) attention_kernel(
+// kRows: the rows (heads x tokens) a block holds (8, 16 or 32); kDimPer: head dims per
+// thread (1 up to 128, 2 up to 256).
+template <class TQ, class TC, int kRows, int kDimPer>
+__global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
     int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
-  const int64_t D = g.dim;
+  const int D = g.dim;
   constexpr int kPad = Smem<TC>::kPad;
-  const int64_t kstride = D + kPad;
+  constexpr int kPS = Smem<TC>::prob_stride(kRows);
+  constexpr int kRowsPerWarp = kRows / kWarps;
+  const int kstride = D + kPad;
   float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kRows][D]
   TC* ktile = reinterpret_cast<TC*>(qs + kRows * D);                               // [kTile][D + pad]
   TC* vtile = ktile + kTile * kstride;                                             // [kTile][D]
-  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kRows][kTile]
-  float* m_s = probs + kRows * kTile;                                              // [kRows]
+  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kTile][kPS]
+  float* m_s = probs + kTile * kPS;                                                // [kRows]
   float* l_s = m_s + kRows;
   float* corr_s = l_s + kRows;
   int32_t* tile_slots = reinterpret_cast<int32_t*>(corr_s + kRows);               // [kTile]
 
   // Row r of the block is head head0 + r % heads of query token t0 + r / heads.
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tokens_per_block;
-  const int64_t kvh = blockIdx.y / g.head_chunks;
-  const int64_t head0 = kvh * g.group + (blockIdx.y % g.head_chunks) * kMaxGroup;
-  const int heads = static_cast<int>(min64(kMaxGroup, kvh * g.group + g.group - head0));
+  const int t0 = blockIdx.x * tokens_per_block;
+  const int kvh = blockIdx.y / g.head_chunks;
+  const int head0 = kvh * g.group + (blockIdx.y % g.head_chunks) * kMaxGroup;
+  const int heads = min(kMaxGroup, kvh * g.group + g.group - head0);
   const int rows = heads * tokens_per_block;
   const int split = blockIdx.z;
   const int b = find_sequence(qo_indptr, batch, t0);
-  const int64_t q_len = qo_indptr[b + 1] - qo_indptr[b], kv_len = kv_indptr[b + 1] - kv_indptr[b];
-  const int64_t i0 = t0 - qo_indptr[b];
+  const int q_len = qo_indptr[b + 1] - qo_indptr[b], kv_len = kv_indptr[b + 1] - kv_indptr[b];
+  const int i0 = t0 - qo_indptr[b];
   const uint8_t* mask_b = mask ? mask + mask_indptr[b] : nullptr;
   // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
   // which), else causally. The block's range is its last token's.
-  auto visible_of = [&](int64_t i) { return mask ? kv_len : min64(kv_len, max64(0, kv_len - q_len + i + 1)); };
-  const int64_t visible = visible_of(i0 + tokens_per_block - 1);
+  auto visible_of = [&](int i) { return mask ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1)); };
+  const int visible = visible_of(i0 + tokens_per_block - 1);
   // One token per block: its mask row is folded into the tile's slots; with several, every
   // row checks its own.
-  const uint8_t* mrow = (mask_b && tokens_per_block == 1) ? mask_b + i0 * kv_len : nullptr;
-  const int64_t chunk = (visible + num_splits - 1) / num_splits;
-  const int64_t j_begin = min64(visible, split * chunk), j_end = min64(visible, j_begin + chunk);
+  const uint8_t* mrow = (mask_b && tokens_per_block == 1) ? mask_b + static_cast<int64_t>(i0) * kv_len : nullptr;
+  const int chunk = (visible + num_splits - 1) / num_splits;
+  const int j_begin = min(visible, split * chunk), j_end = min(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // The slot of key j of this block's range for the tile-filling threads (-1: none or masked).
+  auto slot_of = [&](int j) {
+    if (j >= j_end) return -1;
+    const int32_t s = slots[j];
+    return (s >= num_slots || (mrow && !mrow[j])) ? -1 : s;
+  };
   // The batch layout and slot lists were uploaded before the forward began, so they are read
   // while the previous kernel (which writes q and this step's K/V) still runs.
-  if (threadIdx.x < kTile) {
-    int32_t first_slot = -1;
-    if (j_begin + threadIdx.x < j_end) {
-      first_slot = slots[j_begin + threadIdx.x];
-      if (first_slot >= num_slots || (mrow && !mrow[j_begin + threadIdx.x])) first_slot = -1;
-    }
-    tile_slots[threadIdx.x] = first_slot;
-  }
+  if (threadIdx.x < kTile) tile_slots[threadIdx.x] = slot_of(j_begin + threadIdx.x);
   if (threadIdx.x < kRows) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.0f;
@@ -103,22 +114,21 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   __syncthreads();
   pdl_wait();
 
-  const int64_t row_chunks = D * static_cast<int64_t>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
-  // Copies tile rows [first, ...) of K and V into shared memory, a batch of 16-byte loads
-  // in flight per thread; `before_store` runs between issuing the first batch and storing it.
+  const int row_chunks = D * static_cast<int>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
+  // Copies the tile's K and V rows into shared memory, a batch of 16-byte loads in flight
+  // per thread; `before_store` runs between issuing the first batch and storing it.
   auto load_tile = [&](auto before_store) {
     bool first_batch = true;
-    for (int64_t first = threadIdx.x; first < kTile * row_chunks; first += static_cast<int64_t>(kThreads) * kLoadBatch) {
+    for (int first = threadIdx.x; first < kTile * row_chunks; first += kThreads * kLoadBatch) {
       uint4 kb[kLoadBatch], vb[kLoadBatch];
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
-        const int64_t idx = first + static_cast<int64_t>(u) * kThreads;
-        const int64_t jj = idx / row_chunks, ch = idx % row_chunks;
-        const int32_t s = idx < kTile * row_chunks ? tile_slots[jj] : -1;
+        const int idx = first + u * kThreads;
+        const int32_t s = idx < kTile * row_chunks ? tile_slots[idx / row_chunks] : -1;
         if (s >= 0) {
           const int64_t off = (static_cast<int64_t>(s) * g.kv_heads + kvh) * D;
-          kb[u] = __ldg(reinterpret_cast<const uint4*>(kc + off) + ch);
-          vb[u] = __ldg(reinterpret_cast<const uint4*>(vc + off) + ch);
+          kb[u] = __ldg(reinterpret_cast<const uint4*>(kc + off) + idx % row_chunks);
+          vb[u] = __ldg(reinterpret_cast<const uint4*>(vc + off) + idx % row_chunks);
         } else {
           kb[u] = vb[u] = make_uint4(0, 0, 0, 0);  // unseen keys: zero V so p * V stays finite
         }
@@ -127,111 +137,155 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
       first_batch = false;
 #pragma unroll
       for (int u = 0; u < kLoadBatch; ++u) {
-        const int64_t idx = first + static_cast<int64_t>(u) * kThreads;
+        const int idx = first + u * kThreads;
         if (idx >= kTile * row_chunks) break;
-        const int64_t jj = idx / row_chunks, ch = idx % row_chunks;
+        const int jj = idx / row_chunks, ch = idx % row_chunks;
         reinterpret_cast<uint4*>(ktile + jj * kstride)[ch] = kb[u];
         reinterpret_cast<uint4*>(vtile + jj * D)[ch] = vb[u];
       }
     }
   };
-  // q and the first tile's K/V travel together: one memory round trip instead of two.
+  // q in 16-byte loads, a batch of them in flight per thread, then widened and pre-scaled.
   auto load_q = [&] {
-    for (int64_t idx = threadIdx.x; idx < rows * D; idx += kThreads) {
-      const int64_t r = idx / D;
-      qs[idx] = to_float(q[((t0 + r / heads) * g.q_heads + head0 + r % heads) * D + idx % D]) * scale;
+    constexpr int kQPer = 16 / sizeof(TQ);
+    const int q_row_chunks = D / kQPer, q_chunks = rows * q_row_chunks;
+    for (int first = threadIdx.x; first < q_chunks; first += kThreads * kLoadBatch) {
+      uint4 buf[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = first + u * kThreads;
+        if (idx < q_chunks) {
+          const int r = idx / q_row_chunks;
+          const int64_t row = static_cast<int64_t>(t0 + r / heads) * g.q_heads + head0 + r % heads;
+          buf[u] = __ldg(reinterpret_cast<const uint4*>(q + row * D) + idx % q_row_chunks);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = first + u * kThreads;
+        if (idx >= q_chunks) break;
+        const TQ* h = reinterpret_cast<const TQ*>(&buf[u]);
+        float* dst = qs + (idx / q_row_chunks) * D + (idx % q_row_chunks) * kQPer;
+#pragma unroll
+        for (int e = 0; e < kQPer; ++e) dst[e] = to_float(h[e]) * scale;
+      }
     }
   };
+  // q and the first tile's K/V travel together: one memory round trip instead of two.
   if (j_begin < j_end) load_tile(load_q);
   else load_q();
-  float acc[kRows][kDimPerThread];
+  float acc[kRows][kDimPer];
 #pragma unroll
   for (int h = 0; h < kRows; ++h)
 #pragma unroll
-    for (int e = 0; e < kDimPerThread; ++e) acc[h][e] = 0.0f;
+    for (int e = 0; e < kDimPer; ++e) acc[h][e] = 0.0f;
 
-  for (int64_t base = j_begin; base < j_end; base += kTile) {
-    const int n = static_cast<int>(min64(kTile, j_end - base));
-    if (base != j_begin) {  // the first tile is in shared memory already
-      __syncthreads();      // the previous tile is consumed
-      if (threadIdx.x < kTile) {
-        const int jj = threadIdx.x;
-        int32_t s = jj < n ? slots[base + jj] : -1;
-        if (s >= num_slots || (mrow && jj < n && !mrow[base + jj])) s = -1;
-        tile_slots[jj] = s;
-      }
-      __syncthreads();
-      load_tile([] {});
-    }
-    __syncthreads();
-    // Scores: warp w takes rows w, w + 4, ...; lane = key.
-    for (int h = warp; h < rows; h += kWarps) {
+  for (int base = j_begin; base < j_end; base += kTile) {
+    const int n = min(kTile, j_end - base);
+    // The next tile's slots, read now so that their round trip overlaps this tile's work.
+    const int32_t next_slot = threadIdx.x < kTile ? slot_of(base + kTile + threadIdx.x) : -1;
+    __syncthreads();  // the tile (and q) are in shared memory
+    // Scores: warp w takes rows w, w + 4, ...; lane = key. Each K chunk is read once for
+    // all of the warp's rows.
+    {
       const int jj = lane;
-      float sc = -INFINITY;
-      bool seen = jj < n && tile_slots[jj] >= 0;
-      if (seen && tokens_per_block > 1) {
-        const int64_t i = i0 + h / heads, key = base + jj;
-        seen = key < visible_of(i) && (!mask_b || mask_b[i * kv_len + key]);
-      }
-      if (seen) {
+      const bool key_ok = jj < n && tile_slots[jj] >= 0;
+      float sc[kRowsPerWarp];
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) sc[i] = 0.0f;
+      if (key_ok) {
+        constexpr int kPer = 16 / sizeof(TC);
         const TC* kr = ktile + jj * kstride;
-        const float* qh = qs + h * D;
-        float dot = 0.0f;
-        for (int64_t ch = 0; ch < row_chunks; ++ch) {
+        for (int ch = 0; ch < row_chunks; ++ch) {
           const uint4 raw = reinterpret_cast<const uint4*>(kr)[ch];
           const TC* kv = reinterpret_cast<const TC*>(&raw);
-          constexpr int kPer = 16 / sizeof(TC);
+          float kf[kPer];
 #pragma unroll
-          for (int e = 0; e < kPer; ++e) dot += qh[ch * kPer + e] * to_float(kv[e]);
+          for (int e = 0; e < kPer; ++e) kf[e] = to_float(kv[e]);
+#pragma unroll
+          for (int i = 0; i < kRowsPerWarp; ++i) {
+            const int h = warp + i * kWarps;
+            if (h >= rows) break;
+            const float4* qh = reinterpret_cast<const float4*>(qs + h * D + ch * kPer);
+#pragma unroll
+            for (int e4 = 0; e4 < kPer / 4; ++e4) {
+              const float4 qv = qh[e4];
+              sc[i] += qv.x * kf[4 * e4] + qv.y * kf[4 * e4 + 1] + qv.z * kf[4 * e4 + 2] + qv.w * kf[4 * e4 + 3];
+            }
+          }
         }
-        sc = dot;
       }
-      // Online softmax state of head h, kept by this warp.
-      const float tile_max = warp_max(sc);
-      const float m_old = m_s[h];
-      const float m_new = fmaxf(m_old, tile_max);
-      const float p = (sc == -INFINITY) ? 0.0f : __expf(sc - m_new);
-      const float tile_sum = warp_sum(p);
-      probs[h * kTile + jj] = p;
-      if (lane == 0) {
-        const float corr = (m_new == -INFINITY) ? 1.0f : __expf(m_old - m_new);
-        corr_s[h] = corr;
-        l_s[h] = l_s[h] * corr + tile_sum;
-        m_s[h] = m_new;
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int h = warp + i * kWarps;
+        if (h >= rows) break;
+        bool seen = key_ok;
+        if (seen && tokens_per_block > 1) {
+          const int qi = i0 + h / heads, key = base + jj;
+          seen = key < visible_of(qi) && (!mask_b || mask_b[static_cast<int64_t>(qi) * kv_len + key]);
+        }
+        const float s = seen ? sc[i] : -INFINITY;
+        // Online softmax state of row h, kept by this warp.
+        const float tile_max = warp_max(s);
+        const float m_old = m_s[h];
+        const float m_new = fmaxf(m_old, tile_max);
+        const float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
+        const float tile_sum = warp_sum(p);
+        probs[jj * kPS + h] = p;
+        if (lane == 0) {
+          const float corr = (m_new == -INFINITY) ? 1.0f : __expf(m_old - m_new);
+          corr_s[h] = corr;
+          l_s[h] = l_s[h] * corr + tile_sum;
+          m_s[h] = m_new;
+        }
       }
     }
     __syncthreads();
-    // Accumulate P V: this thread's dims for every head.
+    // Accumulate P V: this thread's dims for every row.
 #pragma unroll
     for (int h = 0; h < kRows; ++h) {
       if (h >= rows) break;
       const float corr = corr_s[h];
 #pragma unroll
-      for (int e = 0; e < kDimPerThread; ++e) acc[h][e] *= corr;
+      for (int e = 0; e < kDimPer; ++e) acc[h][e] *= corr;
     }
     for (int jj = 0; jj < n; ++jj) {
-      float vv[kDimPerThread];
+      float vv[kDimPer];
 #pragma unroll
-      for (int e = 0; e < kDimPerThread; ++e) {
-        const int64_t d = threadIdx.x + e * kThreads;
+      for (int e = 0; e < kDimPer; ++e) {
+        const int d = threadIdx.x + e * kThreads;
         vv[e] = d < D ? to_float(vtile[jj * D + d]) : 0.0f;
       }
+      const float4* pr = reinterpret_cast<const float4*>(probs + jj * kPS);
 #pragma unroll
-      for (int h = 0; h < kRows; ++h) {
-        if (h >= rows) break;
-        const float pj = probs[h * kTile + jj];
+      for (int h4 = 0; h4 < kRows / 4; ++h4) {
+        if (4 * h4 >= rows) break;
+        const float4 p4 = pr[h4];
 #pragma unroll
-        for (int e = 0; e < kDimPerThread; ++e) acc[h][e] += pj * vv[e];
+        for (int e = 0; e < kDimPer; ++e) {
+          acc[4 * h4][e] += p4.x * vv[e];
+          acc[4 * h4 + 1][e] += p4.y * vv[e];
+          acc[4 * h4 + 2][e] += p4.z * vv[e];
+          acc[4 * h4 + 3][e] += p4.w * vv[e];
+        }
       }
+    }
+    if (base + kTile < j_end) {
+      __syncthreads();  // this tile is consumed
+      if (threadIdx.x < kTile) tile_slots[threadIdx.x] = next_slot;
+      __syncthreads();
+      load_tile([] {});
     }
   }
   __syncthreads();
-  for (int h = 0; h < rows; ++h) {
+#pragma unroll  // acc stays in registers only while every index is known at compile time
+  for (int h = 0; h < kRows; ++h) {
+    if (h >= rows) break;
     const int64_t head = head0 + h % heads, t = t0 + h / heads;
     const float l = l_s[h];
 #pragma unroll
-    for (int e = 0; e < kDimPerThread; ++e) {
-      const int64_t d = threadIdx.x + e * kThreads;
+    for (int e = 0; e < kDimPer; ++e) {
+      const int d = threadIdx.x + e * kThreads;
       if (d >= D) continue;
       if (num_splits == 1) {
         out[(t * g.q_heads + head) * D + d] = from_float<TQ>(l > 0.0f ? acc[h][e] / l : 0.0f);
@@ -292,12 +346,17 @@ Status attention(const AttentionParams& p, void* stream) {
   if (p.q.dtype != p.out.dtype) return Status::error("attention (cuda): q and out must share a dtype");
   const int64_t tokens = p.q.dim(0);
   if (tokens == 0) return Status::ok();
-  Geometry g{p.q.dim(1), p.k_cache.dim(1), p.q.dim(2), p.q.dim(1) / p.k_cache.dim(1), 0};
+  Geometry g{static_cast<int>(p.q.dim(1)), static_cast<int>(p.k_cache.dim(1)), static_cast<int>(p.q.dim(2)),
+             static_cast<int>(p.q.dim(1) / p.k_cache.dim(1)), 0};
   g.head_chunks = (g.group + kMaxGroup - 1) / kMaxGroup;
+  if (g.dim > kMaxDim || (g.dim * dtype_size(p.q.dtype)) % 16 != 0 || (g.dim * dtype_size(p.k_cache.dtype)) % 16 != 0)
+    return Status::error("attention (cuda): head dim " + std::to_string(g.dim) + " must be at most " + std::to_string(kMaxDim) +
+                         " and span whole 16-byte chunks of q and the cache");
   const int batch = static_cast<int>(p.qo_indptr.dim(0) - 1);
   if (batch < 1) return Status::error("attention (cuda): empty batch with tokens");
   const int tpb = p.tokens_per_block;
-  if (tpb < 1 || tokens % tpb != 0 || (tpb > 1 && (g.head_chunks > 1 || g.group * tpb > kMaxRows)))
+  const int rows = std::min(g.group, kMaxGroup) * tpb;
+  if (tpb < 1 || tokens % tpb != 0 || (tpb > 1 && (g.head_chunks > 1 || rows > kMaxRows)))
     return Status::error("attention (cuda): " + std::to_string(tpb) + " tokens per block do not fit " + std::to_string(tokens) +
                          " tokens of GQA groups of " + std::to_string(g.group));
   const dim3 grid(static_cast<unsigned>(tokens / tpb), static_cast<unsigned>(g.kv_heads * g.head_chunks), static_cast<unsigned>(p.num_splits));
@@ -305,9 +364,9 @@ Status attention(const AttentionParams& p, void* stream) {
   const float scale = p.scale;
   AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      auto launch = [&](auto kernel, int rows) {
-        const size_t smem = Smem<TC>::bytes(g.dim, rows);
-        if (smem > 48 * 1024)  // f32 caches with large heads: opt in to more shared memory
+      auto launch = [&](auto kernel, int block_rows) {
+        const size_t smem = Smem<TC>::bytes(g.dim, block_rows);
+        if (smem > 48 * 1024)  // f32 caches, large heads or many rows: opt in to more shared memory
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream),
             p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
@@ -316,12 +375,18 @@ Status attention(const AttentionParams& p, void* stream) {
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
             p.k_cache.dim(0), tpb);
       };
-      if (tpb == 1) launch(attention_kernel<TQ, TC, kMaxGroup>, kMaxGroup);
-      else launch(attention_kernel<TQ, TC, kMaxRows>, kMaxRows);
+      auto by_rows = [&](auto dims_per_thread) {
+        constexpr int kDimPer = decltype(dims_per_thread)::value;
+        if (rows <= 8) launch(attention_kernel<TQ, TC, 8, kDimPer>, 8);
+        else if (rows <= 16) launch(attention_kernel<TQ, TC, 16, kDimPer>, 16);
+        else launch(attention_kernel<TQ, TC, 32, kDimPer>, 32);
+      };
+      if (g.dim <= kThreads) by_rows(std::integral_constant<int, 1>{});
+      else by_rows(std::integral_constant<int, 2>{});
     });
     if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
-                 static_cast<const float*>(partial), p.out.ptr<TQ>(), g.dim, p.num_splits);
+                 static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits);
   });
   return launch_status("attention");
 }

@@ -243,49 +243,58 @@ __device__ __forceinline__ void mma_16x8x16(float (&c)[4], uint32_t a0, uint32_t
   }
 }
 
-template <class T, class TO, int M, int kMmaWarps, Epilogue EPI>
+// kVec: 16-byte chunks each thread loads per row and step (a step covers 32 x kVec of k),
+// so that the 4 threads of a row read 64 x kVec contiguous bytes of it per instruction pair.
+template <class T, class TO, int M, int kMmaWarps, int kVec, Epilogue EPI>
 __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO> a) {
-  // Two sets of 2 steps of 32 k: the loads of one are in flight while the other's MMAs run
-  // (measured a little faster than one set of 4 loaded after its MMAs; 8 steps in flight
-  // were slower: registers).
-  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 2;
+  // Two sets of steps: the loads of one are in flight while the other's MMAs run (measured a
+  // little faster than one set of 4 loaded after its MMAs; 8 steps in flight were slower:
+  // registers). A set holds 2 / kVec steps, so the bytes in flight do not depend on kVec.
+  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 2 / kVec;
+  static_assert(kVec == 1 || kVec == 2, "1 or 2 chunks per row and step");
   __shared__ float partial[kMmaWarps][R * 8];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n = a.n, k = a.k;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
-  const int64_t steps = k / 32, per = (steps + kMmaWarps - 1) / kMmaWarps;
+  const int64_t steps = k / (32 * kVec), per = (steps + kMmaWarps - 1) / kMmaWarps;
   const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
   const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n, ok_x = g < M;
-  const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t;
-  const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t;
-  const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t;
+  const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t * kVec;
+  const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t * kVec;
+  const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t * kVec;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // Steps past the warp's range load zeros, so every MMA of a set runs unconditionally and
   // the compiler can keep all of a set's loads in flight together.
-  using Set = uint4[kUnroll];
+  using Set = uint4[kUnroll][kVec];
   auto load_weights = [&](Set& rows_g, Set& rows_h, int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
-      rows_g[u] = (st < s1 && ok_g) ? __ldg(wg + st * 4) : zero;
-      rows_h[u] = (st < s1 && ok_h) ? __ldg(wh + st * 4) : zero;
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        rows_g[u][v] = (st < s1 && ok_g) ? __ldg(wg + st * 4 * kVec + v) : zero;
+        rows_h[u][v] = (st < s1 && ok_h) ? __ldg(wh + st * 4 * kVec + v) : zero;
+      }
     }
   };
   auto load_inputs = [&](Set& xs, int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
-      xs[u] = (st < s1 && ok_x) ? __ldg(xg + st * 4) : zero;
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) xs[u][v] = (st < s1 && ok_x) ? __ldg(xg + st * 4 * kVec + v) : zero;
     }
   };
   auto compute = [&](const Set& rows_g, const Set& rows_h, const Set& xs) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      mma_16x8x16<T>(c, rows_g[u].x, rows_h[u].x, rows_g[u].y, rows_h[u].y, xs[u].x, xs[u].y);
-      mma_16x8x16<T>(c, rows_g[u].z, rows_h[u].z, rows_g[u].w, rows_h[u].w, xs[u].z, xs[u].w);
-    }
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        mma_16x8x16<T>(c, rows_g[u][v].x, rows_h[u][v].x, rows_g[u][v].y, rows_h[u][v].y, xs[u][v].x, xs[u][v].y);
+        mma_16x8x16<T>(c, rows_g[u][v].z, rows_h[u][v].z, rows_g[u][v].w, rows_h[u][v].w, xs[u][v].z, xs[u][v].w);
+      }
   };
   Set ag, ah, ax, bg, bh, bx;
   load_weights(ag, ah, s0);  // weights do not depend on the previous kernel
@@ -328,7 +337,7 @@ bool gemv_mma_enabled() {
 
 // Warps per block (they split K): measured on an H200 at 4 and 8 rows, 4 warps suit wide
 // matrices (>= 384 blocks of 16 rows: q/k/v, gate/up, lm_head) and 8 the narrow ones
-// (o_proj, down); AERIE_GEMV_MMA_WARPS (4, 8, 16) overrides, for measuring.
+// (o_proj, down); AERIE_GEMV_MMA_WARPS (4 or 8) overrides, for measuring.
 int gemv_mma_warps(int64_t blocks) {
   static const int forced = [] {
     const char* e = std::getenv("AERIE_GEMV_MMA_WARPS");
@@ -337,13 +346,28 @@ int gemv_mma_warps(int64_t blocks) {
   return forced > 0 ? forced : (blocks >= 384 ? 4 : 8);
 }
 
+// Chunks per row and step: 2 (whole 128-byte lines per row and instruction pair) where K
+// allows, unless AERIE_GEMV_MMA_VEC=1 (for measuring).
+int gemv_mma_vec(int64_t k) {
+  static const int forced = [] {
+    const char* e = std::getenv("AERIE_GEMV_MMA_VEC");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (k % 64 != 0) return 1;
+  return forced == 1 ? 1 : 2;
+}
+
 template <class T, class TO, int M, Epilogue EPI>
 void launch_gemv_mma(const GemvArgs<T, TO>& a, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
   const int warps = gemv_mma_warps(blocks);
-  if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, M, 4, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
-  else if (warps == 16) launch_pdl(gemv_mma_kernel<T, TO, M, 16, EPI>, dim3(blocks), dim3(16 * 32), 0, s, a);
-  else launch_pdl(gemv_mma_kernel<T, TO, M, 8, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
+  auto with_vec = [&](auto vec) {
+    constexpr int kVec = decltype(vec)::value;
+    if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, M, 4, kVec, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
+    else launch_pdl(gemv_mma_kernel<T, TO, M, 8, kVec, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
+  };
+  if (gemv_mma_vec(a.k) == 2) with_vec(std::integral_constant<int, 2>{});
+  else with_vec(std::integral_constant<int, 1>{});
 }
 
 template <class T, class TO, int M, int R, Epilogue EPI>

@@ -272,16 +272,16 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
 
 TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {
   // Verify-like batches (a few query tokens per sequence, causal or a tree mask), with one
-  // block serving 1, 2 or 4 tokens of a sequence.
+  // block serving 1, 2, 4 or 8 tokens of a sequence (up to 32 rows of heads x tokens).
   std::mt19937 rng(13);
   struct Shape { int64_t qh, kh, dim; };
   for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{8, 1, 256}})
     for (DType t : {DType::kBF16, DType::kF32})
       for (bool masked : {false, true})
         for (int splits : {1, 3, 16})
-          for (int tpb : {1, 2, 4})
-            if ((s.qh / s.kh) * tpb <= 16)
-              expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, {4, 8, 4, 12}, {300, 700, 4, 40}}, gpu());
+          for (int tpb : {1, 2, 4, 8})
+            if ((s.qh / s.kh) * tpb <= 32)
+              expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, {8, 16, 8, 24}, {300, 700, 8, 40}}, gpu());
 }
 
 TEST_F(CudaOps, KvMoveMatchesCpu) {
