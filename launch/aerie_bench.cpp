@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
       ->check(CLI::Range(0, 8));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
+  specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run chain verifies eagerly instead of replaying captured graphs");
   specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(CLI::PositiveNumber);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");

@@ -24,6 +24,7 @@ struct SpecBenchOptions {
   int64_t draft_tokens = 0;  // tree: nodes per verify (0: steps * topk + 1)
   int gemv_max_rows = -1;    // CUDA: GEMV/cuBLAS threshold (-1: built-in)
   bool draft_actor = true;   // the round goes through the DraftWorker actor, as served
+  bool verify_graphs = true; // CUDA chains: verifies replay captured graphs, as served
   int64_t input_len = 512;
   int64_t rounds = 20;    // timed rounds per configuration
   std::string json_path;

@@ -182,13 +182,25 @@ struct Deployment::Impl {
   std::unique_ptr<actors::DraftWorkerClient> draft_client;
   bool stopped = false;
 
+  // Chain verifies (topk 1) replay CUDA graphs of steps + 1 tokens per request up to the
+  // smaller of --cuda-graph-max-bs, the batch size above which speculation switches off, and
+  // kVerifyGraphMaxBs (each bucket holds logits for all its rows).
+  static constexpr int64_t kVerifyGraphMaxBs = 64;
+  core::VerifyGraphOptions verify_graph_options() const {
+    if (o.disable_cuda_graph || o.speculative_eagle_topk != 1) return {};
+    int64_t max_bs = std::min(o.cuda_graph_max_bs, kVerifyGraphMaxBs);
+    if (o.speculative_disable_batch_size > 0) max_bs = std::min(max_bs, o.speculative_disable_batch_size);
+    return {.max_bs = max_bs, .tokens_per_request = o.speculative_num_steps + 1,
+            .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens())};
+  }
+
   // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker.
   void start_draft_worker(caf::actor_system& s) {
     if (!draft) return;
     const int device = model->stream().device() == Device::kCuda ? cuda_runtime::current_device() : -1;
     caf::actor a = s.spawn<caf::detached>(actors::draft_worker_actor, draft, device);
     draft_client = std::make_unique<actors::DraftWorkerClient>(s, a, draft->info());
-    worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft_client, o.max_running_requests));
+    worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft_client, o.max_running_requests, verify_graph_options()));
   }
 
   void start_actors() {

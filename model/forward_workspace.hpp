@@ -57,6 +57,10 @@ class ForwardWorkspace {
 
   // Activations, [tokens, ...] views of the max-size buffers.
   Buffer hidden, residual, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
+  // Hidden states a speculative draft reads (LlamaModel's HiddenCapture), [max_tokens,
+  // width]; allocated by the first forward that captures, so that a graph captured over
+  // this workspace keeps writing where the model reads them after a replay.
+  Buffer captured;
 
  private:
   ForwardCapacity capacity_;

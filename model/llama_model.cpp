@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/attention.hpp"
 #include "kernels/device_runtime.hpp"
@@ -38,21 +39,28 @@ int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
   // K/V tiles among their tokens on CUDA once there are enough of them to fill the GPU (on
   // the H200, at batch 8 a 4-token verify's attention got faster and at batch 1 slower: one
   // token per block, with splits, keeps more blocks busy there). Prefill chunks keep one
-  // token per block (not measured with more yet).
+  // token per block (not measured with more yet). AERIE_ATTN_TOKENS_PER_BLOCK forces a count
+  // wherever it fits (for measuring).
   if (stream_.device() != Device::kCuda) return 1;
+  static const int forced = [] {
+    const char* e = std::getenv("AERIE_ATTN_TOKENS_PER_BLOCK");
+    return e ? std::atoi(e) : 0;
+  }();
   const int64_t group = config_.num_heads / config_.num_kv_heads;
-  if (batch.num_tokens() * config_.num_kv_heads < num_sms_) return 1;
   int64_t longest = 0;
   for (int64_t b = 0; b < batch.batch_size(); ++b)
     longest = std::max<int64_t>(longest, batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]);
   if (longest > 64) return 1;
-  for (int tpb : {4, 2}) {
-    if (group * tpb > 16) continue;
-    bool all = true;
-    for (int64_t b = 0; b < batch.batch_size() && all; ++b)
-      all = (batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]) % tpb == 0;
-    if (all) return tpb;
-  }
+  auto fits = [&](int tpb) {
+    if (group * tpb > 32) return false;
+    for (int64_t b = 0; b < batch.batch_size(); ++b)
+      if ((batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]) % tpb != 0) return false;
+    return true;
+  };
+  if (forced > 0) return fits(forced) ? forced : 1;
+  if (batch.num_tokens() * config_.num_kv_heads < num_sms_) return 1;
+  for (int tpb : {4, 2})
+    if (group * tpb <= 16 && fits(tpb)) return tpb;
   return 1;
 }
 
@@ -84,13 +92,17 @@ void LlamaModel::set_hidden_capture(HiddenCapture capture) {
   for (int64_t l : capture.aux_layers)
     AERIE_CHECK(l >= 0 && l < config_.num_layers, "cannot capture the hidden state entering layer " << l << " of " << config_.num_layers);
   capture_ = std::move(capture);
-  captured_ = Buffer();
-  captured_tokens_ = 0;
+  captured_ = TensorView();
 }
 
 TensorView LlamaModel::captured_hidden() const {
-  AERIE_CHECK(capture_.count() > 0 && captured_.data(), "no hidden states were captured");
-  return captured_.view().slice_rows(0, captured_tokens_);
+  AERIE_CHECK(capture_.count() > 0 && captured_.data, "no hidden states were captured");
+  return captured_;
+}
+
+void LlamaModel::captured_by_replay(const ForwardWorkspace& ws, int64_t tokens) {
+  const int64_t width = capture_.count() * config_.hidden_size;
+  captured_ = width > 0 && ws.captured.data() && ws.captured.view().dim(1) == width ? ws.captured.view().slice_rows(0, tokens) : TensorView();
 }
 
 TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& d) {
@@ -98,12 +110,12 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   const int64_t T = d.tokens, R = d.logit_rows;
   const int64_t H = c.hidden_size, width = capture_.count() * H;
   const size_t esize = dtype_size(act_dtype_);
-  if (width > 0 && (!captured_.data() || captured_.view().dim(0) < ws.capacity().max_tokens))
-    captured_ = Buffer(stream_.device(), act_dtype_, {ws.capacity().max_tokens, width});
-  captured_tokens_ = T;
+  if (width > 0 && (!ws.captured.data() || ws.captured.view().dim(1) != width))
+    ws.captured = Buffer(stream_.device(), act_dtype_, {ws.capacity().max_tokens, width});
+  captured_ = width > 0 ? ws.captured.view().slice_rows(0, T) : TensorView();
   // Copies `from` ([T, H]) into column block `slot` of the capture buffer.
   auto capture_into = [&](int64_t slot, const TensorView& from) {
-    copy_rows_async(static_cast<char*>(captured_.data()) + static_cast<size_t>(slot * H) * esize, static_cast<size_t>(width) * esize,
+    copy_rows_async(static_cast<char*>(ws.captured.data()) + static_cast<size_t>(slot * H) * esize, static_cast<size_t>(width) * esize,
                     from.data, static_cast<size_t>(H) * esize, static_cast<size_t>(H) * esize, static_cast<size_t>(T), stream_);
   };
   AERIE_CHECK(T > 0 && T <= ws.capacity().max_tokens && d.seqs <= ws.capacity().max_seqs && R <= ws.capacity().max_logit_rows &&

@@ -54,6 +54,9 @@ class LlamaModel {
   // The captured hidden states of the last forward's tokens, [tokens, count * hidden] in the
   // activation dtype on the model's device; valid until the next forward.
   TensorView captured_hidden() const;
+  // A replayed graph over `ws` ran the last forward, of `tokens` real tokens: the captured
+  // hidden states are that workspace's (run() sets them itself).
+  void captured_by_replay(const ForwardWorkspace& ws, int64_t tokens);
   // Weights a draft head shares with its target (EAGLE reads the embedding and LM head).
   const LlamaWeights& weights() const { return weights_; }
   const Buffer& inv_freq() const { return inv_freq_; }
@@ -75,8 +78,7 @@ class LlamaModel {
   int num_sms_ = 0;
   std::unique_ptr<ForwardWorkspace> eager_ws_;
   HiddenCapture capture_;
-  Buffer captured_;          // [capacity tokens, count * hidden]
-  int64_t captured_tokens_ = 0;
+  TensorView captured_;  // the last forward's rows of its workspace's capture buffer
 };
 
 }  // namespace aerie::model

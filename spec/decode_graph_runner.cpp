@@ -9,48 +9,53 @@
 
 namespace aerie::spec {
 
-DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context)
-    : model_(model), kv_(kv), schedule_(max_bs) {
+DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context,
+                                     int64_t tokens_per_seq)
+    : model_(model), kv_(kv), q_(tokens_per_seq), schedule_(max_bs) {
   AERIE_CHECK(model.stream().device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   AERIE_CHECK(max_context > 0, "max context must be positive");
-  const int64_t top = schedule_.sizes().back();
+  AERIE_CHECK(q_ >= 1 && q_ <= max_context, "tokens per sequence must be in [1, max context]");
+  const int64_t top = schedule_.sizes().back(), top_rows = top * q_;
   model::ForwardCapacity cap;
-  cap.max_tokens = cap.max_seqs = cap.max_logit_rows = top;
-  cap.max_kv_indices = kv.shape().num_slots() + top;  // every real slot once, plus one per padded row
+  cap.max_tokens = cap.max_logit_rows = top_rows;
+  cap.max_seqs = top;
+  cap.max_kv_indices = kv.shape().num_slots() + top_rows;  // every real slot once, plus q per padded sequence
   for (int64_t bs : schedule_.sizes()) {
-    splits_[bs] = model.attention_splits(bs, max_context);
-    cap.max_splits = std::max(cap.max_splits, splits_[bs]);
+    // The split count and tokens per attention block are fixed per bucket by its capture.
+    const int tpb = model.attention_tokens_per_block(padded(model::ForwardBatch{}, bs));
+    dims_[bs] = model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = false,
+                                   .num_splits = model.attention_splits(bs * q_ / tpb, max_context), .logits_all_rows = true,
+                                   .attention_tokens_per_block = tpb};
+    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
   }
   ws_ = std::make_unique<model::ForwardWorkspace>(model.config(), cap, Device::kCuda, model.act_dtype());
   const Stream& stream = model.stream();
   // Greedy parameters for every row: temperature 0 (the rest is ignored by a greedy row).
-  greedy_params_ = Buffer(Device::kCuda, DType::kI64, {top * 2});  // seeds, steps (zeros), reused as zero floats/ints
+  greedy_params_ = Buffer(Device::kCuda, DType::kI64, {top_rows * 2});  // seeds, steps (zeros), reused as zero floats/ints
   greedy_params_.zero();
-  greedy_workspace_ = Buffer(Device::kCuda, DType::kF32, {kernels::sample_workspace_floats(top)});
-  greedy_tokens_ = Buffer(Device::kCuda, DType::kI32, {top});
-  greedy_host_ = HostStaging(Device::kCuda, static_cast<size_t>(top) * 4);
-  Buffer ones(Device::kCuda, DType::kF32, {top});
-  std::vector<float> host_ones(static_cast<size_t>(top), 1.0f);
+  greedy_workspace_ = Buffer(Device::kCuda, DType::kF32, {kernels::sample_workspace_floats(top_rows)});
+  greedy_tokens_ = Buffer(Device::kCuda, DType::kI32, {top_rows});
+  greedy_host_ = HostStaging(Device::kCuda, static_cast<size_t>(top_rows) * 4);
+  Buffer ones(Device::kCuda, DType::kF32, {top_rows});
+  std::vector<float> host_ones(static_cast<size_t>(top_rows), 1.0f);
   ones.copy_from_host(host_ones.data(), ones.nbytes());
   greedy_top_p_ = std::move(ones);
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
-    const int64_t bs = *it;
+    const int64_t bs = *it, rows = bs * q_;
     ws_->upload(padded(model::ForwardBatch{}, bs), stream);
-    const model::ForwardDims dims{.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false, .num_splits = splits_[bs],
-                                  .logits_all_rows = true};
     auto forward_and_argmax = [&] {
-      const TensorView logits = model.run(*ws_, kv, dims);
-      const TensorView zeros_f(greedy_params_.data(), DType::kF32, {bs}, Device::kCuda);
-      const TensorView zeros_i32(greedy_params_.data(), DType::kI32, {bs}, Device::kCuda);
-      const TensorView zeros_i64(greedy_params_.data(), DType::kI64, {bs}, Device::kCuda);
-      AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = zeros_f, .top_p = greedy_top_p_.view().slice_rows(0, bs),
+      const TensorView logits = model.run(*ws_, kv, dims_.at(bs));
+      const TensorView zeros_f(greedy_params_.data(), DType::kF32, {rows}, Device::kCuda);
+      const TensorView zeros_i32(greedy_params_.data(), DType::kI32, {rows}, Device::kCuda);
+      const TensorView zeros_i64(greedy_params_.data(), DType::kI64, {rows}, Device::kCuda);
+      AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = zeros_f, .top_p = greedy_top_p_.view().slice_rows(0, rows),
                                           .top_k = zeros_i32, .min_p = zeros_f, .seed = zeros_i64, .step = zeros_i64,
-                                          .out = greedy_tokens_.view().slice_rows(0, bs),
-                                          .workspace = greedy_workspace_.view().slice_rows(0, kernels::sample_workspace_floats(bs))},
+                                          .out = greedy_tokens_.view().slice_rows(0, rows),
+                                          .workspace = greedy_workspace_.view().slice_rows(0, kernels::sample_workspace_floats(rows))},
                                          stream));
     };
-    forward_and_argmax();  // warm-up outside the capture (cuBLAS picks its kernels)
+    forward_and_argmax();  // warm-up outside the capture (cuBLAS picks its kernels; the capture buffer is allocated)
     synchronize(stream);
     cuda_runtime::begin_capture(stream.handle());
     try {
@@ -74,13 +79,16 @@ int64_t DecodeGraphRunner::bucket_for(int64_t batch_size) const {
 }
 
 bool DecodeGraphRunner::can_run(const model::ForwardBatch& b) const {
-  if (b.batch_size() < 1 || b.num_tokens() != b.batch_size() || !b.custom_mask.empty()) return false;
+  if (b.batch_size() < 1 || b.num_tokens() != b.batch_size() * q_ || !b.custom_mask.empty()) return false;
   if (!schedule_.bucket_for(b.batch_size())) return false;
   for (int64_t i = 0; i < b.batch_size(); ++i) {
-    if (b.qo_indptr[static_cast<size_t>(i + 1)] - b.qo_indptr[static_cast<size_t>(i)] != 1) return false;
-    if (b.logit_rows.size() != static_cast<size_t>(b.batch_size()) || b.logit_rows[static_cast<size_t>(i)] != i) return false;
+    const auto s = static_cast<size_t>(i);
+    if (b.qo_indptr[s + 1] - b.qo_indptr[s] != q_ || b.kv_indptr[s + 1] - b.kv_indptr[s] < q_) return false;
   }
-  return static_cast<int64_t>(b.kv_indices.size()) + schedule_.sizes().back() <= ws_->capacity().max_kv_indices;
+  if (b.logit_rows.size() != static_cast<size_t>(b.num_tokens())) return false;
+  for (size_t r = 0; r < b.logit_rows.size(); ++r)
+    if (b.logit_rows[r] != static_cast<int32_t>(r)) return false;
+  return static_cast<int64_t>(b.kv_indices.size()) + schedule_.sizes().back() * q_ <= ws_->capacity().max_kv_indices;
 }
 
 model::ForwardBatch DecodeGraphRunner::padded(const model::ForwardBatch& batch, int64_t bucket) const {
@@ -88,32 +96,40 @@ model::ForwardBatch DecodeGraphRunner::padded(const model::ForwardBatch& batch, 
   if (p.qo_indptr.empty()) p.qo_indptr = {0};
   if (p.kv_indptr.empty()) p.kv_indptr = {0};
   for (int64_t i = p.batch_size(); i < bucket; ++i) {
-    p.input_ids.push_back(0);
-    p.positions.push_back(0);
-    p.out_cache_loc.push_back(0);  // the reserved dummy slot
-    p.kv_indices.push_back(0);
-    p.qo_indptr.push_back(p.qo_indptr.back() + 1);
-    p.kv_indptr.push_back(p.kv_indptr.back() + 1);
-    p.logit_rows.push_back(static_cast<int32_t>(i));
+    for (int64_t j = 0; j < q_; ++j) {
+      p.input_ids.push_back(0);
+      p.positions.push_back(static_cast<int32_t>(j));
+      p.out_cache_loc.push_back(0);  // the reserved dummy slot
+      p.kv_indices.push_back(0);
+      p.logit_rows.push_back(static_cast<int32_t>(p.logit_rows.size()));
+    }
+    p.qo_indptr.push_back(p.qo_indptr.back() + static_cast<int32_t>(q_));
+    p.kv_indptr.push_back(p.kv_indptr.back() + static_cast<int32_t>(q_));
   }
   return p;
 }
 
 TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
-  AERIE_CHECK(can_run(batch), "batch cannot replay a captured decode graph");
+  AERIE_CHECK(can_run(batch), "batch cannot replay a captured graph of " << q_ << " tokens per sequence");
   const int64_t bs = *schedule_.bucket_for(batch.batch_size());
   ws_->upload(padded(batch, bs), model_.stream());
   cuda_runtime::launch_graph(graphs_.at(bs), model_.stream().handle());
-  return ws_->logits.view().slice_rows(0, batch.batch_size());
+  last_tokens_ = batch.num_tokens();
+  model_.captured_by_replay(*ws_, last_tokens_);
+  return ws_->logits.view().slice_rows(0, last_tokens_);
 }
 
-std::vector<int32_t> DecodeGraphRunner::replay_greedy(const model::ForwardBatch& batch) {
-  replay(batch);
-  const size_t n = static_cast<size_t>(batch.batch_size());
+std::vector<int32_t> DecodeGraphRunner::last_greedy_tokens() {
+  const size_t n = static_cast<size_t>(last_tokens_);
   copy_async(greedy_host_.data(), greedy_tokens_.data(), n * 4, model_.stream());
   synchronize(model_.stream());
   const int32_t* t = greedy_host_.as<int32_t>();
   return std::vector<int32_t>(t, t + n);
+}
+
+std::vector<int32_t> DecodeGraphRunner::replay_greedy(const model::ForwardBatch& batch) {
+  replay(batch);
+  return last_greedy_tokens();
 }
 
 }  // namespace aerie::spec

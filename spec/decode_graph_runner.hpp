@@ -1,10 +1,16 @@
 #pragma once
-// DecodeGraphRunner: CUDA graphs of the target decode step, one per batch-size bucket
+// DecodeGraphRunner: CUDA graphs of the target forward for batches where every sequence
+// brings the same small number of new tokens q: a decode step (q = 1) or the verify of a
+// chain of q - 1 draft tokens (causal, no mask). One graph per batch-size bucket
 // (spec/cuda_graph_buckets.hpp), captured once over one shared max-size workspace. A
-// decode batch is padded up to the smallest captured bucket: padded rows read token 0 at
-// position 0 and write the reserved dummy KV slot 0, with a context of that one slot;
-// their logits are sliced away. Anything else (prefill, extend, custom masks, batches
-// above the largest bucket) runs eagerly through LlamaModel::forward.
+// batch is padded up to the smallest captured bucket: padded sequences read token 0 at
+// positions 0..q-1 and write the reserved dummy KV slot 0, with a context of q copies of
+// that slot; their logits are sliced away. Anything else (prefill, extend, custom masks,
+// batches above the largest bucket) runs eagerly through LlamaModel::forward.
+//
+// Hidden states the model captures for a draft (LlamaModel::set_hidden_capture, set before
+// the runner is made) are written by the graph into the runner's workspace; a replay points
+// the model's captured_hidden() there.
 #include <map>
 #include <memory>
 
@@ -18,34 +24,41 @@ namespace aerie::spec {
 class DecodeGraphRunner {
  public:
   // max_context: the longest context a request may have (sizes the attention splits).
-  DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context);
+  // tokens_per_seq: q, the new tokens of every sequence (1: decode).
+  DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context, int64_t tokens_per_seq = 1);
   ~DecodeGraphRunner();
   DecodeGraphRunner(const DecodeGraphRunner&) = delete;
   DecodeGraphRunner& operator=(const DecodeGraphRunner&) = delete;
 
-  // True when the batch is a pure decode (one new token per sequence, no mask) that fits.
+  // True when every sequence has q new tokens, there is no mask, every row wants logits in
+  // order, and the batch fits a bucket.
   bool can_run(const model::ForwardBatch& batch) const;
-  // Replays the bucket's graph; returns the logits of the real rows [batch, vocab].
+  // Replays the bucket's graph; returns the logits of the real rows [tokens, vocab].
   TensorView replay(const model::ForwardBatch& batch);
-  // Replays, and returns every row's greedy token: each graph ends with an argmax, so a
+  // Every real row's greedy token of the last replay: each graph ends with an argmax, so a
   // greedy batch needs no sampling launches after the graph, only the copy back.
+  std::vector<int32_t> last_greedy_tokens();
+  // replay() and last_greedy_tokens().
   std::vector<int32_t> replay_greedy(const model::ForwardBatch& batch);
-  // The bucket a batch of this size replays.
+  // The bucket a batch of this many sequences replays.
   int64_t bucket_for(int64_t batch_size) const;
   const std::vector<int64_t>& buckets() const { return schedule_.sizes(); }
+  int64_t tokens_per_seq() const { return q_; }
 
  private:
   model::ForwardBatch padded(const model::ForwardBatch& batch, int64_t bucket) const;
   model::LlamaModel& model_;
   model::KvCache& kv_;
+  const int64_t q_;
   BucketSchedule schedule_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
   // The in-graph argmax: all-greedy sampling parameters, its scratch and output, and a
   // pinned landing area for the tokens.
   Buffer greedy_params_, greedy_top_p_, greedy_workspace_, greedy_tokens_;
   HostStaging greedy_host_;
-  std::map<int64_t, void*> graphs_;   // bucket -> executable graph
-  std::map<int64_t, int> splits_;     // bucket -> attention splits captured
+  std::map<int64_t, void*> graphs_;              // bucket -> executable graph
+  std::map<int64_t, model::ForwardDims> dims_;   // bucket -> the forward's dims (splits, tokens per attention block)
+  int64_t last_tokens_ = 0;                      // real rows of the last replay
 };
 
 }  // namespace aerie::spec

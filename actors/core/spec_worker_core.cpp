@@ -22,7 +22,7 @@ std::vector<int32_t> range_of(const std::vector<int32_t>& v, int64_t begin, int6
 
 }  // namespace
 
-SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch)
+SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
       argmax_(target.stream().device()) {
   if (info_.eagle()) {
@@ -31,6 +31,17 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, Dr
     else capture.aux_layers = info_.aux_layers;
     target_.set_hidden_capture(capture);
   }
+  // After the capture is set: the graphs write the hidden states the draft reads.
+  if (graphs.max_bs > 0 && graphs.tokens_per_request > 1 && info_.topk == 1 && target.stream().device() == Device::kCuda)
+    verify_graphs_ = std::make_unique<spec::DecodeGraphRunner>(target, kv, std::min(graphs.max_bs, max_batch), graphs.max_context,
+                                                               graphs.tokens_per_request);
+}
+
+TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {
+  last_verify_replayed_ = verify_graphs_ && verify_graphs_->can_run(b);
+  if (!last_verify_replayed_) return target_.forward(b, kv_);
+  ++verify_graph_replays_;
+  return verify_graphs_->replay(b);
 }
 
 
@@ -125,12 +136,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     vs[s] = {.tree = &trees[s], .root_position = start[s], .slots = &full[s]};
   }
   const model::ForwardBatch b = verify_forward_batch(vs, K > 1);
-  const TensorView logits = target_.forward(b, kv_);
+  const TensorView logits = verify_forward(b);
   // 3. Accept.
   const bool any_greedy = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature == 0.0f; });
   const bool any_sampled = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature != 0.0f; });
   std::vector<int32_t> argmax;
-  if (any_greedy) argmax = argmax_.argmax(logits, target_.stream());
+  if (any_greedy) argmax = last_verify_replayed_ ? verify_graphs_->last_greedy_tokens() : argmax_.argmax(logits, target_.stream());
   std::vector<float> host;
   const int64_t V = logits.dim(1);
   if (any_sampled) {

@@ -14,14 +14,24 @@
 #include "actors/core/logprob_reader.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
+#include "spec/decode_graph_runner.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
 
+// CUDA graphs for chain verifies (every request verifies draft_tokens_per_request tokens:
+// speculative_num_steps + 1), captured for batches of up to max_bs requests; 0 (or a CPU
+// target, or tree drafting) runs every verify eagerly.
+struct VerifyGraphOptions {
+  int64_t max_bs = 0;
+  int64_t tokens_per_request = 0;
+  int64_t max_context = 0;  // the longest context a request may have
+};
+
 class SpecWorkerCore {
  public:
   // draft: the rank's DraftWorkerCore, or a client of its DraftWorker actor.
-  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch);
+  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs = {});
   // The target stops capturing hidden states (a CUDA-graph capture must not allocate them).
   ~SpecWorkerCore();
   SpecWorkerCore(const SpecWorkerCore&) = delete;
@@ -29,6 +39,10 @@ class SpecWorkerCore {
   // Throws aerie::Error on a malformed batch (the TargetWorkerCore turns it into a result error).
   transport::BatchResult execute(const transport::BatchMessage& m);
   void forget(const std::vector<uint64_t>& rids) { draft_.forget(rids); }
+  // The target forward of a verify batch: a captured graph when one fits, else eager.
+  // Returns the logits of every row; valid until the next forward.
+  TensorView verify_forward(const model::ForwardBatch& b);
+  int64_t verify_graph_replays() const { return verify_graph_replays_; }
 
  private:
   transport::BatchResult extend(const transport::BatchMessage& m);
@@ -47,6 +61,9 @@ class SpecWorkerCore {
   Buffer move_slots_;  // [2 * moves] i32: sources, then destinations
   LogprobReader logprobs_;
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
+  std::unique_ptr<spec::DecodeGraphRunner> verify_graphs_;
+  bool last_verify_replayed_ = false;  // the last verify_forward ran a graph (its argmax is ready)
+  int64_t verify_graph_replays_ = 0;
 };
 
 }  // namespace aerie::core

@@ -125,6 +125,65 @@ TEST_F(CudaModel, GraphReplayEqualsEagerForEveryBucketAndPaddedBatches) {
   }
 }
 
+TEST_F(CudaModel, ChainVerifyGraphEqualsEagerWithCapturedHiddenStates) {
+  // Graphs of 4 new tokens per sequence (the verify of a chain of 3 drafts), with the
+  // hidden states a draft reads captured: logits, in-graph argmax and captured states equal
+  // the eager forward's for full and padded buckets.
+  GpuModel g(DType::kF32, 16 * 64 + 64);
+  g.model->set_hidden_capture({.final_normed = true, .aux_layers = {0, g.config.num_layers - 1}});
+  constexpr int64_t q = 4;
+  spec::DecodeGraphRunner runner(*g.model, *g.kv, 16, 4096, q);
+  EXPECT_EQ(runner.tokens_per_seq(), q);
+  std::mt19937 rng(7);
+  for (int64_t l = 0; l < g.config.num_layers; ++l) {
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->k(l), .seed = 300 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->v(l), .seed = 400 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+  }
+  for (int64_t bs : {1, 3, 8, 11, 16}) {
+    model::ForwardBatch batch;
+    batch.qo_indptr = {0};
+    batch.kv_indptr = {0};
+    int32_t next_slot = 4;  // page 0 is the dummy page
+    for (int64_t i = 0; i < bs; ++i) {
+      const int32_t len = q + static_cast<int32_t>(rng() % 50);
+      for (int32_t p = 0; p < len; ++p) batch.kv_indices.push_back(next_slot + p);
+      for (int32_t p = len - static_cast<int32_t>(q); p < len; ++p) {
+        batch.input_ids.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
+        batch.positions.push_back(p);
+        batch.out_cache_loc.push_back(next_slot + p);
+        batch.logit_rows.push_back(static_cast<int32_t>(batch.logit_rows.size()));
+      }
+      batch.qo_indptr.push_back(static_cast<int32_t>(batch.input_ids.size()));
+      batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
+      next_slot += 64;
+    }
+    ASSERT_TRUE(runner.can_run(batch)) << bs;
+    const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
+    const auto eager_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    const auto graph = host_copy(runner.replay(batch), g.stream.get());
+    const auto graph_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    ASSERT_EQ(graph.size(), eager.size()) << bs;
+    EXPECT_LT(rel_error(graph, eager), 1e-5) << "batch " << bs << " bucket " << runner.bucket_for(bs);
+    ASSERT_EQ(graph_hidden.size(), eager_hidden.size()) << bs;
+    EXPECT_LT(rel_error(graph_hidden, eager_hidden), 1e-5) << "batch " << bs;
+    const auto argmax = runner.last_greedy_tokens();
+    const auto expected = row_argmax(eager, g.config.vocab_size);
+    ASSERT_EQ(argmax.size(), expected.size());
+    for (size_t r = 0; r < argmax.size(); ++r) EXPECT_EQ(argmax[r], expected[r]) << "batch " << bs << " row " << r;
+  }
+  // A decode batch (one token per sequence) is not this runner's.
+  model::ForwardBatch decode;
+  decode.input_ids = {1};
+  decode.positions = {0};
+  decode.out_cache_loc = {4};
+  decode.kv_indices = {4};
+  decode.qo_indptr = {0, 1};
+  decode.kv_indptr = {0, 1};
+  decode.logit_rows = {0};
+  EXPECT_FALSE(runner.can_run(decode));
+  g.model->set_hidden_capture({});
+}
+
 TEST_F(CudaModel, EngineOutputsMatchCpuWithAndWithoutGraphs) {
   std::mt19937 rng(7);
   std::vector<core::GenerationRequest> reqs;
