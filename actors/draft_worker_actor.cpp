@@ -75,16 +75,24 @@ void DraftWorkerClient::flush() {
 }
 
 std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
-  flush();
-  std::string error;
+  // Sent before the extend in flight is awaited: the actor's mailbox keeps the two in order,
+  // so it runs the proposal right after the extend instead of going idle and being woken
+  // (measured on the H200: the extra wake-ups cost a round ~2% over its parts).
+  auto handle = self()->request(draft_, caf::infinite, DraftPropose{.step_id = ++step_, .seqs = seqs, .steps = steps, .draft_tokens = draft_tokens});
+  std::string extend_error, error;
+  try {
+    flush();
+  } catch (const std::exception& e) {  // the proposal's reply is still taken off the mailbox below
+    extend_error = e.what();
+  }
   std::vector<spec::DraftTree> trees;
-  self()->request(draft_, caf::infinite, DraftPropose{.step_id = ++step_, .seqs = seqs, .steps = steps, .draft_tokens = draft_tokens})
-      .receive(
-          [&](DraftProposal& p) {
-            error = p.error;
-            trees = std::move(p.trees);
-          },
-          [&](caf::error& e) { error = "the DraftWorker did not answer: " + system_.render(e); });
+  handle.receive(
+      [&](DraftProposal& p) {
+        error = p.error;
+        trees = std::move(p.trees);
+      },
+      [&](caf::error& e) { error = "the DraftWorker did not answer: " + system_.render(e); });
+  AERIE_CHECK(extend_error.empty(), extend_error);
   AERIE_CHECK(error.empty(), "draft proposal: " << error);
   return trees;
 }

@@ -36,11 +36,11 @@ int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
 
 int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
   // Verify-sized extends (a few query tokens per sequence, as a verify of drafts has) share
-  // K/V tiles among their tokens on CUDA once there are enough of them to fill the GPU (on
-  // the H200, at batch 8 a 4-token verify's attention got faster and at batch 1 slower: one
-  // token per block, with splits, keeps more blocks busy there). Prefill chunks keep one
-  // token per block (not measured with more yet). AERIE_ATTN_TOKENS_PER_BLOCK forces a count
-  // wherever it fits (for measuring).
+  // K/V tiles among their tokens on CUDA. Measured on the H200 (8B, 512-token contexts,
+  // docs/performance.md): one token per block is best only for the smallest verifies (up to
+  // 4 tokens in all), 2 per block everywhere else, 4 once the 4-token blocks alone fill the
+  // GPU twice (batch 32 x 8 tokens). Prefill chunks keep one token per block (not measured
+  // with more). AERIE_ATTN_TOKENS_PER_BLOCK forces a count wherever it fits (for measuring).
   if (stream_.device() != Device::kCuda) return 1;
   static const int forced = [] {
     const char* e = std::getenv("AERIE_ATTN_TOKENS_PER_BLOCK");
@@ -58,10 +58,9 @@ int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
     return true;
   };
   if (forced > 0) return fits(forced) ? forced : 1;
-  if (batch.num_tokens() * config_.num_kv_heads < num_sms_) return 1;
-  for (int tpb : {4, 2})
-    if (group * tpb <= 16 && fits(tpb)) return tpb;
-  return 1;
+  if (batch.num_tokens() <= 4) return 1;
+  if (fits(4) && (batch.num_tokens() / 4) * config_.num_kv_heads >= 2 * static_cast<int64_t>(num_sms_)) return 4;
+  return fits(2) ? 2 : 1;
 }
 
 int LlamaModel::attention_splits(int64_t tokens, int64_t max_kv_len) const {

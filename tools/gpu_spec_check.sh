@@ -4,12 +4,14 @@
 # cuBLAS kernel table for 1-8 rows, and `aerie-bench speculative` at the Llama-3.1-8B shape
 # (random weights; EAGLE3 and EAGLE heads, STANDALONE self-draft): chains of 3 and 7 draft
 # tokens and trees, at batch 1, 8 and 32; one run with cuBLAS for 3-8 rows instead of the
-# tensor-core GEMV (--gemv-max-rows 2), and one with the draft in-process (the cost of the
-# DraftWorker actor hop).
-# Logs and JSON go to $OUT.
+# tensor-core GEMV (--gemv-max-rows 2), one with the draft in-process (the cost of the
+# DraftWorker actor hop), one with eager verifies (what the verify graphs save), and plain
+# decode (`one-batch`) for the decode table.
+# Logs and JSON go to $OUT/logs.tgz (one file: the device tool brings back only a few).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/aerie-gpu-spec}
+RESULTS=${OUT:-/tmp/aerie-gpu-spec}
+OUT=$RESULTS/logs
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
@@ -22,7 +24,7 @@ step() {  # name, seconds, command...
   echo "== $name"
   timeout "$secs" "$@" > "$OUT/$name.txt" 2>&1
   local rc=$?
-  tail -n 14 "$OUT/$name.txt"
+  tail -n 20 "$OUT/$name.txt"
   [[ $rc -eq 0 ]] || { echo "$name FAILED ($rc)"; status=1; }
 }
 step gpu_test 240 "$B/gpu_test" --gtest_brief=1
@@ -38,4 +40,13 @@ step spec_tree_s5k8n32 90 $SPEC --batch-size 1,8 --speculative-num-steps 5 --spe
   --algorithm EAGLE3,STANDALONE --json "$OUT/spec_8b_tree_s5k8n32.json"
 step spec_steps3_inprocess 60 $SPEC --batch-size 1,8 --speculative-num-steps 3 --algorithm EAGLE3 --no-draft-actor \
   --json "$OUT/spec_8b_steps3_inprocess.json"
+step spec_steps1 60 $SPEC --batch-size 1,8 --speculative-num-steps 1 --algorithm EAGLE3 --json "$OUT/spec_8b_steps1.json"
+for steps in 3 7; do
+  step spec_steps${steps}_eager_verify 60 $SPEC --batch-size 1,8 --speculative-num-steps $steps --algorithm EAGLE3 --no-verify-graphs \
+    --json "$OUT/spec_8b_steps${steps}_eager_verify.json"
+done
+step decode 200 "$B/aerie-bench" one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32,128 --input-len 512 \
+  --output-len 32 --cuda-graph both --json "$OUT/bench_llama-3.1-8b.json"
+tail -n 9 "$OUT/decode.txt"
+tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$OUT"
 exit $status

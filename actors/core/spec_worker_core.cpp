@@ -1,6 +1,7 @@
 #include "actors/core/spec_worker_core.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "actors/core/forward_batch_of.hpp"
 #include "actors/core/verify_batch.hpp"
@@ -18,6 +19,14 @@ namespace {
 
 std::vector<int32_t> range_of(const std::vector<int32_t>& v, int64_t begin, int64_t end) {
   return {v.begin() + begin, v.begin() + end};
+}
+
+// Milliseconds since `t`, and `t` moved to now.
+double lap_ms(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t).count();
+  t = now;
+  return ms;
 }
 
 }  // namespace
@@ -49,8 +58,11 @@ SpecWorkerCore::~SpecWorkerCore() { target_.set_hidden_capture({}); }
 
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
   // The last batch's draft extend reads the target's hidden states: it must be done (and
-  // its error known) before this batch's target forward overwrites them.
-  draft_.flush();
+  // its error known) before this batch's target forward overwrites them. A verify's
+  // proposal waits for it (propose() flushes), so the draft runs the two back to back.
+  auto t = std::chrono::steady_clock::now();
+  if (m.mode != transport::ForwardMode::kVerify) draft_.flush();
+  last_flush_ms_ = lap_ms(t);
   if (!m.finished_rids.empty()) draft_.forget(m.finished_rids);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
   AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");
@@ -123,12 +135,14 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
                 "verify batch: request " << m.seq_rids[s] << "'s context is " << full[s].size() << " slots, expected " << start[s] + reserve);
   }
   // 1. Draft: a chain, or a tree with topk > 1.
+  auto t = std::chrono::steady_clock::now();
   std::vector<DraftProposeSeq> ps(B);
   for (size_t s = 0; s < B; ++s)
     ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (info_.eagle() ? 0 : 1), .context = full[s],
              .root_token = m.input_ids[static_cast<size_t>(m.qo_indptr[s])]};
   const std::vector<spec::DraftTree> trees = draft_.propose(ps, S, N);
   AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
+  const double propose_ms = lap_ms(t);
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
   std::vector<VerifySequence> vs(B);
   for (size_t s = 0; s < B; ++s) {
@@ -149,6 +163,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     copy_async(host.data(), logits.data, host.size() * sizeof(float), target_.stream());
     synchronize(target_.stream());
   }
+  const double verify_ms = lap_ms(t);
   std::vector<spec::TreeAcceptance> acc(B);
   for (size_t s = 0; s < B; ++s) {
     const auto& sp = m.sampling[s];
@@ -184,6 +199,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     move_kv(src, dst);
   }
   // 5. The draft follows the committed tokens.
+  const double accept_ms = lap_ms(t);
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
   std::vector<DraftExtendSeq> ext(B);
   for (size_t s = 0; s < B; ++s) {
@@ -206,6 +222,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }
   draft_.extend(ext, hidden);
+  times_.rounds += 1;
+  times_.flush_ms += last_flush_ms_;
+  times_.propose_ms += propose_ms;
+  times_.verify_ms += verify_ms;
+  times_.accept_ms += accept_ms;
+  times_.extend_ms += lap_ms(t);
   return r;
 }
 

@@ -28,6 +28,16 @@ struct VerifyGraphOptions {
   int64_t max_context = 0;  // the longest context a request may have
 };
 
+// Wall time a verify round spends in each stage on the worker's thread, summed over rounds
+// (aerie-bench prints them): waiting for the last draft extend before anything else (only
+// when the batch is not a verify: a verify's proposal waits for it, so it counts there),
+// the draft proposal, the target verify with its argmax, acceptance (log-probabilities,
+// tree KV moves), and handing the draft its extend.
+struct SpecStageTimes {
+  int64_t rounds = 0;
+  double flush_ms = 0, propose_ms = 0, verify_ms = 0, accept_ms = 0, extend_ms = 0;
+};
+
 class SpecWorkerCore {
  public:
   // draft: the rank's DraftWorkerCore, or a client of its DraftWorker actor.
@@ -43,6 +53,8 @@ class SpecWorkerCore {
   // Returns the logits of every row; valid until the next forward.
   TensorView verify_forward(const model::ForwardBatch& b);
   int64_t verify_graph_replays() const { return verify_graph_replays_; }
+  const SpecStageTimes& stage_times() const { return times_; }
+  void reset_stage_times() { times_ = {}; }
 
  private:
   transport::BatchResult extend(const transport::BatchMessage& m);
@@ -64,6 +76,8 @@ class SpecWorkerCore {
   std::unique_ptr<spec::DecodeGraphRunner> verify_graphs_;
   bool last_verify_replayed_ = false;  // the last verify_forward ran a graph (its argmax is ready)
   int64_t verify_graph_replays_ = 0;
+  SpecStageTimes times_;
+  double last_flush_ms_ = 0;  // execute()'s wait for the last extend, counted with its round
 };
 
 }  // namespace aerie::core
