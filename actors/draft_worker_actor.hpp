@@ -6,16 +6,22 @@
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
-// request to the actor, so one speculative iteration is draft -> verify -> accept -> draft
-// extend as messages between the two. A proposal is awaited on the calling (TargetWorker)
-// thread; an extend is not: it runs on the GPU while the result goes back to the Scheduler
-// and the next batch is planned, and the next call (or flush(), before the next target
-// forward overwrites the hidden states it reads) awaits it and reports its error.
+// message to the actor, whose answer comes back as a message (matched by step id), so one
+// speculative iteration is draft -> verify -> accept -> draft extend as messages between
+// the two. A proposal is awaited on the calling (TargetWorker) thread, polling its mailbox
+// for a few milliseconds before blocking (a blocked thread's wake-up costs tens of
+// microseconds a hop); an extend is not awaited: it runs on the GPU while the result goes
+// back to the Scheduler and the next batch is planned, and the next call (or flush(),
+// before the next target forward overwrites the hidden states it reads) awaits it and
+// reports its error.
 // Spawn the actor detached: it runs forwards.
 #include <caf/all.hpp>
+#include <chrono>
+#include <map>
 #include <memory>
-#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "actors/core/draft_port.hpp"
 #include "actors/core/draft_worker_core.hpp"
@@ -72,16 +78,28 @@ class DraftWorkerClient : public core::DraftPort {
   void flush() override;
 
  private:
+  // A reply of the DraftWorker: DraftDone (no trees) or DraftProposal.
+  struct Reply {
+    std::string error;
+    std::vector<spec::DraftTree> trees;
+  };
+  // How long a wait polls the mailbox before it blocks.
+  static constexpr std::chrono::microseconds kSpin{5000};
   // Made on first use, on the thread that calls (the TargetWorker's).
   caf::scoped_actor& self();
+  // Takes replies off the mailbox until step_id's has come (or the DraftWorker went down).
+  void await(uint64_t step_id);
+  bool answered(uint64_t step_id) const;
+  // step_id's reply; a DraftWorker that went down answers with that as the error.
+  Reply take(uint64_t step_id);
   caf::actor_system& system_;
   caf::actor draft_;
   core::DraftInfo info_;
   std::unique_ptr<caf::scoped_actor> self_;
   uint64_t step_ = 0;
-  // The extend in flight, if any.
-  using ExtendHandle = decltype(std::declval<caf::scoped_actor&>()->request(std::declval<caf::actor>(), caf::infinite, std::declval<DraftExtend>()));
-  std::optional<ExtendHandle> pending_;
+  uint64_t pending_extend_ = 0;  // the extend in flight (0: none)
+  std::map<uint64_t, Reply> replies_;  // replies taken off the mailbox, not yet asked for
+  std::string down_;                   // why the DraftWorker went down, once it has
 };
 
 }  // namespace aerie::actors
