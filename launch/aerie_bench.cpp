@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   specb->add_option("--speculative-eagle-topk", spb.topk, "branching per draft step (> 1: tree drafting)")->check(CLI::Range(1, 64));
   specb->add_option("--speculative-num-draft-tokens", spb.draft_tokens, "tree: tokens per verify (default steps * topk + 1)")
       ->check(CLI::NonNegativeNumber);
+  specb->add_option("--draft-vocab", spb.draft_vocab,
+                    "EAGLE3: the random head's draft vocabulary (published Llama-3.1-8B heads: 32000; 0: the target's)")
+      ->check(CLI::NonNegativeNumber);
   specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
       ->check(CLI::Range(0, 8));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");

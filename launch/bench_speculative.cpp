@@ -75,9 +75,10 @@ int run_spec_bench(const SpecBenchOptions& o) {
   const auto shape = model::kv_shape_for_tokens(max_bs * per_request + 64, 1);
   model::KvCache kv(config, shape, device, wdt);
   nlohmann::json out = nlohmann::json::array();
-  std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows\n", static_cast<long long>(S),
-              static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
-              verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows());
+  std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld\n",
+              static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
+              verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(),
+              static_cast<long long>(o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size));
   std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
               "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
 
@@ -114,7 +115,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
         standalone = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, o.seed, device, wdt), stream.get(), wdt);
       } else {
         const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
-        auto hc = model::EagleHeadConfig::for_target(kind, config);
+        auto hc = model::EagleHeadConfig::for_target(kind, config, std::min(o.draft_vocab, config.vocab_size));
         draft_config = hc.layer;
         head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt), target);
       }
@@ -230,6 +231,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
       out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
+                     {"eagle3_draft_vocab", o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},

@@ -23,6 +23,9 @@ struct SpecBenchOptions {
   int64_t topk = 1;       // > 1: tree drafting
   int64_t draft_tokens = 0;  // tree: nodes per verify (0: steps * topk + 1)
   int gemv_max_rows = -1;    // CUDA: GEMV/cuBLAS threshold (-1: built-in)
+  // EAGLE3's random head: rows of its LM head (the published Llama-3.1-8B heads draft from
+  // 32000 tokens; 0: the target's whole vocabulary).
+  int64_t draft_vocab = 32000;
   bool draft_actor = true;   // the round goes through the DraftWorker actor, as served
   bool verify_graphs = true; // CUDA chains: verifies replay captured graphs, as served
   int64_t input_len = 512;

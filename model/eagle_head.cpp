@@ -207,8 +207,10 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   AERIE_CHECK(in_hidden.dim(0) == T, "EAGLE head: " << in_hidden.dim(0) << " hidden rows for " << T << " tokens");
   const int64_t width = in_hidden.dim(1);
   AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
-  if (!ws_ || !ws_->fits(batch, 1)) {
-    const ForwardCapacity cap = (ws_ ? ws_->capacity() : ForwardCapacity{}).grown_for(batch, 1);
+  // The head's attention has the target's geometry: the target's plan for the batch.
+  const auto [tpb, splits] = target_.attention_plan(batch);
+  if (!ws_ || !ws_->fits(batch, splits)) {
+    const ForwardCapacity cap = (ws_ ? ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);
     LlamaConfig shape = c;
     shape.vocab_size = vocab();
@@ -257,7 +259,8 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
                                      .kv_indptr = ws.kv_indptr(batch.batch_size()), .kv_indices = ws.kv_indices(),
                                      .custom_mask = batch.custom_mask.empty() ? TensorView() : ws.mask(),
                                      .mask_indptr = batch.custom_mask.empty() ? TensorView() : ws.mask_indptr(batch.batch_size()),
-                                     .scale = scale, .num_splits = 1, .workspace = ws.attn_partial.view()},
+                                     .scale = scale, .num_splits = splits, .workspace = ws.attn_partial.view(),
+                                     .tokens_per_block = tpb},
                                     stream_));
   AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = w_.o_proj.view(), .y = hidden}, stream_));
   AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = w_.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));

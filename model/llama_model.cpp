@@ -63,18 +63,22 @@ int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
   return fits(2) ? 2 : 1;
 }
 
-int LlamaModel::attention_splits(int64_t tokens, int64_t max_kv_len) const {
+int LlamaModel::attention_splits(int64_t query_blocks, int64_t max_kv_len) const {
   if (stream_.device() == Device::kCpu) return 1;
-  return ops::attention_splits_for(tokens, config_.num_kv_heads, max_kv_len, num_sms_);
+  return ops::attention_splits_for(query_blocks, config_.num_kv_heads, max_kv_len, num_sms_);
 }
 
-TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
-  batch.validate();
+LlamaModel::AttentionPlan LlamaModel::attention_plan(const ForwardBatch& batch) const {
   int64_t max_kv = 1;
   for (int64_t b = 0; b < batch.batch_size(); ++b)
     max_kv = std::max<int64_t>(max_kv, batch.kv_indptr[static_cast<size_t>(b + 1)] - batch.kv_indptr[static_cast<size_t>(b)]);
   const int tpb = attention_tokens_per_block(batch);
-  const int splits = attention_splits(batch.num_tokens() / tpb, max_kv);
+  return {.tokens_per_block = tpb, .num_splits = attention_splits(batch.num_tokens() / tpb, max_kv)};
+}
+
+TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
+  batch.validate();
+  const auto [tpb, splits] = attention_plan(batch);
   if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
     const ForwardCapacity cap = (eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);  // the old workspace may still be in use

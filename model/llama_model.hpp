@@ -62,10 +62,18 @@ class LlamaModel {
   const Buffer& inv_freq() const { return inv_freq_; }
   float attention_scaling() const { return attention_scaling_; }
 
-  // The attention split count for a batch whose longest context is max_kv_len.
-  int attention_splits(int64_t tokens, int64_t max_kv_len) const;
+  // The attention split count for `query_blocks` blocks of query tokens whose longest
+  // context is max_kv_len.
+  int attention_splits(int64_t query_blocks, int64_t max_kv_len) const;
   // Query tokens per attention block for this batch (kernels/attention.hpp).
   int attention_tokens_per_block(const ForwardBatch& batch) const;
+  // Both for an eager forward of this batch (a draft head on this model's geometry uses
+  // them too).
+  struct AttentionPlan {
+    int tokens_per_block = 1;
+    int num_splits = 1;
+  };
+  AttentionPlan attention_plan(const ForwardBatch& batch) const;
 
  private:
   LlamaConfig config_;
