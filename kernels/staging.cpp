@@ -1,5 +1,6 @@
 #include "kernels/staging.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -59,6 +60,14 @@ void zero_async(const TensorView& t, const Stream& stream) {
   if (t.nbytes() == 0) return;
   if (stream.device() == Device::kCpu) std::memset(t.data, 0, static_cast<size_t>(t.nbytes()));
   else cuda_runtime::memset_async(t.data, 0, static_cast<size_t>(t.nbytes()), stream.handle());
+}
+
+TensorView upload_ints(Buffer& buffer, std::span<const int32_t> values, const Stream& stream, int64_t min_capacity) {
+  const auto n = static_cast<int64_t>(values.size());
+  if (!buffer.data() || buffer.view().numel() < n || buffer.view().dtype != DType::kI32)
+    buffer = Buffer(stream.device(), DType::kI32, {std::max(n, min_capacity)});
+  copy_async(buffer.data(), values.data(), values.size() * sizeof(int32_t), stream);
+  return TensorView(buffer.data(), DType::kI32, {n}, stream.device());
 }
 
 OwnedStream::OwnedStream(Device device)

@@ -3,7 +3,9 @@
 // asynchronous and capture-safe), plain aligned memory for the CPU backend.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "kernels/buffer.hpp"
 #include "kernels/stream.hpp"
 
 namespace aerie {
@@ -39,6 +41,12 @@ void copy_rows_async(void* dst, size_t dst_stride, const void* src, size_t src_s
 void synchronize(const Stream& stream);
 // Sets bytes to zero in stream order.
 void zero_async(const TensorView& t, const Stream& stream);
+
+// Copies `values` to the device of `stream` into `buffer` (reallocated when too small, to at
+// least min_capacity entries; the caller keeps it, so the next call reuses it) in stream
+// order, and returns the [values.size()] i32 view of it. From pageable memory the copy has
+// read `values` when it returns, so they may go away.
+TensorView upload_ints(Buffer& buffer, std::span<const int32_t> values, const Stream& stream, int64_t min_capacity = 64);
 
 // A stream this object owns: a created CUDA stream (capturable), or the CPU stream.
 class OwnedStream {

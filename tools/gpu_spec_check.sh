@@ -9,44 +9,27 @@
 # decode (`one-batch`) for the decode table.
 # Logs and JSON go to $OUT/logs.tgz (one file: the device tool brings back only a few).
 set -uo pipefail
-cd "$(dirname "$0")/.."
 RESULTS=${OUT:-/tmp/aerie-gpu-spec}
-OUT=$RESULTS/logs
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
-B=$PWD/.device/bin
-status=0
-nvidia-smi --query-gpu=name,memory.total --format=csv
-step() {  # name, seconds, command...
-  local name=$1 secs=$2
-  shift 2
-  echo "== $name"
-  timeout "$secs" "$@" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  tail -n 20 "$OUT/$name.txt"
-  [[ $rc -eq 0 ]] || { echo "$name FAILED ($rc)"; status=1; }
-}
+source "$(dirname "$0")/gpu_steps.sh"
 step gpu_test 240 "$B/gpu_test" --gtest_brief=1
 step kernels_rows 90 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,2,4,8
 SPEC="$B/aerie-bench speculative --model-shape llama-3.1-8b --rounds 12"
-step spec_steps3 150 $SPEC --batch-size 1,8,32 --speculative-num-steps 3 --json "$OUT/spec_8b_steps3.json"
-step spec_steps7 120 $SPEC --batch-size 1,8,32 --speculative-num-steps 7 --json "$OUT/spec_8b_steps7.json"
+step spec_steps3 150 $SPEC --batch-size 1,8,32 --speculative-num-steps 3 --json "$LOGS/spec_8b_steps3.json"
+step spec_steps7 120 $SPEC --batch-size 1,8,32 --speculative-num-steps 7 --json "$LOGS/spec_8b_steps7.json"
 step spec_steps3_cublas 90 $SPEC --batch-size 1,8 --speculative-num-steps 3 --gemv-max-rows 2 --algorithm EAGLE3 \
-  --json "$OUT/spec_8b_steps3_cublas.json"
+  --json "$LOGS/spec_8b_steps3_cublas.json"
 step spec_tree_s3k4n8 90 $SPEC --batch-size 1,8 --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8 \
-  --algorithm EAGLE3,STANDALONE --json "$OUT/spec_8b_tree_s3k4n8.json"
+  --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_8b_tree_s3k4n8.json"
 step spec_tree_s5k8n32 90 $SPEC --batch-size 1,8 --speculative-num-steps 5 --speculative-eagle-topk 8 --speculative-num-draft-tokens 32 \
-  --algorithm EAGLE3,STANDALONE --json "$OUT/spec_8b_tree_s5k8n32.json"
+  --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_8b_tree_s5k8n32.json"
 step spec_steps3_inprocess 60 $SPEC --batch-size 1,8 --speculative-num-steps 3 --algorithm EAGLE3 --no-draft-actor \
-  --json "$OUT/spec_8b_steps3_inprocess.json"
-step spec_steps1 60 $SPEC --batch-size 1,8 --speculative-num-steps 1 --algorithm EAGLE3 --json "$OUT/spec_8b_steps1.json"
+  --json "$LOGS/spec_8b_steps3_inprocess.json"
+step spec_steps1 60 $SPEC --batch-size 1,8 --speculative-num-steps 1 --algorithm EAGLE3 --json "$LOGS/spec_8b_steps1.json"
 for steps in 3 7; do
   step spec_steps${steps}_eager_verify 60 $SPEC --batch-size 1,8 --speculative-num-steps $steps --algorithm EAGLE3 --no-verify-graphs \
-    --json "$OUT/spec_8b_steps${steps}_eager_verify.json"
+    --json "$LOGS/spec_8b_steps${steps}_eager_verify.json"
 done
 step decode 200 "$B/aerie-bench" one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32,128 --input-len 512 \
-  --output-len 32 --cuda-graph both --json "$OUT/bench_llama-3.1-8b.json"
-tail -n 9 "$OUT/decode.txt"
-tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$OUT"
+  --output-len 32 --cuda-graph both --json "$LOGS/bench_llama-3.1-8b.json"
+pack_logs
 exit $status

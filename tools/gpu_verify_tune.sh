@@ -11,27 +11,10 @@
 # variant, and plain decode (`one-batch`). Logs go to $OUT/logs.tgz (one file: the device
 # tool brings back only a few).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/aerie-gpu-verify}
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
-B=$PWD/.device/bin
-status=0
-nvidia-smi --query-gpu=name,memory.total --format=csv
-step() {  # name, seconds, command... (env assignments go through `env`)
-  local name=$1 secs=$2
-  shift 2
-  echo "== $name"
-  local t0=$SECONDS
-  timeout "$secs" "$@" > "$LOGS/$name.txt" 2>&1
-  local rc=$?
-  echo "   ($((SECONDS - t0)) s, rc $rc)"
-  [[ $rc -eq 0 ]] || { tail -n 20 "$LOGS/$name.txt"; echo "$name FAILED ($rc)"; status=1; }
-}
+RESULTS=${OUT:-/tmp/aerie-gpu-verify}
+STEP_TAIL=3
+source "$(dirname "$0")/gpu_steps.sh"
 step gpu_test 300 "$B/gpu_test" --gtest_brief=1
-tail -n 3 "$LOGS/gpu_test.txt"
 step kernels_rows 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,2,4,8
 grep -E "^(attn|attention|gate_up |lm_head )" "$LOGS/kernels_rows.txt"
 SPEC="$B/aerie-bench speculative --model-shape llama-3.1-8b --rounds 12 --batch-size 1,8,32 --algorithm EAGLE3"
@@ -40,11 +23,9 @@ for variant in default AERIE_ATTN_TOKENS_PER_BLOCK=1 AERIE_ATTN_TOKENS_PER_BLOCK
   case $variant in default) ;; no-verify-graphs) flags=(--no-verify-graphs) ;; *) envs=($variant) ;; esac
   for steps in 1 3 7; do
     step "spec_${variant}_s$steps" 120 env "${envs[@]}" $SPEC "${flags[@]}" --speculative-num-steps $steps --json "$LOGS/spec_${variant}_s$steps.json"
-    echo "   $variant steps $steps"; tail -n 3 "$LOGS/spec_${variant}_s$steps.txt"
   done
 done
 step decode 200 "$B/aerie-bench" one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32,128 --input-len 512 \
   --output-len 32 --cuda-graph both --json "$LOGS/bench_llama-3.1-8b.json"
-tail -n 9 "$LOGS/decode.txt"
-tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
+pack_logs
 exit $status

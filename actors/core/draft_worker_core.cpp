@@ -105,11 +105,9 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
   const int64_t width = table.dim(1);
   for (int32_t r : rows) AERIE_CHECK(r >= 0 && r < table.dim(0), "draft hidden row " << r << " is outside " << table.describe());
   if (!gathered_.data() || gathered_.view().numel() < n * width) gathered_ = Buffer(stream_.device(), act_, {std::max<int64_t>(n, 1) * width});
-  if (!gather_ids_.data() || gather_ids_.view().numel() < n) gather_ids_ = Buffer(stream_.device(), DType::kI32, {std::max<int64_t>(n, 64)});
-  // From pageable memory the copy has read `rows` when it returns, so rows may go away.
-  copy_async(gather_ids_.data(), rows.data(), rows.size() * sizeof(int32_t), stream_);
+  const TensorView ids = upload_ints(gather_ids_, rows, stream_);
   const TensorView out(gathered_.data(), act_, {n, width}, stream_.device());
-  AERIE_CHECK_STATUS(kernels::embedding({.ids = TensorView(gather_ids_.data(), DType::kI32, {n}, stream_.device()), .table = table, .out = out}, stream_));
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = table, .out = out}, stream_));
   return out;
 }
 

@@ -235,24 +235,20 @@ TensorView SpecWorkerCore::gather_logit_rows(const TensorView& logits, const std
   const auto n = static_cast<int64_t>(rows.size());
   const int64_t V = logits.dim(1);
   const Device device = target_.stream().device();
-  if (!logit_rows_.data() || logit_rows_.view().numel() < n) logit_rows_ = Buffer(device, DType::kI32, {std::max<int64_t>(n, 64)});
   if (!committed_logits_.data() || committed_logits_.view().numel() < n * V) committed_logits_ = Buffer(device, DType::kF32, {n * V});
-  copy_async(logit_rows_.data(), rows.data(), rows.size() * sizeof(int32_t), target_.stream());  // pageable: read on return
+  const TensorView ids = upload_ints(logit_rows_, rows, target_.stream());
   const TensorView out(committed_logits_.data(), DType::kF32, {n, V}, device);
-  AERIE_CHECK_STATUS(kernels::embedding({.ids = TensorView(logit_rows_.data(), DType::kI32, {n}, device), .table = logits, .out = out}, target_.stream()));
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = logits, .out = out}, target_.stream()));
   return out;
 }
 
 void SpecWorkerCore::move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
   if (src.empty()) return;
   const auto n = static_cast<int64_t>(src.size());
-  const Device device = target_.stream().device();
-  if (!move_slots_.data() || move_slots_.view().numel() < 2 * n) move_slots_ = Buffer(device, DType::kI32, {std::max<int64_t>(2 * n, 256)});
   std::vector<int32_t> both(src);
   both.insert(both.end(), dst.begin(), dst.end());
-  copy_async(move_slots_.data(), both.data(), both.size() * sizeof(int32_t), target_.stream());  // pageable: read on return
-  const TensorView s(move_slots_.data(), DType::kI32, {n}, device);
-  const TensorView d(static_cast<int32_t*>(move_slots_.data()) + n, DType::kI32, {n}, device);
+  const TensorView all = upload_ints(move_slots_, both, target_.stream(), 256);
+  const TensorView s = all.slice_rows(0, n), d = all.slice_rows(n, 2 * n);
   for (int64_t layer = 0; layer < target_.config().num_layers; ++layer)
     AERIE_CHECK_STATUS(kernels::kv_move({.src_slots = s, .dst_slots = d, .k_cache = kv_.k(layer), .v_cache = kv_.v(layer)}, target_.stream()));
 }

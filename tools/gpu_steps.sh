@@ -1,0 +1,28 @@
+# Sourced by tools/gpu_spec_check.sh and tools/gpu_verify_tune.sh on the GPU machine (with
+# .device/ from tools/device_pack.sh carried along): the binaries' environment, a log folder
+# $LOGS under $RESULTS (the caller sets RESULTS), and step(), which runs one command with a
+# time limit into $LOGS/<name>.txt, prints its last `STEP_TAIL` lines (default 20) and
+# records a failure in $status. pack_logs puts $LOGS into $RESULTS/logs.tgz: one file, since
+# the device tool brings back only a few.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+LOGS=$RESULTS/logs
+mkdir -p "$LOGS"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+B=$PWD/.device/bin
+status=0
+nvidia-smi --query-gpu=name,memory.total --format=csv
+step() {  # name, seconds, command... (environment assignments go through `env`)
+  local name=$1 secs=$2
+  shift 2
+  echo "== $name"
+  local t0=$SECONDS
+  timeout "$secs" "$@" > "$LOGS/$name.txt" 2>&1
+  local rc=$?
+  echo "   ($((SECONDS - t0)) s, rc $rc)"
+  tail -n "${STEP_TAIL:-20}" "$LOGS/$name.txt"
+  [[ $rc -eq 0 ]] || { echo "$name FAILED ($rc)"; status=1; }
+}
+pack_logs() {
+  tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"
+}
