@@ -183,12 +183,14 @@ struct Deployment::Impl {
   bool stopped = false;
 
   // Chain verifies (topk 1) replay CUDA graphs of steps + 1 tokens per request up to the
-  // smaller of --cuda-graph-max-bs, the batch size above which speculation switches off, and
-  // kVerifyGraphMaxBs (each bucket holds logits for all its rows).
-  static constexpr int64_t kVerifyGraphMaxBs = 64;
+  // smaller of --cuda-graph-max-bs, the batch size above which speculation switches off, 64
+  // requests and kVerifyGraphMaxRows rows (each bucket holds f32 logits for all its rows:
+  // 512 rows of a 128k vocabulary are 263 MB).
+  static constexpr int64_t kVerifyGraphMaxRows = 512;
   core::VerifyGraphOptions verify_graph_options() const {
     if (o.disable_cuda_graph || o.speculative_eagle_topk != 1) return {};
-    int64_t max_bs = std::min(o.cuda_graph_max_bs, kVerifyGraphMaxBs);
+    const int64_t rows_cap = std::max<int64_t>(1, kVerifyGraphMaxRows / (o.speculative_num_steps + 1));
+    int64_t max_bs = std::min({o.cuda_graph_max_bs, int64_t{64}, rows_cap});
     if (o.speculative_disable_batch_size > 0) max_bs = std::min(max_bs, o.speculative_disable_batch_size);
     return {.max_bs = max_bs, .tokens_per_request = o.speculative_num_steps + 1,
             .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens())};
