@@ -20,31 +20,43 @@ TensorView DeviceRows::view() const {
   return TensorView(reinterpret_cast<void*>(address), static_cast<DType>(dtype), {rows, cols}, static_cast<Device>(device));
 }
 
-caf::behavior draft_worker_actor(caf::event_based_actor*, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device) {
-  // The current device is per thread; a handler may run on any thread.
-  auto on_device = [cuda_device] {
-    if (cuda_device >= 0) cuda_runtime::set_device(cuda_device);
-  };
-  return {
-      [core, on_device](DraftExtend& m) -> DraftDone {
-        try {
-          on_device();
-          core->extend(m.seqs, m.hidden.view());
-          return {.step_id = m.step_id, .error = ""};
-        } catch (const std::exception& e) {
-          return {.step_id = m.step_id, .error = e.what()};
-        }
-      },
-      [core, on_device](DraftPropose& m) -> DraftProposal {
-        try {
-          on_device();
-          return {.step_id = m.step_id, .trees = core->propose(m.seqs, m.steps, m.draft_tokens), .error = ""};
-        } catch (const std::exception& e) {
-          return {.step_id = m.step_id, .trees = {}, .error = e.what()};
-        }
-      },
-      [core](DraftForget& m) { core->forget(m.rids); },
-  };
+void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device) {
+  // Its own thread: the current device is set once.
+  if (cuda_device >= 0) cuda_runtime::set_device(cuda_device);
+  bool running = true;
+  auto last = std::chrono::steady_clock::now();
+  while (running) {
+    bool handled = false;
+    auto on_extend = [&](DraftExtend& m) -> DraftDone {
+      handled = true;
+      try {
+        core->extend(m.seqs, m.hidden.view());
+        return {.step_id = m.step_id, .error = ""};
+      } catch (const std::exception& e) {
+        return {.step_id = m.step_id, .error = e.what()};
+      }
+    };
+    auto on_propose = [&](DraftPropose& m) -> DraftProposal {
+      handled = true;
+      try {
+        return {.step_id = m.step_id, .trees = core->propose(m.seqs, m.steps, m.draft_tokens), .error = ""};
+      } catch (const std::exception& e) {
+        return {.step_id = m.step_id, .trees = {}, .error = e.what()};
+      }
+    };
+    auto on_forget = [&](DraftForget& m) {
+      handled = true;
+      core->forget(m.rids);
+    };
+    auto on_exit = [&](caf::exit_msg&) { running = false; };
+    // Within kDraftWorkerSpin of its last message it polls its mailbox instead of sleeping:
+    // the next one (the round's extend, then its proposal) starts without a thread wake-up.
+    if (std::chrono::steady_clock::now() - last < kDraftWorkerSpin)  // yield: a CPU backend may need this core
+      self->receive(on_extend, on_propose, on_forget, on_exit, caf::after(std::chrono::seconds(0)) >> [] { std::this_thread::yield(); });
+    else
+      self->receive(on_extend, on_propose, on_forget, on_exit);
+    if (handled) last = std::chrono::steady_clock::now();
+  }
 }
 
 DraftWorkerClient::DraftWorkerClient(caf::actor_system& system, caf::actor draft, core::DraftInfo info)
@@ -55,6 +67,8 @@ DraftWorkerClient::~DraftWorkerClient() {
     flush();
   } catch (...) {  // a destructor does not throw; the batch that needed it has its error already
   }
+  // The DraftWorker serves this client only, and a blocking actor never stops on its own.
+  caf::anon_send_exit(draft_, caf::exit_reason::user_shutdown);
 }
 
 caf::scoped_actor& DraftWorkerClient::self() {

@@ -13,8 +13,8 @@
 // microseconds a hop); an extend is not awaited: it runs on the GPU while the result goes
 // back to the Scheduler and the next batch is planned, and the next call (or flush(),
 // before the next target forward overwrites the hidden states it reads) awaits it and
-// reports its error.
-// Spawn the actor detached: it runs forwards.
+// reports its error. The DraftWorker itself polls its mailbox for a while after each
+// message, so the round's extend and proposal start without waking a thread.
 #include <caf/all.hpp>
 #include <chrono>
 #include <map>
@@ -64,8 +64,12 @@ struct DraftProposal {
   std::string error;  // empty on success
 };
 
+// How long the DraftWorker polls its mailbox after a message before it blocks.
+constexpr std::chrono::milliseconds kDraftWorkerSpin{10};
 // cuda_device: the device the core's stream lives on (-1: CPU); set on the actor's thread.
-caf::behavior draft_worker_actor(caf::event_based_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device);
+// A blocking actor on its own thread (spawning it detaches it); it runs until it gets an
+// exit message (DraftWorkerClient sends one when it goes).
+void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device);
 
 class DraftWorkerClient : public core::DraftPort {
  public:

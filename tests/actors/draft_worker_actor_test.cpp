@@ -95,7 +95,7 @@ struct Standalone {
 TEST(DraftWorkerActor, SelfDraftChainIsTheTargetsGreedyContinuation) {
   System s;
   Standalone d(1);
-  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, d.core, -1);
   caf::scoped_actor self{*s.sys};
   const std::vector<int32_t> prompt = {5, 17, 42, 99, 7};
   const auto want = greedy(*d.target, prompt, 4);
@@ -114,7 +114,7 @@ TEST(DraftWorkerActor, SelfDraftChainIsTheTargetsGreedyContinuation) {
 TEST(DraftWorkerActor, SelfDraftTreeHoldsTheGreedyPath) {
   System s;
   Standalone d(3);
-  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, d.core, -1);
   caf::scoped_actor self{*s.sys};
   const std::vector<int32_t> prompt = {8, 3, 150, 22};
   const auto want = greedy(*d.target, prompt, 3);
@@ -150,7 +150,7 @@ TEST(DraftWorkerActor, SelfDraftTreeHoldsTheGreedyPath) {
 TEST(DraftWorkerActor, BadRequestsComeBackAsErrorsAndForgetDropsState) {
   System s;
   Standalone d(1);
-  auto actor = s.sys->spawn(draft_worker_actor, d.core, -1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, d.core, -1);
   caf::scoped_actor self{*s.sys};
   const std::vector<int32_t> prompt = {5, 6, 7};
   // Unknown request.
@@ -195,7 +195,7 @@ TEST(DraftWorkerActor, Eagle3HeadBehindTheActorMatchesADirectCall) {
   Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {6, 3 * tiny().hidden_size});
   auto seq = prompt_extend(2, {9, 8, 7, 6, 5, 4});
   seq.hidden_rows = {0, 1, 2, 3, 4, 5};
-  auto actor = s.sys->spawn(draft_worker_actor, behind, -1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, behind, -1);
   caf::scoped_actor self{*s.sys};
   ASSERT_EQ(extend(self, actor, {.step_id = 1, .seqs = {seq}, .hidden = DeviceRows::of(hidden.view())}).error, "");
   direct->extend({seq}, hidden.view());
@@ -238,7 +238,7 @@ TEST(DraftWorkerActor, MessagesSurviveCafRoundTrips) {
 TEST(DraftWorkerClient, ExtendsWithoutWaitingAndReportsErrorsOnTheNextCall) {
   System s;
   Standalone d(1);
-  auto actor = s.sys->spawn<caf::detached>(draft_worker_actor, d.core, -1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, d.core, -1);
   const std::vector<int32_t> prompt = {5, 17, 42, 99, 7};
   const auto want = greedy(*d.target, prompt, 3);
   {
@@ -270,7 +270,7 @@ TEST(DraftWorkerActor, Eagle1WithAHotTokenMapDraftsOnlyHotTokens) {
     auto head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
     EXPECT_EQ(head->vocab(), static_cast<int64_t>(hc.hot_tokens.size()));
     auto core = std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kEagle, std::move(head), nullptr, kv, *target, 8, topk);
-    auto actor = s.sys->spawn(draft_worker_actor, core, -1);
+    auto actor = s.spawn_stopped_at_end(draft_worker_actor, core, -1);
     caf::scoped_actor self{*s.sys};
     std::mt19937 rng(4);
     Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {5, tiny().hidden_size});
