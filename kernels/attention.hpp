@@ -1,4 +1,6 @@
 #pragma once
+#include <span>
+
 #include "kernels/status.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
@@ -35,11 +37,25 @@ struct AttentionParams {
   TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
   // CUDA: one block serves this many consecutive query tokens of a sequence (for each KV
   // head), reading each K/V tile once for all of them: every sequence's query count must be
-  // a multiple, and GQA group x tokens_per_block <= 32. The CPU reference ignores it.
+  // a multiple, the GQA group at most kAttentionMaxGroup (when > 1) and group x
+  // tokens_per_block <= kAttentionMaxRows. The CPU reference ignores it.
   int tokens_per_block = 1;
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;
+// CUDA blocks hold up to kAttentionMaxGroup query heads of one KV head (a larger GQA group is
+// split over several blocks, and then a block serves one token) and up to
+// kAttentionMaxRows rows of heads x tokens.
+constexpr int kAttentionMaxGroup = 8;
+constexpr int kAttentionMaxRows = 32;
+// Whether `tokens_per_block` fits every sequence's query count (q_lens) and a GQA group.
+bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::span<const int64_t> q_lens);
+// The query tokens per block for a CUDA batch (kernels/cuda/ops_attention.cu), from an H200
+// sweep (docs/performance.md: 8B, 512-token contexts): one token per block for up to 4
+// tokens in all and for prefill-sized sequences (over 64 tokens), 4 when 4-token blocks
+// alone fill the GPU twice, else 2, each where it fits. forced > 0: that count where it fits
+// (for measuring).
+int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms, int forced = 0);
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
 // A split count that fills the GPU for `query_blocks` blocks of query tokens (tokens /
 // tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM (all of

@@ -182,6 +182,22 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
   return tokens * q_heads * num_splits * (head_dim + 2);
 }
 
+bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::span<const int64_t> q_lens) {
+  if (tokens_per_block < 1) return false;
+  if (tokens_per_block > 1 && (group > kAttentionMaxGroup || group * tokens_per_block > kAttentionMaxRows)) return false;
+  return std::all_of(q_lens.begin(), q_lens.end(), [&](int64_t q) { return q % tokens_per_block == 0; });
+}
+
+int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms, int forced) {
+  int64_t tokens = 0, longest = 0;
+  for (int64_t q : q_lens) tokens += q, longest = std::max(longest, q);
+  if (longest > 64) return 1;
+  if (forced > 0) return attention_tokens_per_block_fits(forced, group, q_lens) ? forced : 1;
+  if (tokens <= 4) return 1;
+  if (attention_tokens_per_block_fits(4, group, q_lens) && (tokens / 4) * kv_heads >= 2 * static_cast<int64_t>(num_sms)) return 4;
+  return attention_tokens_per_block_fits(2, group, q_lens) ? 2 : 1;
+}
+
 int attention_blocks_per_sm() {
   static const int blocks = [] {
     const char* e = std::getenv("AERIE_ATTN_BLOCKS_PER_SM");

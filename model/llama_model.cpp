@@ -35,32 +35,16 @@ int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
 }
 
 int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
-  // Verify-sized extends (a few query tokens per sequence, as a verify of drafts has) share
-  // K/V tiles among their tokens on CUDA. Measured on the H200 (8B, 512-token contexts,
-  // docs/performance.md): one token per block is best only for the smallest verifies (up to
-  // 4 tokens in all), 2 per block everywhere else, 4 once the 4-token blocks alone fill the
-  // GPU twice (batch 32 x 8 tokens). Prefill chunks keep one token per block (not measured
-  // with more). AERIE_ATTN_TOKENS_PER_BLOCK forces a count wherever it fits (for measuring).
+  // Verify-sized extends share K/V tiles among a sequence's tokens on CUDA (the CPU reference
+  // has no blocks). AERIE_ATTN_TOKENS_PER_BLOCK forces a count wherever it fits (for measuring).
   if (stream_.device() != Device::kCuda) return 1;
   static const int forced = [] {
     const char* e = std::getenv("AERIE_ATTN_TOKENS_PER_BLOCK");
     return e ? std::atoi(e) : 0;
   }();
-  const int64_t group = config_.num_heads / config_.num_kv_heads;
-  int64_t longest = 0;
-  for (int64_t b = 0; b < batch.batch_size(); ++b)
-    longest = std::max<int64_t>(longest, batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]);
-  if (longest > 64) return 1;
-  auto fits = [&](int tpb) {
-    if (group * tpb > 32) return false;
-    for (int64_t b = 0; b < batch.batch_size(); ++b)
-      if ((batch.qo_indptr[static_cast<size_t>(b + 1)] - batch.qo_indptr[static_cast<size_t>(b)]) % tpb != 0) return false;
-    return true;
-  };
-  if (forced > 0) return fits(forced) ? forced : 1;
-  if (batch.num_tokens() <= 4) return 1;
-  if (fits(4) && (batch.num_tokens() / 4) * config_.num_kv_heads >= 2 * static_cast<int64_t>(num_sms_)) return 4;
-  return fits(2) ? 2 : 1;
+  std::vector<int64_t> q_lens(static_cast<size_t>(std::max<int64_t>(batch.batch_size(), 0)));
+  for (size_t b = 0; b < q_lens.size(); ++b) q_lens[b] = batch.qo_indptr[b + 1] - batch.qo_indptr[b];
+  return ops::attention_tokens_per_block_for(q_lens, config_.num_heads / config_.num_kv_heads, config_.num_kv_heads, num_sms_, forced);
 }
 
 int LlamaModel::attention_splits(int64_t query_blocks, int64_t max_kv_len) const {

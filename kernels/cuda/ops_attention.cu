@@ -21,8 +21,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 32;       // keys per tile (one per lane when scoring)
-constexpr int kMaxGroup = 8;    // query heads per block (a larger GQA group uses more blocks)
-constexpr int kMaxRows = 32;    // query rows (heads x tokens) per block
+constexpr int kMaxGroup = kAttentionMaxGroup;  // query heads per block (a larger GQA group uses more blocks)
+constexpr int kMaxRows = kAttentionMaxRows;    // query rows (heads x tokens) per block
 constexpr int kMaxDim = 256;
 constexpr int kLoadBatch = 4;   // 16-byte loads of K and of V in flight per thread while filling a tile
 

@@ -187,3 +187,27 @@ TEST(KvMove, MovesRowsInOrder) {
   Buffer one = host_i32({0});
   EXPECT_FALSE(kv_move({.src_slots = bad.view(), .dst_slots = one.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
 }
+
+TEST(AttentionPlan, TokensPerBlockFollowTheMeasuredPolicyAndTheKernelsLimits) {
+  using V = std::vector<int64_t>;
+  auto tpb = [](const V& q, int64_t group, int forced = 0) { return attention_tokens_per_block_for(q, group, 8, 132, forced); };
+  EXPECT_EQ(tpb({1}, 4), 1);                      // decode
+  EXPECT_EQ(tpb(V(64, 1), 4), 1);                 // a decode batch: one token per sequence
+  EXPECT_EQ(tpb({2}, 4), 1);                      // up to 4 tokens in all: one per block
+  EXPECT_EQ(tpb({4}, 4), 1);
+  EXPECT_EQ(tpb({8}, 4), 2);                      // a batch-1 verify of 8
+  EXPECT_EQ(tpb(V(8, 4), 4), 2);                  // batch 8 x 4 tokens
+  EXPECT_EQ(tpb(V(32, 4), 4), 2);                 // 32 blocks of 4 x 8 KV heads < 2 x 132 SMs
+  EXPECT_EQ(tpb(V(32, 8), 4), 4);                 // 64 x 8 >= 264: 4 per block
+  EXPECT_EQ(tpb({2, 4, 6}, 4), 2);                // mixed even counts
+  EXPECT_EQ(tpb({3, 3}, 4), 1);                   // odd counts
+  EXPECT_EQ(tpb({100, 4}, 4), 1);                 // a prefill chunk in the batch
+  EXPECT_EQ(tpb({8}, 16), 1);                     // a GQA group over 8 heads: blocks serve one token
+  EXPECT_EQ(tpb({8}, 8), 2);                      // 8 heads x 2 tokens = 16 rows
+  EXPECT_EQ(tpb(V(32, 8), 8), 4);                 // 8 heads x 4 tokens = 32 rows
+  EXPECT_EQ(tpb({8}, 4, 8), 8);                   // forced: 4 heads x 8 tokens = 32 rows fit
+  EXPECT_EQ(tpb({8}, 8, 8), 1);                   // forced: 64 rows do not
+  EXPECT_EQ(tpb({6}, 4, 4), 1);                   // forced: 4 does not divide 6
+  EXPECT_TRUE(attention_tokens_per_block_fits(1, 64, V{7}));
+  EXPECT_FALSE(attention_tokens_per_block_fits(0, 4, V{8}));
+}
