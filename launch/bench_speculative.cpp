@@ -68,6 +68,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
   AERIE_CHECK(N >= 2 && N <= 1 + K + (S - 1) * K * K, "--speculative-num-draft-tokens " << N << " does not fit steps " << S << " and topk " << K);
   const int64_t per_request = o.input_len + max_new + spec::verify_reserve(S, K, N);
   const bool verify_graphs = o.verify_graphs && K == 1 && device == Device::kCuda;
+  const int64_t eagle3_vocab = o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size;
   if (o.gemv_max_rows >= 0) kernels::set_gemv_max_rows(o.gemv_max_rows);
   caf::actor_system_config actor_cfg;
   actors::register_message_types(actor_cfg);
@@ -77,8 +78,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
   nlohmann::json out = nlohmann::json::array();
   std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld\n",
               static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
-              verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(),
-              static_cast<long long>(o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size));
+              verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab));
   std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
               "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
 
@@ -115,7 +115,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
         standalone = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, o.seed, device, wdt), stream.get(), wdt);
       } else {
         const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
-        auto hc = model::EagleHeadConfig::for_target(kind, config, std::min(o.draft_vocab, config.vocab_size));
+        auto hc = model::EagleHeadConfig::for_target(kind, config, eagle3_vocab);
         draft_config = hc.layer;
         head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt), target);
       }
@@ -221,17 +221,16 @@ int run_spec_bench(const SpecBenchOptions& o) {
       const double n_st = std::max<double>(1.0, static_cast<double>(stages.rounds));
       double mean_round = 0.0;
       for (double x : round_t) mean_round += x / static_cast<double>(std::max<size_t>(1, round_t.size()));
-      const nlohmann::json stage_ms = {{"wait_extend", stages.flush_ms / n_st}, {"propose", stages.propose_ms / n_st},
-                                       {"verify", stages.verify_ms / n_st}, {"accept", stages.accept_ms / n_st},
-                                       {"send_extend", stages.extend_ms / n_st},
-                                       {"scheduler", mean_round - (stages.flush_ms + stages.propose_ms + stages.verify_ms + stages.accept_ms +
+      const nlohmann::json stage_ms = {{"propose", stages.propose_ms / n_st}, {"verify", stages.verify_ms / n_st},
+                                       {"accept", stages.accept_ms / n_st}, {"send_extend", stages.extend_ms / n_st},
+                                       {"scheduler", mean_round - (stages.propose_ms + stages.verify_ms + stages.accept_ms +
                                                                    stages.extend_ms) / n_st}};
-      std::printf("%17s stages (ms, mean of %lld): wait-extend %.3f  propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
-                  "", static_cast<long long>(stages.rounds), stage_ms["wait_extend"].get<double>(), stage_ms["propose"].get<double>(),
+      std::printf("%17s stages (ms, mean of %lld): propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
+                  "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
       out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
-                     {"eagle3_draft_vocab", o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size},
+                     {"eagle3_draft_vocab", eagle3_vocab},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},

@@ -48,9 +48,7 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, Dr
 
 TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {
   last_verify_replayed_ = verify_graphs_ && verify_graphs_->can_run(b);
-  if (!last_verify_replayed_) return target_.forward(b, kv_);
-  ++verify_graph_replays_;
-  return verify_graphs_->replay(b);
+  return last_verify_replayed_ ? verify_graphs_->replay(b) : target_.forward(b, kv_);
 }
 
 
@@ -60,9 +58,7 @@ transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m)
   // The last batch's draft extend reads the target's hidden states: it must be done (and
   // its error known) before this batch's target forward overwrites them. A verify's
   // proposal waits for it (propose() flushes), so the draft runs the two back to back.
-  auto t = std::chrono::steady_clock::now();
   if (m.mode != transport::ForwardMode::kVerify) draft_.flush();
-  last_flush_ms_ = lap_ms(t);
   if (!m.finished_rids.empty()) draft_.forget(m.finished_rids);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
   AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");
@@ -223,7 +219,6 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   }
   draft_.extend(ext, hidden);
   times_.rounds += 1;
-  times_.flush_ms += last_flush_ms_;
   times_.propose_ms += propose_ms;
   times_.verify_ms += verify_ms;
   times_.accept_ms += accept_ms;

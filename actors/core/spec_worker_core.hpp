@@ -29,13 +29,12 @@ struct VerifyGraphOptions {
 };
 
 // Wall time a verify round spends in each stage on the worker's thread, summed over rounds
-// (aerie-bench prints them): waiting for the last draft extend before anything else (only
-// when the batch is not a verify: a verify's proposal waits for it, so it counts there),
-// the draft proposal, the target verify with its argmax, acceptance (log-probabilities,
-// tree KV moves), and handing the draft its extend.
+// (aerie-bench prints them): the draft proposal (which waits for the last round's draft
+// extend), the target verify with its argmax, acceptance (log-probabilities, tree KV
+// moves), and handing the draft its extend.
 struct SpecStageTimes {
   int64_t rounds = 0;
-  double flush_ms = 0, propose_ms = 0, verify_ms = 0, accept_ms = 0, extend_ms = 0;
+  double propose_ms = 0, verify_ms = 0, accept_ms = 0, extend_ms = 0;
 };
 
 class SpecWorkerCore {
@@ -52,7 +51,6 @@ class SpecWorkerCore {
   // The target forward of a verify batch: a captured graph when one fits, else eager.
   // Returns the logits of every row; valid until the next forward.
   TensorView verify_forward(const model::ForwardBatch& b);
-  int64_t verify_graph_replays() const { return verify_graph_replays_; }
   const SpecStageTimes& stage_times() const { return times_; }
   void reset_stage_times() { times_ = {}; }
 
@@ -75,9 +73,7 @@ class SpecWorkerCore {
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
   std::unique_ptr<spec::DecodeGraphRunner> verify_graphs_;
   bool last_verify_replayed_ = false;  // the last verify_forward ran a graph (its argmax is ready)
-  int64_t verify_graph_replays_ = 0;
   SpecStageTimes times_;
-  double last_flush_ms_ = 0;  // execute()'s wait for the last extend, counted with its round
 };
 
 }  // namespace aerie::core
