@@ -1,6 +1,7 @@
 #include "actors/draft_worker_actor.hpp"
 
 #include <thread>
+#include <utility>
 
 #include "actors/messages.hpp"
 #include "kernels/device_runtime.hpp"
@@ -19,6 +20,22 @@ TensorView DeviceRows::view() const {
   if (address == 0) return {};
   return TensorView(reinterpret_cast<void*>(address), static_cast<DType>(dtype), {rows, cols}, static_cast<Device>(device));
 }
+
+namespace {
+
+// One message off a blocking actor's mailbox: while `poll`, without sleeping (yielding the
+// core when nothing is there: a CPU backend may need it), else waiting for it. Both sides
+// of the DraftWorker's hand-off poll for a while after a message, since waking a blocked
+// thread costs tens of microseconds a hop.
+template <class Self, class... Handlers>
+void receive_one(Self* self, bool poll, Handlers&&... handlers) {
+  if (poll)
+    self->receive(std::forward<Handlers>(handlers)..., caf::after(std::chrono::seconds(0)) >> [] { std::this_thread::yield(); });
+  else
+    self->receive(std::forward<Handlers>(handlers)...);
+}
+
+}  // namespace
 
 void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device) {
   // Its own thread: the current device is set once.
@@ -49,12 +66,9 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWo
       core->forget(m.rids);
     };
     auto on_exit = [&](caf::exit_msg&) { running = false; };
-    // Within kDraftWorkerSpin of its last message it polls its mailbox instead of sleeping:
-    // the next one (the round's extend, then its proposal) starts without a thread wake-up.
-    if (std::chrono::steady_clock::now() - last < kDraftWorkerSpin)  // yield: a CPU backend may need this core
-      self->receive(on_extend, on_propose, on_forget, on_exit, caf::after(std::chrono::seconds(0)) >> [] { std::this_thread::yield(); });
-    else
-      self->receive(on_extend, on_propose, on_forget, on_exit);
+    // Within kDraftWorkerSpin of its last message it polls: the next one (the round's
+    // extend, then its proposal) starts without a thread wake-up.
+    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_forget, on_exit);
     if (handled) last = std::chrono::steady_clock::now();
   }
 }
@@ -80,18 +94,14 @@ caf::scoped_actor& DraftWorkerClient::self() {
 }
 
 void DraftWorkerClient::await(uint64_t step_id) {
-  // Poll the mailbox for a while before blocking on it: a reply usually comes within a
-  // draft forward or two, and waking a blocked thread costs tens of microseconds a hop
+  // Poll for a while before blocking: a reply usually comes within a draft forward or two
   // (H200 host: a round through the actor cost 1-3% over its parts with blocking waits).
   const auto spin_until = std::chrono::steady_clock::now() + kSpin;
   while (!answered(step_id)) {
     auto on_done = [&](DraftDone& d) { replies_[d.step_id] = Reply{.error = std::move(d.error), .trees = {}}; };
     auto on_proposal = [&](DraftProposal& p) { replies_[p.step_id] = Reply{.error = std::move(p.error), .trees = std::move(p.trees)}; };
     auto on_down = [&](caf::down_msg& m) { down_ = "the DraftWorker went down: " + system_.render(m.reason); };
-    if (std::chrono::steady_clock::now() < spin_until)  // yield: a CPU draft may need this core
-      self()->receive(on_done, on_proposal, on_down, caf::after(std::chrono::seconds(0)) >> [] { std::this_thread::yield(); });
-    else
-      self()->receive(on_done, on_proposal, on_down);
+    receive_one(self().ptr(), std::chrono::steady_clock::now() < spin_until, on_done, on_proposal, on_down);
   }
 }
 
