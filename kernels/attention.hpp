@@ -50,12 +50,14 @@ constexpr int kAttentionMaxGroup = 8;
 constexpr int kAttentionMaxRows = 32;
 // Whether `tokens_per_block` fits every sequence's query count (q_lens) and a GQA group.
 bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::span<const int64_t> q_lens);
+// AERIE_ATTN_TOKENS_PER_BLOCK (for measuring; 0 when unset): the default of `forced` below.
+int attention_forced_tokens_per_block();
 // The query tokens per block for a CUDA batch (kernels/cuda/ops_attention.cu), from an H200
 // sweep (docs/performance.md: 8B, 512-token contexts): one token per block for up to 4
 // tokens in all and for prefill-sized sequences (over 64 tokens), 4 when 4-token blocks
-// alone fill the GPU twice, else 2, each where it fits. forced > 0: that count where it fits
-// (for measuring).
-int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms, int forced = 0);
+// alone fill the GPU twice, else 2, each where it fits. forced > 0: that count where it fits.
+int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms,
+                                   int forced = attention_forced_tokens_per_block());
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
 // A split count that fills the GPU for `query_blocks` blocks of query tokens (tokens /
 // tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM (all of

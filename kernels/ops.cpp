@@ -1,10 +1,10 @@
 // Op entries: validate the Params (throwing aerie::Error that names the wrong field),
 // then dispatch to the backend of the stream's device.
 #include "kernels/backends.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace aerie::kernels {
 
@@ -200,11 +200,15 @@ int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t grou
 
 int attention_blocks_per_sm() {
   static const int blocks = [] {
-    const char* e = std::getenv("AERIE_ATTN_BLOCKS_PER_SM");
-    const int v = e ? std::atoi(e) : 0;
+    const int v = env_knob("AERIE_ATTN_BLOCKS_PER_SM");
     return v > 0 ? v : kAttentionBlocksPerSm;
   }();
   return blocks;
+}
+
+int attention_forced_tokens_per_block() {
+  static const int forced = env_knob("AERIE_ATTN_TOKENS_PER_BLOCK");
+  return forced;
 }
 
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms, int blocks_per_sm) {

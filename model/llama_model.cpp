@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/attention.hpp"
 #include "kernels/device_runtime.hpp"
@@ -36,15 +35,11 @@ int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
 
 int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
   // Verify-sized extends share K/V tiles among a sequence's tokens on CUDA (the CPU reference
-  // has no blocks). AERIE_ATTN_TOKENS_PER_BLOCK forces a count wherever it fits (for measuring).
+  // has no blocks).
   if (stream_.device() != Device::kCuda) return 1;
-  static const int forced = [] {
-    const char* e = std::getenv("AERIE_ATTN_TOKENS_PER_BLOCK");
-    return e ? std::atoi(e) : 0;
-  }();
   std::vector<int64_t> q_lens(static_cast<size_t>(std::max<int64_t>(batch.batch_size(), 0)));
   for (size_t b = 0; b < q_lens.size(); ++b) q_lens[b] = batch.qo_indptr[b + 1] - batch.qo_indptr[b];
-  return ops::attention_tokens_per_block_for(q_lens, config_.num_heads / config_.num_kv_heads, config_.num_kv_heads, num_sms_, forced);
+  return ops::attention_tokens_per_block_for(q_lens, config_.num_heads / config_.num_kv_heads, config_.num_kv_heads, num_sms_);
 }
 
 int LlamaModel::attention_splits(int64_t query_blocks, int64_t max_kv_len) const {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -339,20 +340,14 @@ bool gemv_mma_enabled() {
 // matrices (>= 384 blocks of 16 rows: q/k/v, gate/up, lm_head) and 8 the narrow ones
 // (o_proj, down); AERIE_GEMV_MMA_WARPS (4 or 8) overrides, for measuring.
 int gemv_mma_warps(int64_t blocks) {
-  static const int forced = [] {
-    const char* e = std::getenv("AERIE_GEMV_MMA_WARPS");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int forced = env_knob("AERIE_GEMV_MMA_WARPS");
   return forced > 0 ? forced : (blocks >= 384 ? 4 : 8);
 }
 
 // Chunks per row and step: 2 (whole 128-byte lines per row and instruction pair) where K
 // allows, unless AERIE_GEMV_MMA_VEC=1 (for measuring).
 int gemv_mma_vec(int64_t k) {
-  static const int forced = [] {
-    const char* e = std::getenv("AERIE_GEMV_MMA_VEC");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int forced = env_knob("AERIE_GEMV_MMA_VEC");
   if (k % 64 != 0) return 1;
   return forced == 1 ? 1 : 2;
 }

@@ -1,0 +1,12 @@
+#include "kernels/env_knob.hpp"
+
+#include <cstdlib>
+
+namespace aerie::kernels {
+
+int env_knob(const char* name) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : 0;
+}
+
+}  // namespace aerie::kernels

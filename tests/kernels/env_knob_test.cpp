@@ -1,0 +1,16 @@
+// env_knob: the integer environment overrides kept for measuring kernel choices.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "kernels/env_knob.hpp"
+
+TEST(EnvKnob, ReadsAnIntegerAndZeroWhenUnsetOrNotANumber) {
+  ::unsetenv("AERIE_TEST_KNOB");
+  EXPECT_EQ(aerie::kernels::env_knob("AERIE_TEST_KNOB"), 0);
+  ::setenv("AERIE_TEST_KNOB", "8", 1);
+  EXPECT_EQ(aerie::kernels::env_knob("AERIE_TEST_KNOB"), 8);
+  ::setenv("AERIE_TEST_KNOB", "many", 1);
+  EXPECT_EQ(aerie::kernels::env_knob("AERIE_TEST_KNOB"), 0);
+  ::unsetenv("AERIE_TEST_KNOB");
+}
