@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "actors/core/target_worker_core.hpp"
 #include "actors/messages.hpp"
@@ -22,5 +23,11 @@ struct RemoteWorkerLink {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 caf::behavior remote_worker_actor(caf::event_based_actor* self, std::shared_ptr<RemoteWorkerLink> link);
+
+// A TP group's worker: every batch goes to each rank's worker (`ranks`, TP rank order: this
+// process's TargetWorker or a remote one), which run it in lock-step through their
+// collectives; the answer is the group's one result once all have answered
+// (core::TpResults: they must agree).
+caf::behavior tp_group_worker_actor(caf::event_based_actor* self, std::vector<caf::actor> ranks);
 
 }  // namespace aerie::actors

@@ -5,11 +5,15 @@
 
 namespace aerie::kernels {
 
-/// out[t] = table[ids[t]]. An id outside [0, vocab) is an error (CPU) and is never read.
+/// out[t] = table[ids[t] - first_id]. An id outside the table ([first_id, first_id + rows))
+/// is an error (CPU) and is never read; with `zero_outside` it gives a row of zeros instead
+/// (a vocab-parallel shard: the rank holding the id supplies it, the others add zeros).
 struct EmbeddingParams {
   TensorView ids;    // [tokens] i32
-  TensorView table;  // [vocab, hidden] f32|bf16|f16
+  TensorView table;  // [rows, hidden] f32|bf16|f16
   TensorView out;    // [tokens, hidden] f32|bf16|f16
+  int64_t first_id = 0;       // the id of table row 0
+  bool zero_outside = false;  // ids outside the table give zeros (else an error)
   void validate() const;
 };
 Status embedding(const EmbeddingParams& p, const Stream& stream);

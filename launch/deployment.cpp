@@ -3,6 +3,7 @@
 #include "launch/progress.hpp"
 
 #include <caf/all.hpp>
+#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -22,16 +23,20 @@
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/parallel_layout.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace aerie::launch {
 
 void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size) {
-  AERIE_CHECK(tp_size >= 1 && dp_size >= 1, "--tp-size and --dp-size must be >= 1");
-  AERIE_CHECK(tp_size == 1, "--tp-size " << tp_size << ": tensor parallelism is not available yet (it needs the NCCL linear layers)");
-  AERIE_CHECK(tp_size * dp_size == world_size, "--tp-size " << tp_size << " x --dp-size " << dp_size << " = " << tp_size * dp_size
-                                                           << " ranks, but this launch has " << world_size
-                                                           << " (start with mpirun -np " << tp_size * dp_size << ")");
+  AERIE_CHECK(tp_size >= 1 && dp_size >= 1 && tp_size <= 1024 && dp_size <= 1024, "--tp-size and --dp-size must be in [1, 1024]");
+  parallel::ParallelLayout{.tp_size = static_cast<int>(tp_size), .dp_size = static_cast<int>(dp_size)}.check(world_size);
+}
+
+void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size) {
+  model::TpShard::check_divisible(target, static_cast<int>(tp_size), "the target model");
+  if (draft_layer) model::TpShard::check_divisible(*draft_layer, static_cast<int>(tp_size), "the draft model");
 }
 
 namespace {
@@ -41,6 +46,10 @@ constexpr size_t kEndpointBytes = 4096;
 struct Deployment::Impl {
   DeploymentOptions o;
   parallel::ProcessGroup& world;
+  parallel::ParallelLayout layout;
+  parallel::ParallelGroups groups;                      // this rank's TP / DP groups
+  std::shared_ptr<parallel::Communicator> tp;           // tensors across the TP group
+  model::TpShard shard;                                 // this rank's part of the model
   model::LlamaConfig config;
   std::unique_ptr<OwnedStream> stream;
   std::unique_ptr<model::KvCache> kv;
@@ -48,6 +57,7 @@ struct Deployment::Impl {
   std::shared_ptr<core::TargetWorkerCore> worker;
   // Speculative decoding: the draft model (one of the two) and its KV cache.
   model::LlamaConfig draft_config;
+  std::optional<model::EagleHeadConfig> head_config;
   std::unique_ptr<model::EagleHead> draft_head;
   std::unique_ptr<model::LlamaModel> draft_model;
   std::unique_ptr<model::KvCache> draft_kv;
@@ -59,30 +69,40 @@ struct Deployment::Impl {
   std::unique_ptr<transport::ZmqSender> to_scheduler;
 
   Impl(DeploymentOptions opts, parallel::ProcessGroup& w) : o(std::move(opts)), world(w) {
+    // Everything that can refuse the layout runs before any weight is read.
     check_parallel_layout(o.tp_size, o.dp_size, world.size());
+    layout = {.tp_size = static_cast<int>(o.tp_size), .dp_size = static_cast<int>(o.dp_size)};
     AERIE_CHECK(o.mem_fraction_static > 0.0 && o.mem_fraction_static < 1.0, "--mem-fraction-static must be in (0, 1)");
     const Device device = parse_device(o.device);
-    AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
-    if (device == Device::kCuda) bind_local_gpu();
+    parallel::check_on_every_rank(world, [&] {
+      AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());
+    });
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
     AERIE_CHECK(config.architecture == "LlamaForCausalLM", o.model_path << " is a " << config.architecture
                                                                        << " draft head; give it as --speculative-draft-model-path");
+    if (!o.speculative_algorithm.empty()) resolve_draft_config();
+    check_tensor_parallel(config, o.speculative_algorithm.empty() ? nullptr : &draft_config, o.tp_size);
+    // A rank without a GPU of its own fails here, and all the others with it.
+    if (device == Device::kCuda) parallel::check_on_every_rank(world, [&] { bind_local_gpu(); });
+    groups = parallel::make_parallel_groups(world, layout);
+    tp = parallel::make_communicator(*groups.tp, device);
+    shard = {.rank = groups.tp->rank(), .size = groups.tp->size()};
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
     ProgressBar loading(o.load_format == "dummy" ? "making random weights" : "loading weights", config.num_layers, world.rank() == 0);
     const model::LoadProgress progress = [&loading](int64_t done, int64_t) { loading.set(done); };
-    auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype, 0.02f, progress)
-                                            : model::load_llama_weights(o.model_path, config, device, weight_dtype, progress);
+    auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.random_seed, device, weight_dtype, 0.02f, progress, shard)
+                                            : model::load_llama_weights(o.model_path, config, device, weight_dtype, progress, shard);
     loading.finish();
     stream = std::make_unique<OwnedStream>(device);
-    model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act);
+    model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act, tp);
     // The draft's weights come before the KV pools, which share what memory is left.
     if (!o.speculative_algorithm.empty()) load_draft(device, weight_dtype, act);
-    kv = std::make_unique<model::KvCache>(config, kv_shape(device, act), device, act);
+    kv = std::make_unique<model::KvCache>(model->local_config(), kv_shape(device, act), device, act);
     worker = std::make_shared<core::TargetWorkerCore>(
         *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
-      draft_kv = std::make_unique<model::KvCache>(draft_config, kv->shape(), device, act);
+      draft_kv = std::make_unique<model::KvCache>(draft_local_config(), kv->shape(), device, act);
       draft = std::make_shared<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
                                                       std::move(draft_model), *draft_kv, *model, o.max_running_requests,
                                                       o.speculative_eagle_topk);
@@ -90,19 +110,14 @@ struct Deployment::Impl {
     bootstrap_channels();
   }
 
-  // The draft model of --speculative-algorithm: an EAGLE / EAGLE3 head sharing the target's
-  // embeddings, or a STANDALONE Llama (the target's own weights when no other folder is
-  // given with dummy weights: a self-draft that accepts everything).
-  void load_draft(Device device, DType weight_dtype, DType act) {
+  // The draft's shape, read before any weight: a STANDALONE model's config, or an EAGLE /
+  // EAGLE3 head's (its decoder layer's shape goes into draft_config).
+  void resolve_draft_config() {
     const auto alg = core::parse_spec_algorithm(o.speculative_algorithm);
     const std::string& path = o.speculative_draft_model_path;
-    const bool dummy = o.load_format == "dummy";
     if (alg == core::SpecAlgorithm::kStandalone) {
       const bool self = path.empty() || path == o.model_path;
       draft_config = self ? config : model::LlamaConfig::load(path);
-      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype)
-                     : model::load_llama_weights(path, draft_config, device, weight_dtype);
-      draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act);
       return;
     }
     const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
@@ -110,10 +125,31 @@ struct Deployment::Impl {
     if (!o.speculative_token_map.empty()) hc.hot_tokens = model::load_token_map(o.speculative_token_map, config.vocab_size);
     AERIE_CHECK(hc.kind == kind, path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
                                       << o.speculative_algorithm);
-    auto hw = dummy ? model::random_eagle_head(hc, o.random_seed, device, weight_dtype) : model::load_eagle_head(path, hc, device, weight_dtype);
     draft_config = hc.layer;
-    draft_head = std::make_unique<model::EagleHead>(hc, std::move(hw), *model);
+    head_config = std::move(hc);
   }
+
+  // The draft model of --speculative-algorithm, this rank's shard of it (the draft runs in
+  // the target's TP group): an EAGLE / EAGLE3 head sharing the target's embeddings, or a
+  // STANDALONE Llama (the target's own weights when no other folder is given with dummy
+  // weights: a self-draft that accepts everything).
+  void load_draft(Device device, DType weight_dtype, DType act) {
+    const std::string& path = o.speculative_draft_model_path;
+    const bool dummy = o.load_format == "dummy";
+    if (!head_config) {
+      const bool self = path.empty() || path == o.model_path;
+      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype, 0.02f, {}, shard)
+                     : model::load_llama_weights(path, draft_config, device, weight_dtype, {}, shard);
+      draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act, tp);
+      return;
+    }
+    auto hw = dummy ? model::random_eagle_head(*head_config, o.random_seed, device, weight_dtype, shard)
+                    : model::load_eagle_head(path, *head_config, device, weight_dtype, shard);
+    draft_head = std::make_unique<model::EagleHead>(*head_config, std::move(hw), *model);
+  }
+
+  // The draft's per-rank shape (its KV cache holds this rank's KV heads).
+  model::LlamaConfig draft_local_config() const { return shard.local(draft_config); }
 
   // One rank per GPU: under mpirun, rank i of a node takes that node's GPU i.
   void bind_local_gpu() const {
@@ -121,14 +157,23 @@ struct Deployment::Impl {
     if (!local) return;
     const int count = cuda_runtime::device_count();
     const int rank = std::atoi(local);
-    AERIE_CHECK(rank < count, "local rank " << rank << " has no GPU of its own (" << count << " on this node)");
+    AERIE_CHECK(rank < count, "local rank " << rank << " has no GPU of its own (" << count << " on this node): start at most " << count
+                                 << " ranks per node, one per GPU");
     cuda_runtime::set_device(rank);
   }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
   // mem_fraction_static of the device after the weights (as sglang sizes it); on CPU, the
-  // CPU budget.
+  // CPU budget. Every rank takes the smallest pool of the launch: the ranks of a TP group
+  // write the same slots, and rank 0's Schedulers plan every group's pages.
   model::KvCacheShape kv_shape(Device device, DType act) const {
+    model::KvCacheShape shape = local_kv_shape(device, act);
+    int64_t pages = shape.num_pages;
+    for (int64_t p : world.all_gather(shape.num_pages)) pages = std::min(pages, p);
+    shape.num_pages = pages;
+    return shape;
+  }
+  model::KvCacheShape local_kv_shape(Device device, DType act) const {
     if (o.max_total_tokens > 0) return model::kv_shape_for_tokens(o.max_total_tokens, o.page_size);
     int64_t budget = o.cpu_kv_budget_bytes;
     if (device == Device::kCuda) {
@@ -139,10 +184,10 @@ struct Deployment::Impl {
       AERIE_CHECK(budget > 0, "--mem-fraction-static " << o.mem_fraction_static << " leaves no room for the KV cache after the weights ("
                                                        << used / (1 << 20) << " MiB in use of " << total_bytes / (1 << 20) << " MiB)");
     }
-    if (o.speculative_algorithm.empty()) return model::kv_shape_for_budget(config, act, budget, o.page_size);
+    if (o.speculative_algorithm.empty()) return model::kv_shape_for_budget(model->local_config(), act, budget, o.page_size);
     // Target and draft pools have the same slots: split the budget by their bytes per token.
     auto per_token = [&](const model::LlamaConfig& c) { return 2 * c.num_layers * c.kv_size() * static_cast<int64_t>(dtype_size(act)); };
-    const int64_t tokens = budget / (per_token(config) + per_token(draft_config));
+    const int64_t tokens = budget / (per_token(model->local_config()) + per_token(draft_local_config()));
     AERIE_CHECK(tokens > o.page_size, "the KV budget holds no page for the target and draft caches");
     return model::kv_shape_for_tokens(tokens - o.page_size, o.page_size);
   }
@@ -220,9 +265,20 @@ struct Deployment::Impl {
                                                    .spec_topk = o.speculative_eagle_topk,
                                                    .spec_draft_tokens = o.speculative_num_draft_tokens,
                                                    .spec_disable_batch_size = o.speculative_disable_batch_size};
-    for (int64_t g = 0; g < o.dp_size; ++g) {
-      caf::actor w = g == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
-                            : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(g - 1)]);
+    // Rank r's worker: this process's own for rank 0, else a ZeroMQ hop to rank r.
+    auto rank_worker = [&](int r) {
+      return r == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
+                    : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(r - 1)]);
+    };
+    for (int g = 0; g < layout.dp_size; ++g) {
+      caf::actor w;
+      if (layout.tp_size == 1) {
+        w = rank_worker(layout.group_leader(g));
+      } else {
+        std::vector<caf::actor> ranks;
+        for (int t = 0; t < layout.tp_size; ++t) ranks.push_back(rank_worker(layout.group_leader(g) + t));
+        w = sys->spawn(actors::tp_group_worker_actor, std::move(ranks));
+      }
       schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, w));
     }
     router = sys->spawn(actors::router_actor, schedulers);

@@ -1,10 +1,12 @@
 #pragma once
-// Deployment: what one process of an Aerie launch runs. Every rank loads the model and owns
-// a TargetWorker over its KV cache; rank 0 also runs the actor system: a Router in front of
-// one Scheduler per DP group, each driving its group's worker (local on rank 0, on another
-// rank through ZeroMQ). Rank 0 bootstraps the ZeroMQ endpoints and sends them to every
-// rank over MPI; after that, control traffic is ZeroMQ only. With tp_size 1, DP group g is
-// rank g.
+// Deployment: what one process of an Aerie launch runs. Every rank loads its shard of the
+// model and owns a TargetWorker over its KV cache; rank 0 also runs the actor system: a
+// Router in front of one Scheduler per DP group, each driving its group's worker. DP group
+// g is ranks [g * tp, (g + 1) * tp) (parallel/parallel_layout.hpp); with tp_size > 1 the
+// group's worker sends each batch to all its ranks (local on rank 0, others through
+// ZeroMQ), which run it in lock-step over their NCCL (GPU) or MPI (CPU) TP communicator.
+// Rank 0 bootstraps the ZeroMQ endpoints and sends them to every rank over MPI; after that,
+// control traffic is ZeroMQ only and tensor traffic the TP communicator.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,5 +80,8 @@ class Deployment {
 
 // Checks the parallel layout against the world size; throws aerie::Error with the fix.
 void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size);
+// Checks that the target (and the draft, when given) split over tp_size ranks; throws
+// aerie::Error naming what does not divide.
+void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size);
 
 }  // namespace aerie::launch

@@ -13,7 +13,9 @@
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope_kv_write.hpp"
 #include "kernels/staging.hpp"
+#include "model/decoder_layer.hpp"
 #include "model/forward_workspace.hpp"
+#include "model/vocab_parallel.hpp"
 #include "model/safetensors.hpp"
 #include "model/weight_layout.hpp"
 
@@ -83,7 +85,8 @@ EagleHeadConfig EagleHeadConfig::load(const std::filesystem::path& dir, const Ll
   return c;
 }
 
-EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& c, Device device, DType dtype) {
+EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& c, Device device, DType dtype,
+                                 const TpShard& shard) {
   CheckpointReader ckpt(dir);
   const bool e3 = c.kind == EagleKind::kEagle3;
   // Heads are published with and without a "model." prefix on their layer tensors.
@@ -107,7 +110,7 @@ EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHe
     w.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
     w.hidden_norm = copy_of(get(p + "hidden_norm.weight", {h}), device, dtype);
   }
-  LayerProjections P = load_layer_projections(get, p, L, in, device, dtype);
+  LayerProjections P = load_layer_projections(get, p, L, in, device, dtype, shard);
   w.qkv = std::move(P.qkv);
   w.o_proj = std::move(P.o_proj);
   w.post_norm = std::move(P.post_norm);
@@ -115,7 +118,7 @@ EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHe
   w.down = std::move(P.down);
   if (e3) {
     w.norm = copy_of(get("norm.weight", {h}), device, dtype);
-    w.lm_head = copy_of(get("lm_head.weight", {c.draft_vocab, h}), device, dtype);
+    w.lm_head = vocab_shard_of(get("lm_head.weight", {c.draft_vocab, h}), shard, device, dtype);
     if (ckpt.has("d2t")) {
       const TensorInfo& info = ckpt.info("d2t");
       AERIE_CHECK(info.dtype_name == "I64" && info.shape == std::vector<int64_t>{c.draft_vocab},
@@ -134,7 +137,7 @@ EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHe
   return w;
 }
 
-EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Device device, DType dtype) {
+EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Device device, DType dtype, const TpShard& s) {
   uint64_t tensor = 0;
   auto next = [&] { return seed * 0x9E3779B97F4A7C15ull + 0x5151 + (++tensor); };
   const bool e3 = c.kind == EagleKind::kEagle3;
@@ -147,14 +150,15 @@ EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Devi
     w.input_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
     w.hidden_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
   }
-  w.qkv = random_buffer(next(), {q + 2 * kv, in}, kStd, device, dtype);
-  w.o_proj = random_buffer(next(), {h, q}, kStd, device, dtype);
+  // Drawn whole, then cut to the shard (the same head at every TP size).
+  w.qkv = cut_block(random_buffer(next(), {q + 2 * kv, in}, kStd, device, dtype), qkv_rows_of(L, s));
+  w.o_proj = cut_block(random_buffer(next(), {h, q}, kStd, device, dtype), {{0, h}}, s.first_head(L) * L.head_dim, s.heads(L) * L.head_dim);
   w.post_norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
-  w.gate_up = random_buffer(next(), {2 * inter, h}, kStd, device, dtype);
-  w.down = random_buffer(next(), {h, inter}, kStd, device, dtype);
+  w.gate_up = cut_block(random_buffer(next(), {2 * inter, h}, kStd, device, dtype), {{2 * s.first_intermediate(L), 2 * s.intermediate(L)}});
+  w.down = cut_block(random_buffer(next(), {h, inter}, kStd, device, dtype), {{0, h}}, s.first_intermediate(L), s.intermediate(L));
   if (e3) {
     w.norm = random_buffer(next(), {h}, 0.0f, device, dtype, 1.0f);
-    w.lm_head = random_buffer(next(), {c.draft_vocab, h}, kStd, device, dtype);
+    w.lm_head = vocab_shard_of(random_buffer(next(), {c.draft_vocab, h}, kStd, device, dtype), s);
     if (c.draft_vocab < L.vocab_size) {  // a reduced vocabulary: every k-th target id
       const int64_t stride = L.vocab_size / c.draft_vocab;
       for (int64_t i = 0; i < c.draft_vocab; ++i) w.d2t.push_back(static_cast<int32_t>(i * stride - i));
@@ -164,23 +168,34 @@ EagleHeadWeights random_eagle_head(const EagleHeadConfig& c, uint64_t seed, Devi
 }
 
 EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const LlamaModel& target)
-    : config_(std::move(config)), w_(std::move(weights)), target_(target), stream_(target.stream()), act_(target.act_dtype()) {
+    : config_(std::move(config)),
+      w_(std::move(weights)),
+      target_(target),
+      stream_(target.stream()),
+      act_(target.act_dtype()),
+      solo_(parallel::make_single_communicator()) {
   AERIE_CHECK(config_.layer.hidden_size == target.config().hidden_size, "the EAGLE head's hidden size differs from the target's");
+  TpShard::check_divisible(config_.layer, target.shard().size, "the EAGLE head");
+  local_ = target.shard().local(config_.layer);
+  AERIE_CHECK(w_.qkv.view().dim(0) == local_.q_size() + 2 * local_.kv_size(),
+              "the EAGLE head's weights are not TP rank " << target.shard().rank << " of " << target.shard().size << "'s shard");
   if (!config_.hot_tokens.empty()) {
     AERIE_CHECK(config_.kind == EagleKind::kEagle1, "a hot-token map is for EAGLE heads; an EAGLE3 head carries its own d2t");
-    // The LM head: the hot rows of the target's, gathered once.
+    // The LM head: the hot rows of the target's, gathered once (whole, on every TP rank).
     const auto n = static_cast<int64_t>(config_.hot_tokens.size());
     const TensorView table = target.weights().lm_head_view();
     Buffer ids(stream_.device(), DType::kI32, {n});
     ids.copy_from_host(config_.hot_tokens.data(), ids.nbytes());
     w_.lm_head = Buffer(stream_.device(), table.dtype, {n, table.dim(1)});
-    AERIE_CHECK_STATUS(ops::embedding({.ids = ids.view(), .table = table, .out = w_.lm_head.view()}, stream_));
+    vocab_parallel_embedding(ids.view(), table, target.shard().first_vocab(target.config().vocab_size), w_.lm_head.view(), target.tp(), stream_);
     synchronize(stream_);
     w_.d2t.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) w_.d2t[static_cast<size_t>(i)] = config_.hot_tokens[static_cast<size_t>(i)] - static_cast<int32_t>(i);
     config_.draft_vocab = n;
   }
 }
+
+bool EagleHead::vocab_parallel_head() const { return config_.hot_tokens.empty(); }
 
 int64_t EagleHead::vocab() const {
   return (config_.kind == EagleKind::kEagle3 || !config_.hot_tokens.empty()) ? config_.draft_vocab : config_.layer.vocab_size;
@@ -201,12 +216,13 @@ void EagleHead::reserve(int64_t tokens) {
 
 TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv) {
   batch.validate();
-  const auto& c = config_.layer;
+  const auto& c = local_;
   const bool e3 = config_.kind == EagleKind::kEagle3;
   const int64_t T = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size()), h = c.hidden_size;
   AERIE_CHECK(in_hidden.dim(0) == T, "EAGLE head: " << in_hidden.dim(0) << " hidden rows for " << T << " tokens");
   const int64_t width = in_hidden.dim(1);
   AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
+  parallel::Communicator& tp = target_.tp();
   // The head's attention has the target's geometry: the target's plan for the batch.
   const auto [tpb, splits] = target_.attention_plan(batch);
   if (!ws_ || !ws_->fits(batch, splits)) {
@@ -214,14 +230,15 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
     synchronize(stream_);
     LlamaConfig shape = c;
     shape.vocab_size = vocab();
-    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_);
+    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_, vocab_parallel_head() ? tp.size() : 1);
   }
   reserve(ws_->capacity().max_tokens);
   ws_->upload(batch, stream_);
   auto& ws = *ws_;
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
-  const TensorView hidden = rows(ws.hidden, T), residual = rows(ws.residual, T), normed = rows(ws.normed, T);
-  const TensorView qkv = rows(ws.qkv, T), q = rows(ws.q, T), attn = rows(ws.attn, T), gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
+  const LayerActivations a{.hidden = rows(ws.hidden, T), .residual = rows(ws.residual, T), .normed = rows(ws.normed, T),
+                           .qkv = rows(ws.qkv, T), .q = rows(ws.q, T), .attn = rows(ws.attn, T), .gate_up = rows(ws.gate_up, T),
+                           .act = rows(ws.act, T)};
   const size_t es = dtype_size(act_);
   // Writes `from` ([T, H]) into column block `col` of a [T, cols * H] buffer.
   auto put = [&](const Buffer& into, int64_t cols, int64_t col, const TensorView& from) {
@@ -229,56 +246,53 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
                     static_cast<size_t>(from.dim(1)) * es, static_cast<size_t>(h) * es, static_cast<size_t>(T), stream_);
   };
   const auto& tw = target_.weights();
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = tw.embed.view(), .out = hidden}, stream_));
+  const int64_t target_vocab = target_.config().vocab_size;
+  vocab_parallel_embedding(ws.ids(T), tw.embed.view(), target_.shard().first_vocab(target_vocab), a.hidden, tp, stream_);
   TensorView attn_input;
   if (!e3) {
     // EAGLE: fc(concat(embedding, hidden)) is both the residual and the attention input.
-    put(fc_in_, 2, 0, hidden);
+    put(fc_in_, 2, 0, a.hidden);
     put(fc_in_, 2, 1, in_hidden);
     const TensorView fc_in(fc_in_.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
-    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .y = residual}, stream_));
-    attn_input = residual;
+    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .y = a.residual}, stream_));
+    attn_input = a.residual;
   } else {
     if (width == h) {
-      copy_async(residual.data, in_hidden.data, static_cast<size_t>(T * h) * es, stream_);
+      copy_async(a.residual.data, in_hidden.data, static_cast<size_t>(T * h) * es, stream_);
     } else {
-      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .y = residual}, stream_));
+      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .y = a.residual}, stream_));
     }
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = w_.input_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
-    put(attn_in_, 2, 0, normed);
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = residual, .weight = w_.hidden_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
-    put(attn_in_, 2, 1, normed);
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = w_.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
+    put(attn_in_, 2, 0, a.normed);
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = w_.hidden_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
+    put(attn_in_, 2, 1, a.normed);
     attn_input = attn_in_.view().slice_rows(0, T);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  AERIE_CHECK_STATUS(ops::qkv_rope({.x = attn_input, .w = w_.qkv.view(), .qkv = qkv, .positions = ws.positions(T),
-                                    .inv_freq = target_.inv_freq().view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(0),
-                                    .v_cache = kv.v(0), .attention_scaling = target_.attention_scaling()},
-                                   stream_));
-  AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(0), .v_cache = kv.v(0), .out = attn, .qo_indptr = ws.qo_indptr(batch.batch_size()),
-                                     .kv_indptr = ws.kv_indptr(batch.batch_size()), .kv_indices = ws.kv_indices(),
-                                     .custom_mask = batch.custom_mask.empty() ? TensorView() : ws.mask(),
-                                     .mask_indptr = batch.custom_mask.empty() ? TensorView() : ws.mask_indptr(batch.batch_size()),
-                                     .scale = scale, .num_splits = splits, .workspace = ws.attn_partial.view(),
-                                     .tokens_per_block = tpb},
-                                    stream_));
-  AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = w_.o_proj.view(), .y = hidden}, stream_));
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = w_.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
-  AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = w_.gate_up.view(), .gate_up = gate_up, .out = act}, stream_));
-  AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = w_.down.view(), .y = hidden}, stream_));
+  const bool masked = !batch.custom_mask.empty();
+  const LayerAttention at{.positions = ws.positions(T), .slots = ws.slots(T), .inv_freq = target_.inv_freq().view(),
+                          .attention_scaling = target_.attention_scaling(), .qo_indptr = ws.qo_indptr(batch.batch_size()),
+                          .kv_indptr = ws.kv_indptr(batch.batch_size()), .kv_indices = ws.kv_indices(),
+                          .custom_mask = masked ? ws.mask() : TensorView(), .mask_indptr = masked ? ws.mask_indptr(batch.batch_size()) : TensorView(),
+                          .workspace = ws.attn_partial.view(), .num_splits = splits, .tokens_per_block = tpb};
+  run_decoder_layer(c,
+                    {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
+                     .down = w_.down.view()},
+                    attn_input, a, at, kv.k(0), kv.v(0), tp, stream_);
   // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for logits;
   // EAGLE's logits read it as is, the norm output is discarded).
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = e3 ? w_.norm.view() : w_.post_norm.view(), .residual = residual, .y = normed,
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = e3 ? w_.norm.view() : w_.post_norm.view(), .residual = a.residual, .y = a.normed,
                                     .eps = c.rms_norm_eps},
                                    stream_));
-  copy_async(out_hidden_.data(), residual.data, static_cast<size_t>(T * h) * es, stream_);
+  copy_async(out_hidden_.data(), a.residual.data, static_cast<size_t>(T * h) * es, stream_);
   tokens_ = T;
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   const TensorView selected = rows(ws.selected, R);
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? normed : residual, .out = selected}, stream_));
+  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? a.normed : a.residual, .out = selected}, stream_));
   const bool own_head = e3 || !config_.hot_tokens.empty();
-  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = own_head ? w_.lm_head.view() : tw.lm_head_view(), .y = logits}, stream_));
+  vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
+                        {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},
+                        vocab_parallel_head() ? tp : *solo_, stream_);
   return logits;
 }
 

@@ -12,6 +12,10 @@
 //   target's LM head: draft id i is target id hot_tokens[i].
 // The embedding table is the target's. The head writes its K/V into its own one-layer
 // cache, at the same slots as the target's positions.
+// Under tensor parallelism the head runs in its target's TP group (sglang's draft TP
+// context): its decoder layer is sharded as the target's are (model/tp_shard.hpp), its
+// EAGLE3 LM head is vocab-parallel over the draft vocabulary, fc is replicated, and a
+// hot-token LM head is gathered whole onto every rank.
 #include <filesystem>
 #include <vector>
 
@@ -45,24 +49,28 @@ struct EagleHeadConfig {
 struct EagleHeadWeights {
   Buffer fc;                     // [H, 2H] (EAGLE) or [H, 3H] (EAGLE3)
   Buffer input_norm, hidden_norm;  // EAGLE3 [H]
-  Buffer qkv;                    // [q + 2kv, H or 2H], q/k rows pair-adjacent as the target's
+  Buffer qkv;                    // [q + 2kv, H or 2H], q/k rows pair-adjacent as the target's (this rank's heads)
   Buffer o_proj;                 // [H, q]
   Buffer post_norm;              // [H]
-  Buffer gate_up;                // [2I, H] interleaved
+  Buffer gate_up;                // [2I, H] interleaved (this rank's rows)
   Buffer down;                   // [H, I]
   Buffer norm;                   // EAGLE3 [H]
-  Buffer lm_head;                // EAGLE3 [draft_vocab, H]
+  Buffer lm_head;                // EAGLE3 [draft_vocab, H] (this rank's vocab rows, padded)
   std::vector<int32_t> d2t;      // EAGLE3: draft id -> target id offset (empty: identity)
 };
 
-EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& config, Device device, DType dtype);
-EagleHeadWeights random_eagle_head(const EagleHeadConfig& config, uint64_t seed, Device device, DType dtype);
+// The part of the head TP rank `shard` holds (the whole head by default).
+EagleHeadWeights load_eagle_head(const std::filesystem::path& dir, const EagleHeadConfig& config, Device device, DType dtype,
+                                 const TpShard& shard = {});
+EagleHeadWeights random_eagle_head(const EagleHeadConfig& config, uint64_t seed, Device device, DType dtype, const TpShard& shard = {});
 
 class EagleHead {
  public:
   // `target` lends its embedding table and (EAGLE) its LM head; it must outlive the head.
   EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const LlamaModel& target);
   const EagleHeadConfig& config() const { return config_; }
+  // The decoder layer's per-rank shape: what the head's KV cache is sized by.
+  const LlamaConfig& local_layer() const { return local_; }
   // One forward over a ragged batch. in_hidden: [tokens, input_width()] (the target's
   // captured states) or [tokens, H] (the head's own output, EAGLE3 draft steps). Returns
   // logits [logit_rows, vocab of the head] f32; out_hidden() then holds [tokens, H].
@@ -74,12 +82,16 @@ class EagleHead {
 
  private:
   void reserve(int64_t tokens);
+  // Whether the LM head's rows are split over the TP group (not for a hot-token head).
+  bool vocab_parallel_head() const;
   EagleHeadConfig config_;
+  LlamaConfig local_;
   EagleHeadWeights w_;
   const LlamaModel& target_;
   Stream stream_;
   DType act_;
   std::unique_ptr<ForwardWorkspace> ws_;
+  std::unique_ptr<parallel::Communicator> solo_;  // a replicated hot-token head's "group"
   Buffer fc_in_, attn_in_, out_hidden_;
   int64_t tokens_ = 0;
 };

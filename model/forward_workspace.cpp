@@ -8,7 +8,7 @@
 
 namespace aerie::model {
 
-ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, Device dev, DType dt) : capacity_(cap) {
+ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, Device dev, DType dt, int vocab_ranks) : capacity_(cap) {
   AERIE_CHECK(cap.max_tokens > 0 && cap.max_seqs > 0 && cap.max_logit_rows > 0 && cap.max_kv_indices > 0,
               "forward workspace needs positive capacities");
   // i32 arena: small per-token and per-sequence arrays first, kv_indices last, so an
@@ -42,6 +42,11 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   act = Buffer(dev, dt, {T, I});
   selected = Buffer(dev, dt, {cap.max_logit_rows, H});
   logits = Buffer(dev, DType::kF32, {cap.max_logit_rows, c.vocab_size});
+  if (vocab_ranks > 1) {
+    const int64_t per_rank = (c.vocab_size + vocab_ranks - 1) / vocab_ranks;
+    shard_logits = Buffer(dev, DType::kF32, {cap.max_logit_rows * per_rank});
+    gathered_logits = Buffer(dev, DType::kF32, {vocab_ranks * cap.max_logit_rows * per_rank});
+  }
   attn_partial = Buffer(dev, DType::kF32,
                         {std::max<int64_t>(1, kernels::attention_workspace_floats(T, c.num_heads, c.head_dim, cap.max_splits))});
 }

@@ -36,7 +36,10 @@ struct ForwardDims {
 
 class ForwardWorkspace {
  public:
-  ForwardWorkspace(const LlamaConfig& config, ForwardCapacity capacity, Device device, DType act_dtype);
+  // config: the per-rank shape (heads and intermediate size of this TP rank; the whole
+  // vocabulary, which the logits span). vocab_ranks: the ranks the LM head's rows are split
+  // over (model/vocab_parallel.hpp), which sizes the logit scratch; 1: none needed.
+  ForwardWorkspace(const LlamaConfig& config, ForwardCapacity capacity, Device device, DType act_dtype, int vocab_ranks = 1);
   const ForwardCapacity& capacity() const { return capacity_; }
   bool fits(const ForwardBatch& batch, int num_splits) const;
 
@@ -57,6 +60,8 @@ class ForwardWorkspace {
 
   // Activations, [tokens, ...] views of the max-size buffers.
   Buffer hidden, residual, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
+  // Vocab-parallel LM head scratch (vocab_ranks > 1): this rank's logits and every rank's.
+  Buffer shard_logits, gathered_logits;
   // Hidden states a speculative draft reads (LlamaModel's HiddenCapture), [max_tokens,
   // width]; allocated by the first forward that captures, so that a graph captured over
   // this workspace keeps writing where the model reads them after a replay.

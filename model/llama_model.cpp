@@ -11,14 +11,28 @@
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope_kv_write.hpp"
 #include "kernels/staging.hpp"
+#include "model/decoder_layer.hpp"
+#include "model/vocab_parallel.hpp"
 
 namespace aerie::model {
 
 namespace ops = aerie::kernels;
 
-LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype)
-    : config_(std::move(config)), weights_(std::move(weights)), stream_(stream), act_dtype_(act_dtype) {
+LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype,
+                       std::shared_ptr<parallel::Communicator> tp)
+    : config_(std::move(config)),
+      tp_(tp ? std::move(tp) : std::shared_ptr<parallel::Communicator>(parallel::make_single_communicator())),
+      shard_{.rank = tp_->rank(), .size = tp_->size()},
+      weights_(std::move(weights)),
+      stream_(stream),
+      act_dtype_(act_dtype) {
   AERIE_CHECK(is_floating(act_dtype), "activation dtype must be f32, bf16 or f16");
+  TpShard::check_divisible(config_, shard_.size, "the model");
+  local_ = shard_.local(config_);
+  AERIE_CHECK(weights_.layers.size() == static_cast<size_t>(config_.num_layers) &&
+                  (config_.num_layers == 0 || weights_.layers[0].qkv.view().dim(0) == local_.q_size() + 2 * local_.kv_size()) &&
+                  weights_.embed.view().dim(0) == shard_.vocab_rows(config_.vocab_size),
+              "the weights are not TP rank " << shard_.rank << " of " << shard_.size << "'s shard of this model");
   RopeFrequencies rope = rope_frequencies(config_);
   inv_freq_ = Buffer(stream_.device(), DType::kF32, {static_cast<int64_t>(rope.inv_freq.size())});
   inv_freq_.copy_from_host(rope.inv_freq.data(), inv_freq_.nbytes());
@@ -33,18 +47,22 @@ int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
   return weight_bytes_ - weights_.embed.nbytes() + tokens * row;
 }
 
+std::unique_ptr<ForwardWorkspace> LlamaModel::make_workspace(const ForwardCapacity& capacity) const {
+  return std::make_unique<ForwardWorkspace>(local_, capacity, stream_.device(), act_dtype_, shard_.size);
+}
+
 int LlamaModel::attention_tokens_per_block(const ForwardBatch& batch) const {
   // Verify-sized extends share K/V tiles among a sequence's tokens on CUDA (the CPU reference
   // has no blocks).
   if (stream_.device() != Device::kCuda) return 1;
   std::vector<int64_t> q_lens(static_cast<size_t>(std::max<int64_t>(batch.batch_size(), 0)));
   for (size_t b = 0; b < q_lens.size(); ++b) q_lens[b] = batch.qo_indptr[b + 1] - batch.qo_indptr[b];
-  return ops::attention_tokens_per_block_for(q_lens, config_.num_heads / config_.num_kv_heads, config_.num_kv_heads, num_sms_);
+  return ops::attention_tokens_per_block_for(q_lens, local_.num_heads / local_.num_kv_heads, local_.num_kv_heads, num_sms_);
 }
 
 int LlamaModel::attention_splits(int64_t query_blocks, int64_t max_kv_len) const {
   if (stream_.device() == Device::kCpu) return 1;
-  return ops::attention_splits_for(query_blocks, config_.num_kv_heads, max_kv_len, num_sms_);
+  return ops::attention_splits_for(query_blocks, local_.num_kv_heads, max_kv_len, num_sms_);
 }
 
 LlamaModel::AttentionPlan LlamaModel::attention_plan(const ForwardBatch& batch) const {
@@ -61,7 +79,7 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
   if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
     const ForwardCapacity cap = (eager_ws_ ? eager_ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);  // the old workspace may still be in use
-    eager_ws_ = std::make_unique<ForwardWorkspace>(config_, cap, stream_.device(), act_dtype_);
+    eager_ws_ = make_workspace(cap);
   }
   eager_ws_->upload(batch, stream_);
   return run(*eager_ws_, kv,
@@ -88,7 +106,7 @@ void LlamaModel::captured_by_replay(const ForwardWorkspace& ws, int64_t tokens) 
 }
 
 TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims& d) {
-  const auto& c = config_;
+  const auto& c = local_;
   const int64_t T = d.tokens, R = d.logit_rows;
   const int64_t H = c.hidden_size, width = capture_.count() * H;
   const size_t esize = dtype_size(act_dtype_);
@@ -104,39 +122,37 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                   d.num_splits <= ws.capacity().max_splits,
               "forward dims exceed the workspace");
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
-  const TensorView hidden = rows(ws.hidden, T), residual = rows(ws.residual, T), normed = rows(ws.normed, T);
-  const TensorView qkv = rows(ws.qkv, T), q = rows(ws.q, T), attn = rows(ws.attn, T);
-  const TensorView gate_up = rows(ws.gate_up, T), act = rows(ws.act, T);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const LayerActivations a{.hidden = rows(ws.hidden, T), .residual = rows(ws.residual, T), .normed = rows(ws.normed, T),
+                           .qkv = rows(ws.qkv, T), .q = rows(ws.q, T), .attn = rows(ws.attn, T), .gate_up = rows(ws.gate_up, T),
+                           .act = rows(ws.act, T)};
+  const LayerAttention at{.positions = ws.positions(T), .slots = ws.slots(T), .inv_freq = inv_freq_.view(),
+                          .attention_scaling = attention_scaling_, .qo_indptr = ws.qo_indptr(d.seqs), .kv_indptr = ws.kv_indptr(d.seqs),
+                          .kv_indices = ws.kv_indices(), .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
+                          .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .workspace = ws.attn_partial.view(),
+                          .num_splits = d.num_splits, .tokens_per_block = d.attention_tokens_per_block};
 
   // The embeddings are the residual stream entering layer 0.
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.ids(T), .table = weights_.embed.view(), .out = residual}, stream_));
+  vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
     if (l == 0) {
-      AERIE_CHECK_STATUS(ops::rms_norm({.x = residual, .weight = L.input_norm.view(), .y = normed, .eps = c.rms_norm_eps}, stream_));
+      AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = L.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
     } else {
-      AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.input_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
+      AERIE_CHECK_STATUS(
+          ops::rms_norm({.x = a.hidden, .weight = L.input_norm.view(), .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
     }
     // `residual` now holds the stream entering layer l.
     for (size_t k = 0; k < capture_.aux_layers.size(); ++k)
-      if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), residual);
-    AERIE_CHECK_STATUS(ops::qkv_rope({.x = normed, .w = L.qkv.view(), .bias = L.qkv_bias.view(), .qkv = qkv, .positions = ws.positions(T),
-                                      .inv_freq = inv_freq_.view(), .slots = ws.slots(T), .q_out = q, .k_cache = kv.k(l),
-                                      .v_cache = kv.v(l), .attention_scaling = attention_scaling_}, stream_));
-    AERIE_CHECK_STATUS(ops::attention({.q = q, .k_cache = kv.k(l), .v_cache = kv.v(l), .out = attn, .qo_indptr = ws.qo_indptr(d.seqs),
-                                       .kv_indptr = ws.kv_indptr(d.seqs), .kv_indices = ws.kv_indices(),
-                                       .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
-                                       .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .scale = scale,
-                                       .num_splits = d.num_splits, .workspace = ws.attn_partial.view(),
-                                       .tokens_per_block = d.attention_tokens_per_block}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = attn.reshape({T, c.q_size()}), .w = L.o_proj.view(), .bias = L.o_bias.view(), .y = hidden}, stream_));
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = L.post_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
-    AERIE_CHECK_STATUS(ops::gate_up_silu({.x = normed, .w = L.gate_up.view(), .bias = L.gate_up_bias.view(), .gate_up = gate_up, .out = act}, stream_));
-    AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = L.down.view(), .bias = L.down_bias.view(), .y = hidden}, stream_));
+      if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
+    run_decoder_layer(c,
+                      {.qkv = L.qkv.view(), .qkv_bias = L.qkv_bias.view(), .o_proj = L.o_proj.view(), .o_bias = L.o_bias.view(),
+                       .post_norm = L.post_norm.view(), .gate_up = L.gate_up.view(), .gate_up_bias = L.gate_up_bias.view(),
+                       .down = L.down.view(), .down_bias = L.down_bias.view()},
+                      a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_);
   }
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = hidden, .weight = weights_.final_norm.view(), .residual = residual, .y = normed, .eps = c.rms_norm_eps}, stream_));
-  if (capture_.final_normed) capture_into(0, normed);
+  AERIE_CHECK_STATUS(
+      ops::rms_norm({.x = a.hidden, .weight = weights_.final_norm.view(), .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
+  if (capture_.final_normed) capture_into(0, a.normed);
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   // Gather the rows that need logits (an embedding lookup into `normed`), then the LM head;
@@ -144,9 +160,10 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   TensorView selected = rows(ws.normed, R);
   if (!d.logits_all_rows) {
     selected = rows(ws.selected, R);
-    AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = normed, .out = selected}, stream_));
+    AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = a.normed, .out = selected}, stream_));
   }
-  AERIE_CHECK_STATUS(ops::matmul({.x = selected, .w = weights_.lm_head_view(), .y = logits}, stream_));
+  vocab_parallel_logits(selected, weights_.lm_head_view(), config_.vocab_size, logits,
+                        {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()}, *tp_, stream_);
   return logits;
 }
 

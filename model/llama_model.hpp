@@ -5,6 +5,11 @@
 // Two levels: forward() runs one batch eagerly (it stages inputs in a workspace it keeps
 // and grows); run() only enqueues kernels over a workspace whose inputs are uploaded
 // already, so it can be captured in a CUDA graph (spec/decode_graph_runner.hpp).
+//
+// Tensor parallelism: given a TP communicator of T ranks, the weights are this rank's
+// shard (model/tp_shard.hpp, loaded with the matching TpShard) and the forward calls the
+// collectives (model/decoder_layer.hpp, model/vocab_parallel.hpp); every rank of the group
+// runs the same batches and ends with the same logits.
 #include <memory>
 #include <vector>
 
@@ -16,6 +21,8 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_weights.hpp"
 #include "model/rope_frequencies.hpp"
+#include "model/tp_shard.hpp"
+#include "parallel/communicator.hpp"
 
 namespace aerie::model {
 
@@ -30,10 +37,21 @@ struct HiddenCapture {
 
 class LlamaModel {
  public:
-  // act_dtype: the dtype of activations (f32 on CPU; bf16 or f16 on CUDA).
-  LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype);
+  // act_dtype: the dtype of activations (f32 on CPU; bf16 or f16 on CUDA). tp: the TP
+  // group (null: this process alone); `weights` must be its rank's shard.
+  LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype,
+             std::shared_ptr<parallel::Communicator> tp = nullptr);
 
+  // The whole model's shape.
   const LlamaConfig& config() const { return config_; }
+  // This rank's shape (its heads, KV heads and intermediate rows; the whole vocabulary): what
+  // its KV cache and workspaces are sized by.
+  const LlamaConfig& local_config() const { return local_; }
+  const TpShard& shard() const { return shard_; }
+  parallel::Communicator& tp() const { return *tp_; }
+  const std::shared_ptr<parallel::Communicator>& tp_ptr() const { return tp_; }
+  // A workspace for this model's forwards (run()).
+  std::unique_ptr<ForwardWorkspace> make_workspace(const ForwardCapacity& capacity) const;
   const Stream& stream() const { return stream_; }
   DType act_dtype() const { return act_dtype_; }
   int64_t weight_bytes() const { return weight_bytes_; }
@@ -77,6 +95,9 @@ class LlamaModel {
 
  private:
   LlamaConfig config_;
+  LlamaConfig local_;
+  std::shared_ptr<parallel::Communicator> tp_;
+  TpShard shard_;
   LlamaWeights weights_;
   Stream stream_;
   DType act_dtype_;

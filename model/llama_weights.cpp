@@ -23,7 +23,7 @@ int64_t LlamaWeights::total_bytes() const {
 }
 
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype,
-                                const LoadProgress& progress) {
+                                const LoadProgress& progress, const TpShard& shard) {
   CheckpointReader ckpt(dir);
   auto get = [&](const std::string& name, std::initializer_list<int64_t> shape) {
     AERIE_CHECK(ckpt.has(name), dir.string() << ": checkpoint has no tensor '" << name << "'");
@@ -31,14 +31,14 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     check_float_tensor(ckpt, name, t);
     return t;
   };
-  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size, d = c.head_dim;
   LlamaWeights w;
-  w.embed = copy_of(get("model.embed_tokens.weight", {c.vocab_size, h}), device, dtype);
+  w.embed = vocab_shard_of(get("model.embed_tokens.weight", {c.vocab_size, h}), shard, device, dtype);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights L;
     L.input_norm = copy_of(get(p + "input_layernorm.weight", {h}), device, dtype);
-    LayerProjections P = load_layer_projections(get, p, c, h, device, dtype);
+    LayerProjections P = load_layer_projections(get, p, c, h, device, dtype, shard);
     L.qkv = std::move(P.qkv);
     L.o_proj = std::move(P.o_proj);
     L.post_norm = std::move(P.post_norm);
@@ -46,54 +46,63 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     L.down = std::move(P.down);
     if (c.attention_bias) {
       std::vector<unsigned char> qs, ks;
-      L.qkv_bias = concat_rows({pair_adjacent_rows(get(p + "self_attn.q_proj.bias", {q}), c.head_dim, qs),
-                                pair_adjacent_rows(get(p + "self_attn.k_proj.bias", {kv}), c.head_dim, ks),
-                                get(p + "self_attn.v_proj.bias", {kv})},
+      const auto rows = qkv_rows_of(c, shard);
+      L.qkv_bias = concat_rows({pair_adjacent_rows(row_range(get(p + "self_attn.q_proj.bias", {q}), rows[0].begin, rows[0].count), d, qs),
+                                pair_adjacent_rows(row_range(get(p + "self_attn.k_proj.bias", {kv}), rows[1].begin - q, rows[1].count), d, ks),
+                                row_range(get(p + "self_attn.v_proj.bias", {kv}), rows[1].begin - q, rows[1].count)},
                                device, dtype);
-      L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);
+      if (shard.adds_row_parallel_bias()) L.o_bias = copy_of(get(p + "self_attn.o_proj.bias", {h}), device, dtype);
     }
     if (c.mlp_bias) {
-      L.gate_up_bias = interleave_rows(get(p + "mlp.gate_proj.bias", {inter}), get(p + "mlp.up_proj.bias", {inter}), device, dtype);
-      L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
+      const int64_t i0 = shard.first_intermediate(c), il = shard.intermediate(c);
+      L.gate_up_bias = interleave_rows(row_range(get(p + "mlp.gate_proj.bias", {inter}), i0, il), row_range(get(p + "mlp.up_proj.bias", {inter}), i0, il),
+                                       device, dtype);
+      if (shard.adds_row_parallel_bias()) L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
     }
     w.layers.push_back(std::move(L));
     if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = copy_of(get("model.norm.weight", {h}), device, dtype);
-  if (!c.tie_word_embeddings) w.lm_head = copy_of(get("lm_head.weight", {c.vocab_size, h}), device, dtype);
+  if (!c.tie_word_embeddings) w.lm_head = vocab_shard_of(get("lm_head.weight", {c.vocab_size, h}), shard, device, dtype);
   return w;
 }
 
 
 LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device device, DType dtype, float init_std,
-                                  const LoadProgress& progress) {
+                                  const LoadProgress& progress, const TpShard& s) {
   uint64_t tensor = 0;  // each tensor gets its own Philox key
   auto next_seed = [&] { return seed * 0x9E3779B97F4A7C15ull + (++tensor); };
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
   const float kStd = init_std;
+  // Drawn whole, then cut to the shard: every TP size gets the same model.
+  const auto qkv_rows = qkv_rows_of(c, s);
+  const RowRange gate_up_rows{2 * s.first_intermediate(c), 2 * s.intermediate(c)};
+  const int64_t d = c.head_dim;
   LlamaWeights w;
-  w.embed = random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype);
+  w.embed = vocab_shard_of(random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype), s);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LlamaLayerWeights L;
     L.input_norm = random_buffer(next_seed(), {h}, 0.0f, device, dtype, 1.0f);
-    L.qkv = random_buffer(next_seed(), {q + 2 * kv, h}, kStd, device, dtype);
-    L.o_proj = random_buffer(next_seed(), {h, q}, kStd, device, dtype);
+    L.qkv = cut_block(random_buffer(next_seed(), {q + 2 * kv, h}, kStd, device, dtype), qkv_rows);
+    L.o_proj = cut_block(random_buffer(next_seed(), {h, q}, kStd, device, dtype), {{0, h}}, s.first_head(c) * d, s.heads(c) * d);
     if (c.attention_bias) {
-      L.qkv_bias = random_buffer(next_seed(), {q + 2 * kv}, kStd, device, dtype);
-      L.o_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
+      L.qkv_bias = cut_block(random_buffer(next_seed(), {q + 2 * kv}, kStd, device, dtype), qkv_rows);
+      Buffer o_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
+      if (s.adds_row_parallel_bias()) L.o_bias = std::move(o_bias);
     }
     L.post_norm = random_buffer(next_seed(), {h}, 0.0f, device, dtype, 1.0f);
-    L.gate_up = random_buffer(next_seed(), {2 * inter, h}, kStd, device, dtype);
-    L.down = random_buffer(next_seed(), {h, inter}, kStd, device, dtype);
+    L.gate_up = cut_block(random_buffer(next_seed(), {2 * inter, h}, kStd, device, dtype), {gate_up_rows});
+    L.down = cut_block(random_buffer(next_seed(), {h, inter}, kStd, device, dtype), {{0, h}}, s.first_intermediate(c), s.intermediate(c));
     if (c.mlp_bias) {
-      L.gate_up_bias = random_buffer(next_seed(), {2 * inter}, kStd, device, dtype);
-      L.down_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
+      L.gate_up_bias = cut_block(random_buffer(next_seed(), {2 * inter}, kStd, device, dtype), {gate_up_rows});
+      Buffer down_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
+      if (s.adds_row_parallel_bias()) L.down_bias = std::move(down_bias);
     }
     w.layers.push_back(std::move(L));
     if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = random_buffer(next_seed(), {h}, 0.0f, device, dtype, 1.0f);
-  if (!c.tie_word_embeddings) w.lm_head = random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype);
+  if (!c.tie_word_embeddings) w.lm_head = vocab_shard_of(random_buffer(next_seed(), {c.vocab_size, h}, kStd, device, dtype), s);
   return w;
 }
 

@@ -1,13 +1,16 @@
 #pragma once
 // The weights of a Llama-family model, on one device, laid out for the forward:
 // q/k/v merged into one projection and gate/up into another (one GEMM each; gate and up
-// rows interleaved, see kernels/silu_mul.hpp).
+// rows interleaved, see kernels/silu_mul.hpp). Under tensor parallelism, a rank's part
+// (model/tp_shard.hpp): shapes below are then the shard's (heads, intermediate and vocab
+// rows divided; o_bias and down_bias only on TP rank 0).
 #include <filesystem>
 #include <functional>
 #include <vector>
 
 #include "kernels/buffer.hpp"
 #include "model/config.hpp"
+#include "model/tp_shard.hpp"
 
 namespace aerie::model {
 
@@ -25,7 +28,7 @@ struct LlamaLayerWeights {
 };
 
 struct LlamaWeights {
-  Buffer embed;                          // [vocab, hidden]
+  Buffer embed;                          // [vocab (shard rows), hidden]
   std::vector<LlamaLayerWeights> layers;
   Buffer final_norm;                     // [hidden]
   Buffer lm_head;                        // [vocab, hidden]; empty when tied to embed
@@ -36,14 +39,16 @@ struct LlamaWeights {
 // Called after each layer is in place: (layers done, layers in all), for a progress display.
 using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 
-// Loads model.safetensors (or its shards) from dir. Weights are stored in `dtype` on
-// `device`. Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
+// Loads model.safetensors (or its shards) from dir: the part `shard` holds, reading only
+// its rows from the memory-mapped files. Weights are stored in `dtype` on `device`.
+// Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,
-                                const LoadProgress& progress = {});
+                                const LoadProgress& progress = {}, const TpShard& shard = {});
 
 // Seeded random weights (normal with std init_std, transformers' 0.02 by default; norms
-// 1), for --load-format dummy. The same seed gives the same weights on CPU and GPU.
+// 1), for --load-format dummy. The same seed gives the same weights on CPU and GPU, and
+// the same model at every TP size (each tensor is drawn whole, then cut).
 LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed, Device device, DType dtype, float init_std = 0.02f,
-                                  const LoadProgress& progress = {});
+                                  const LoadProgress& progress = {}, const TpShard& shard = {});
 
 }  // namespace aerie::model

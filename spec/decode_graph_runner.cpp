@@ -28,7 +28,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
                                    .attention_tokens_per_block = tpb};
     cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
   }
-  ws_ = std::make_unique<model::ForwardWorkspace>(model.config(), cap, Device::kCuda, model.act_dtype());
+  ws_ = model.make_workspace(cap);
   const Stream& stream = model.stream();
   // Greedy parameters for every row: temperature 0 (the rest is ignored by a greedy row).
   greedy_params_ = Buffer(Device::kCuda, DType::kI64, {top_rows * 2});  // seeds, steps (zeros), reused as zero floats/ints

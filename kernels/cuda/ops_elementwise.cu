@@ -10,11 +10,11 @@ namespace aerie::kernels::cuda {
 namespace {
 
 template <class TT, class TO>
-__global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, int64_t vocab, int64_t hidden) {
+__global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, int64_t first_id, int64_t vocab, int64_t hidden) {
   pdl_begin();
   const int64_t t = blockIdx.x;
-  const int32_t id = ids[t];
-  const bool ok = id >= 0 && id < vocab;  // an id outside the vocabulary reads nothing: zeros
+  const int64_t id = ids[t] - first_id;
+  const bool ok = id >= 0 && id < vocab;  // an id outside the table reads nothing: zeros (another shard's)
   for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
     out[t * hidden + h] = from_float<TO>(ok ? to_float(table[id * hidden + h]) : 0.0f);
 }
@@ -199,7 +199,7 @@ Status embedding(const EmbeddingParams& p, void* stream) {
   AERIE_DISPATCH_FLOAT(p.table.dtype, TT, [&] {
     AERIE_DISPATCH_FLOAT(p.out.dtype, TO, [&] {
       launch_pdl(embedding_kernel<TT, TO>, dim3(static_cast<unsigned>(tokens)), dim3(threads_for(hidden)), 0, as_stream(stream),
-                 p.ids.ptr<int32_t>(), p.table.ptr<TT>(), p.out.ptr<TO>(), vocab, hidden);
+                 p.ids.ptr<int32_t>(), p.table.ptr<TT>(), p.out.ptr<TO>(), p.first_id, vocab, hidden);
     });
   });
   return launch_status("embedding");

@@ -1,0 +1,48 @@
+#pragma once
+// One decoder layer's attention and MLP, written once for the Llama target and the EAGLE
+// heads (whose layers differ only in what feeds q/k/v and what happens to the output).
+// Under tensor parallelism every weight is this rank's shard (model/tp_shard.hpp): qkv
+// and gate/up produce this rank's heads and MLP rows, o_proj and down produce partial sums
+// that are all-reduced over the TP group, so `hidden` and `residual` are whole on every rank.
+#include "kernels/stream.hpp"
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+#include "parallel/communicator.hpp"
+
+namespace aerie::model {
+
+// Views of one layer's (shard of the) weights.
+struct DecoderLayerWeights {
+  TensorView qkv;               // [(q + 2 kv) local, in], q/k rows pair-adjacent
+  TensorView qkv_bias;          // optional
+  TensorView o_proj;            // [hidden, q local]
+  TensorView o_bias;            // [hidden], optional (TP rank 0 only)
+  TensorView post_norm;         // [hidden]
+  TensorView gate_up;           // [2 * intermediate local, hidden], interleaved
+  TensorView gate_up_bias;      // optional
+  TensorView down;              // [hidden, intermediate local]
+  TensorView down_bias;         // [hidden], optional (TP rank 0 only)
+};
+
+// Activation views of this forward, [tokens, ...].
+struct LayerActivations {
+  TensorView hidden, residual, normed, qkv, q, attn, gate_up, act;
+};
+
+// What attention reads for this forward (the workspace's inputs and plan).
+struct LayerAttention {
+  TensorView positions, slots, inv_freq;
+  float attention_scaling = 1.0f;
+  TensorView qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, workspace;
+  int num_splits = 1;
+  int tokens_per_block = 1;
+};
+
+// attn_input [tokens, in]: the normed input of q/k/v. Writes this layer's K/V into the
+// caches, then: residual += attention output (all-reduced), hidden = MLP output
+// (all-reduced) of norm(residual). `local` is the layer's per-rank shape.
+void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
+                       const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
+                       const Stream& stream);
+
+}  // namespace aerie::model

@@ -1,0 +1,55 @@
+#pragma once
+// Communicator: collectives over tensors, in the order of the op's stream, for one group of
+// ranks (a TP group, the world, an attention-TP group). The model's forward calls them
+// (row-parallel layers, vocab-parallel embedding and LM head), so this sits below model/.
+// Implementations:
+//  - NCCL for CUDA tensors: stream-ordered, capturable in a CUDA graph; made non-blocking
+//    so a stuck or lost peer is noticed within a deadline and the communicator aborted.
+//  - a ProcessGroup (MPI under mpirun) for CPU tensors, so every parallel path runs in CI.
+//    Sums are formed from every rank's data in rank order on each rank: every rank gets the
+//    same bits, as NCCL gives, so greedy tokens agree across ranks.
+//  - a group of one: every collective is the identity (or a copy).
+// Every rank of the group calls the same collectives in the same order with the same shapes.
+#include <chrono>
+#include <memory>
+
+#include "kernels/stream.hpp"
+#include "kernels/tensor.hpp"
+#include "parallel/process_group.hpp"
+
+namespace aerie::parallel {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // x += x of every other rank, in place. [any shape] float
+  virtual void all_reduce_sum(const TensorView& x, const Stream& stream) = 0;
+  // out = every rank's `in` concatenated in rank order. in [n...], out [size * n...] (same dtype)
+  virtual void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) = 0;
+  // out = this rank's block of the sum over ranks of `in`. in [size * n...], out [n...] float
+  virtual void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) = 0;
+  // x = rank root's x on every rank, in place. [any shape]
+  virtual void broadcast(const TensorView& x, int root, const Stream& stream) = 0;
+  // Gives up on the group after a fault: pending and later collectives fail instead of
+  // waiting for a lost peer (NCCL: ncclCommAbort). Idempotent.
+  virtual void abort() {}
+};
+
+// A group of one, on any device.
+std::unique_ptr<Communicator> make_single_communicator();
+// CPU tensors over `group` (which must outlive the communicator).
+std::unique_ptr<Communicator> make_host_communicator(ProcessGroup& group);
+// NCCL over the ranks of `group`: its rank 0 makes the unique id and broadcasts it over the
+// group; every rank must already have its GPU current. Creation is non-blocking and gives up
+// after `timeout` (the communicator is aborted, an aerie::Error thrown). Throws when this
+// build has no NCCL.
+std::unique_ptr<Communicator> make_nccl_communicator(ProcessGroup& group, std::chrono::milliseconds timeout);
+bool nccl_available();
+// The communicator for tensors of `device` over `group`: single for a group of one, NCCL
+// for CUDA, host (MPI) for CPU.
+std::unique_ptr<Communicator> make_communicator(ProcessGroup& group, Device device,
+                                                std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+}  // namespace aerie::parallel
