@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   one->add_option("--cuda-graph", ob.cuda_graph, "decode with graphs: on, off or both")->check(CLI::IsMember({"on", "off", "both"}));
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");
+  one->add_option("--tp-size", ob.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(CLI::PositiveNumber);
   KernelBenchOptions kb;
   auto* kern = app.add_subcommand("kernels", "each op of a decode step alone, at a model's shapes (CUDA)");
   kern->add_option("--model-shape", kb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b");

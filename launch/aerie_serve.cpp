@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
         sigwait(&stop_signals, &sig);
         server.stop();
       });
-      std::cerr << "aerie-serve: listening on http://" << options->host << ":" << options->port << " (" << d.dp_size << " replica(s))\n";
+      std::cerr << "aerie-serve: listening on http://" << options->host << ":" << options->port << " (" << d.dp_size << " replica(s) of " << d.tp_size
+                << " tensor-parallel rank(s))\n";
       try {
         server.listen();
       } catch (...) {

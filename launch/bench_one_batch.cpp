@@ -11,6 +11,7 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "launch/bench_timing.hpp"
+#include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
@@ -62,20 +63,23 @@ struct Sequences {
 
 int run_one_batch(const OneBatchOptions& o) {
   const Device device = parse_device(o.device);
-  AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device");
   model::LlamaConfig config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
+  model::TpShard::check_divisible(config, static_cast<int>(o.tp_size), "the model");
+  // Every rank runs the same batches in lock-step (same seeds); rank 0 reports.
+  TpContext tp = make_tp_context(nullptr, nullptr, device, o.tp_size);
+  const bool report = tp.rank0();
   const DType wdt = parse_dtype(o.dtype);
   const DType act = device == Device::kCpu ? DType::kF32 : wdt;
   const double bandwidth = measure_copy_bandwidth(device);
-  std::fprintf(stderr, "copy bandwidth (read + write): %.1f GB/s\nloading weights...\n", bandwidth / 1e9);
-  auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.seed, device, wdt)
-                                          : model::load_llama_weights(o.model_path, config, device, wdt);
+  if (report) std::fprintf(stderr, "copy bandwidth (read + write): %.1f GB/s\nloading weights...\n", bandwidth / 1e9);
+  auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard)
+                                          : model::load_llama_weights(o.model_path, config, device, wdt, {}, tp.shard);
   OwnedStream stream(device);
-  model::LlamaModel llama(config, std::move(weights), stream.get(), act);
+  model::LlamaModel llama(config, std::move(weights), stream.get(), act, tp.tp);
   const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   const int64_t ctx = o.input_len + o.output_len;
   const int64_t page = 16;
-  model::KvCache kv(config, model::kv_shape_for_tokens(max_bs * (ctx + page), page), device, act);
+  model::KvCache kv(llama.local_config(), model::kv_shape_for_tokens(max_bs * (ctx + page), page), device, act);
   model::Sampler sampler(device, max_bs);
   std::vector<bool> modes;
   if (o.cuda_graph != "on" || device == Device::kCpu) modes.push_back(false);
@@ -84,17 +88,19 @@ int run_one_batch(const OneBatchOptions& o) {
   if (std::find(modes.begin(), modes.end(), true) != modes.end()) {
     auto t = Clock::now();
     runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, ctx);
-    std::fprintf(stderr, "captured %zu decode graphs in %.0f ms\n", runner->buckets().size(), ms_since(t));
+    if (report) std::fprintf(stderr, "captured %zu decode graphs in %.0f ms\n", runner->buckets().size(), ms_since(t));
   }
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   nlohmann::json results = nlohmann::json::array();
-  std::printf("model %s, %s, weights %.2f GB, copy bandwidth %.0f GB/s, input %lld, output %lld\n",
-              o.model_path.empty() ? o.model_shape.c_str() : o.model_path.c_str(), dtype_name(act), llama.weight_bytes() / 1e9,
-              bandwidth / 1e9, static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
-  // decode_ms: a whole step (host prep, upload, forward, sampling, copy back); fwd_ms: the
-  // device time of the forward (with graphs: the replay including its greedy argmax).
-  std::printf("%6s %6s %12s %14s %12s %10s %12s %12s %9s\n", "batch", "graph", "prefill_ms", "prefill_tok/s", "decode_ms",
-              "fwd_ms", "decode_tok/s", "floor_ms", "of_floor");
+  if (report) {
+    std::printf("model %s, %s, tp %lld, weights per GPU %.2f GB, copy bandwidth %.0f GB/s, input %lld, output %lld\n",
+                o.model_path.empty() ? o.model_shape.c_str() : o.model_path.c_str(), dtype_name(act), static_cast<long long>(o.tp_size),
+                llama.weight_bytes() / 1e9, bandwidth / 1e9, static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
+    // decode_ms: a whole step (host prep, upload, forward, sampling, copy back); fwd_ms: the
+    // device time of the forward (with graphs: the replay including its greedy argmax).
+    std::printf("%6s %6s %12s %14s %12s %10s %12s %12s %9s\n", "batch", "graph", "prefill_ms", "prefill_tok/s", "decode_ms",
+                "fwd_ms", "decode_tok/s", "floor_ms", "of_floor");
+  }
   for (int64_t bs : o.batch_sizes) {
     Sequences seqs(kv.shape().num_pages, page);
     model::ForwardBatch pre;
@@ -157,9 +163,11 @@ int run_one_batch(const OneBatchOptions& o) {
         cuda_runtime::destroy_event(e1);
       }
       const double step_ms = median(steps), forward_ms = median(forwards);
-      const int64_t kv_read = bs * (ctx - o.output_len / 2) * model::kv_bytes_per_token(config, act);
+      // One GPU's floor: its shard of the weights and of the KV heads.
+      const int64_t kv_read = bs * (ctx - o.output_len / 2) * model::kv_bytes_per_token(llama.local_config(), act);
       const double floor_ms = static_cast<double>(llama.weight_bytes_per_step(bs) + kv_read) / bandwidth * 1e3;
-      std::printf("%6lld %6s %12.2f %14.0f %12.3f %10.3f %12.1f %12.3f %8.1f%%\n", static_cast<long long>(bs), graph ? "on" : "off",
+      if (report)
+        std::printf("%6lld %6s %12.2f %14.0f %12.3f %10.3f %12.1f %12.3f %8.1f%%\n", static_cast<long long>(bs), graph ? "on" : "off",
                   prefill_ms, bs * o.input_len / (prefill_ms * 1e-3), step_ms, forward_ms, bs / (step_ms * 1e-3), floor_ms,
                   100.0 * floor_ms / step_ms);
       std::fflush(stdout);
@@ -169,8 +177,8 @@ int run_one_batch(const OneBatchOptions& o) {
     }
     for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
   }
-  if (!o.json_path.empty()) {
-    nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)},
+  if (report && !o.json_path.empty()) {
+    nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)}, {"tp_size", o.tp_size},
                           {"weight_bytes", llama.weight_bytes()}, {"copy_bandwidth_bytes_per_s", bandwidth},
                           {"input_len", o.input_len}, {"output_len", o.output_len}, {"results", results}};
     std::ofstream(o.json_path) << doc.dump(2) << "\n";

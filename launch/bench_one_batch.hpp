@@ -1,6 +1,8 @@
 #pragma once
 // aerie-bench one-batch: prefill and decode latency of one static batch, as sglang's
 // bench_one_batch measures it, next to the HBM bandwidth floor measured in the same run.
+// With --tp-size T under `mpirun -np T`, the model runs tensor-parallel over the ranks (one
+// GPU each) and the floor is one GPU's: its shard's bytes over its bandwidth.
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@ struct OneBatchOptions {
   std::string cuda_graph = "both";  // on | off | both
   std::string json_path;            // write results here too
   uint64_t seed = 0;
+  int64_t tp_size = 1;
 };
 
 int run_one_batch(const OneBatchOptions& options);

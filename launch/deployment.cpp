@@ -25,6 +25,7 @@
 #include "model/llama_model.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_layout.hpp"
+#include "launch/tp_context.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace aerie::launch {
@@ -150,17 +151,6 @@ struct Deployment::Impl {
 
   // The draft's per-rank shape (its KV cache holds this rank's KV heads).
   model::LlamaConfig draft_local_config() const { return shard.local(draft_config); }
-
-  // One rank per GPU: under mpirun, rank i of a node takes that node's GPU i.
-  void bind_local_gpu() const {
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!local) return;
-    const int count = cuda_runtime::device_count();
-    const int rank = std::atoi(local);
-    AERIE_CHECK(rank < count, "local rank " << rank << " has no GPU of its own (" << count << " on this node): start at most " << count
-                                 << " ranks per node, one per GPU");
-    cuda_runtime::set_device(rank);
-  }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
   // mem_fraction_static of the device after the weights (as sglang sizes it); on CPU, the

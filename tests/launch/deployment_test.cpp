@@ -65,6 +65,7 @@ TEST(Deployment, ARequestThatCanNeverFitIsRejectedClearly) {
 
 TEST(Deployment, RejectsLayoutsThatDoNotMatchTheLaunch) {
   EXPECT_THROW(launch::check_parallel_layout(1, 2, 1), Error);
-  EXPECT_THROW(launch::check_parallel_layout(2, 1, 2), Error);  // no tensor parallelism yet
+  EXPECT_THROW(launch::check_parallel_layout(2, 2, 2), Error);  // tp 2 x dp 2 needs 4 ranks
+  EXPECT_NO_THROW(launch::check_parallel_layout(2, 1, 2));
   EXPECT_NO_THROW(launch::check_parallel_layout(1, 2, 2));
 }

@@ -3,12 +3,14 @@
 //   aerie-dump-logits MODEL_DIR 1,5,7 [CHUNK [cpu|cuda]]
 // With CHUNK, the prompt is fed in pieces of that many tokens (extend over a cache that
 // already holds the earlier pieces), which must give the same logits. On cuda the model
-// runs in its checkpoint dtype; on cpu in fp32.
+// runs in bf16; on cpu in fp32. Under `mpirun -np T` the model runs tensor-parallel over
+// the T ranks (one GPU each) and rank 0 prints.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.hpp"
 #include "launch/generate_options.hpp"
+#include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
 
@@ -23,10 +25,11 @@ int main(int argc, char** argv) {
     const Device device = parse_device(argc == 5 ? argv[4] : "cpu");
     const DType act = device == Device::kCpu ? DType::kF32 : DType::kBF16;
     auto config = model::LlamaConfig::load(dir);
-    auto weights = model::load_llama_weights(dir, config, device, device == Device::kCpu ? config.dtype : act);
-    model::KvCache kv(config, model::kv_shape_for_tokens(n, 4), device, act);
+    launch::TpContext tp = launch::make_tp_context(&argc, &argv, device, 0);
+    auto weights = model::load_llama_weights(dir, config, device, device == Device::kCpu ? config.dtype : act, {}, tp.shard);
     OwnedStream stream(device);
-    model::LlamaModel llama(config, std::move(weights), stream.get(), act);
+    model::LlamaModel llama(config, std::move(weights), stream.get(), act, tp.tp);
+    model::KvCache kv(llama.local_config(), model::kv_shape_for_tokens(n, 4), device, act);
     // Scatter the prompt over pages in reverse order so the page table is exercised.
     std::vector<int32_t> slots;
     const int64_t pages = kv.shape().num_pages;
@@ -52,7 +55,7 @@ int main(int argc, char** argv) {
       for (int64_t r = 0; r < end - begin; ++r)
         rows.push_back(std::vector<float>(host.begin() + r * vocab, host.begin() + (r + 1) * vocab));
     }
-    std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
+    if (tp.rank0()) std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "aerie-dump-logits: error: " << e.what() << "\n";

@@ -1,0 +1,328 @@
+// Tensor parallelism against one rank, run under `mpirun -np T` (every rank runs every test,
+// so the collectives line up):
+//   tp_parity_test [--device cpu|cuda]
+// Each rank builds the whole model (TP1, a group of one) and its TP shard from the same
+// seed, runs the same batches through both and compares: the communicator's collectives,
+// the vocab-parallel embedding and LM head, one decoder layer (with biases, so the
+// row-parallel bias is added once), whole models (KV heads split or replicated, tied or
+// untied embeddings, a vocabulary that does not divide), EAGLE / EAGLE3 heads, and on CUDA
+// graph replay of a TP decode step against eager. On CPU (fp32) the tolerance is tight; on
+// CUDA (bf16) it is bf16's. Exits 77 (skip) with --device cuda without a GPU per rank.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "kernels/buffer.hpp"
+#include "kernels/device_runtime.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/staging.hpp"
+#include "launch/tp_context.hpp"
+#include "model/eagle_head.hpp"
+#include "model/llama_model.hpp"
+#include "model/vocab_parallel.hpp"
+#include "model/weight_layout.hpp"
+#include "spec/decode_graph_runner.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using aerie::testing::rel_error;
+
+namespace {
+
+launch::TpContext* g_tp = nullptr;
+Device g_device = Device::kCpu;
+
+DType act() { return g_device == Device::kCpu ? DType::kF32 : DType::kBF16; }
+// Relative error allowed between the TP and the one-rank result: summation order only (fp32),
+// or bf16 rounding of the activations (each rank rounds its partial sums).
+double tolerance() { return g_device == Device::kCpu ? 1e-5 : 3e-2; }
+
+std::vector<double> host_of(const TensorView& t, const Stream& s) {
+  std::vector<float> h(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::kF32) {
+    copy_async(h.data(), t.data, h.size() * 4, s);
+    synchronize(s);
+  } else {
+    std::vector<uint16_t> raw(static_cast<size_t>(t.numel()));
+    copy_async(raw.data(), t.data, raw.size() * 2, s);
+    synchronize(s);
+    for (size_t i = 0; i < raw.size(); ++i) h[i] = load_as_float(raw.data(), t.dtype, static_cast<int64_t>(i));
+  }
+  return {h.begin(), h.end()};
+}
+
+std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < l.size() / static_cast<size_t>(vocab); ++r)
+    out.push_back(std::max_element(l.begin() + static_cast<int64_t>(r) * vocab, l.begin() + static_cast<int64_t>(r + 1) * vocab) -
+                  (l.begin() + static_cast<int64_t>(r) * vocab));
+  return out;
+}
+
+double agreement(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t same = 0;
+  for (size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+  return a.empty() ? 1.0 : static_cast<double>(same) / static_cast<double>(a.size());
+}
+
+// Two prompts of different lengths (a ragged prefill) into pages from slot 4 on, logits at
+// every position.
+model::ForwardBatch ragged_prefill(int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  model::ForwardBatch b;
+  int32_t slot = 4;
+  for (int64_t len : {23, 6}) {
+    const auto first_slot = slot;
+    for (int64_t p = 0; p < len; ++p) {
+      b.input_ids.push_back(static_cast<int32_t>(rng() % vocab));
+      b.positions.push_back(static_cast<int32_t>(p));
+      b.out_cache_loc.push_back(slot++);
+      b.logit_rows.push_back(static_cast<int32_t>(b.logit_rows.size()));
+    }
+    for (int32_t s = first_slot; s < slot; ++s) b.kv_indices.push_back(s);
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+  }
+  return b;
+}
+
+// One decode step after ragged_prefill: each sequence's next token at its next slot.
+model::ForwardBatch decode_after(const model::ForwardBatch& pre, const std::vector<int32_t>& next) {
+  model::ForwardBatch d;
+  for (int64_t s = 0; s < pre.batch_size(); ++s) {
+    const auto q0 = pre.qo_indptr[static_cast<size_t>(s)], q1 = pre.qo_indptr[static_cast<size_t>(s + 1)];
+    const int32_t slot = 100 + static_cast<int32_t>(s);
+    d.input_ids.push_back(next[static_cast<size_t>(s)]);
+    d.positions.push_back(q1 - q0);
+    d.out_cache_loc.push_back(slot);
+    for (int32_t q = q0; q < q1; ++q) d.kv_indices.push_back(pre.out_cache_loc[static_cast<size_t>(q)]);
+    d.kv_indices.push_back(slot);
+    d.qo_indptr.push_back(static_cast<int32_t>(s + 1));
+    d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+    d.logit_rows.push_back(static_cast<int32_t>(s));
+  }
+  return d;
+}
+
+// The whole model on this rank (a group of one) and this rank's TP shard of it.
+struct Pair {
+  model::LlamaConfig config;
+  OwnedStream stream{g_device};
+  std::unique_ptr<model::LlamaModel> whole, shard;
+  std::unique_ptr<model::KvCache> whole_kv, shard_kv;
+  explicit Pair(model::LlamaConfig c, uint64_t seed = 7) : config(std::move(c)) {
+    whole = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, seed, g_device, act(), 0.1f), stream.get(), act());
+    shard = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, seed, g_device, act(), 0.1f, {}, g_tp->shard),
+                                                stream.get(), act(), g_tp->tp);
+    whole_kv = std::make_unique<model::KvCache>(whole->local_config(), model::kv_shape_for_tokens(512, 4), g_device, act());
+    shard_kv = std::make_unique<model::KvCache>(shard->local_config(), model::kv_shape_for_tokens(512, 4), g_device, act());
+  }
+  // Logits of the whole and the shard for the same batch.
+  std::pair<std::vector<double>, std::vector<double>> logits(const model::ForwardBatch& b) {
+    auto a = host_of(whole->forward(b, *whole_kv), stream.get());
+    auto s = host_of(shard->forward(b, *shard_kv), stream.get());
+    return {std::move(a), std::move(s)};
+  }
+};
+
+void expect_close(const std::vector<double>& tp, const std::vector<double>& one, int64_t vocab, const std::string& what) {
+  ASSERT_EQ(tp.size(), one.size()) << what;
+  EXPECT_LT(rel_error(tp, one), tolerance()) << what << " on rank " << g_tp->world->rank();
+  EXPECT_GE(agreement(row_argmax(tp, vocab), row_argmax(one, vocab)), g_device == Device::kCpu ? 1.0 : 0.9)
+      << what << ": greedy tokens differ on rank " << g_tp->world->rank();
+}
+
+model::LlamaConfig tiny() { return model::LlamaConfig::named_shape("tiny"); }
+
+}  // namespace
+
+TEST(Communicator, CollectivesGiveEveryRankTheSameAnswer) {
+  auto& c = *g_tp->tp;
+  const int n = c.size(), r = c.rank();
+  OwnedStream s(g_device);
+  const int64_t len = 6;
+  // all_reduce: element i of rank r is r * 10 + i; the sum is i * n + 10 * n(n-1)/2.
+  Buffer x(g_device, DType::kF32, {len});
+  std::vector<float> h(len);
+  for (int64_t i = 0; i < len; ++i) h[static_cast<size_t>(i)] = static_cast<float>(r * 10 + i);
+  x.copy_from_host(h.data(), x.nbytes());
+  c.all_reduce_sum(x.view(), s.get());
+  auto got = host_of(x.view(), s.get());
+  for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>(i * n + 10 * n * (n - 1) / 2));
+  // all_gather: rank blocks in order.
+  Buffer all(g_device, DType::kF32, {n * len});
+  x.copy_from_host(h.data(), x.nbytes());
+  c.all_gather(x.view(), all.view(), s.get());
+  got = host_of(all.view(), s.get());
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(q * len + i)], static_cast<double>(q * 10 + i));
+  // reduce_scatter: rank r gets block r of the sum of `all` over ranks (n copies of it).
+  Buffer mine(g_device, DType::kF32, {len});
+  c.reduce_scatter_sum(all.view(), mine.view(), s.get());
+  got = host_of(mine.view(), s.get());
+  for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>(n * (r * 10 + i)));
+  // broadcast from the last rank.
+  x.copy_from_host(h.data(), x.nbytes());
+  c.broadcast(x.view(), n - 1, s.get());
+  got = host_of(x.view(), s.get());
+  for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>((n - 1) * 10 + i));
+}
+
+TEST(Communicator, AllReduceInsideACudaGraph) {
+  if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA graphs are CUDA's";
+  auto& c = *g_tp->tp;
+  OwnedStream s(Device::kCuda);
+  Buffer x(Device::kCuda, DType::kBF16, {4096});
+  c.all_reduce_sum(x.view(), s.get());  // warm-up outside the capture
+  synchronize(s.get());
+  cuda_runtime::begin_capture(s.get().handle());
+  c.all_reduce_sum(x.view(), s.get());
+  void* graph = cuda_runtime::end_capture(s.get().handle());
+  for (float v : {1.0f, 3.0f}) {
+    std::vector<uint16_t> h(4096, float_to_bf16(v * static_cast<float>(c.rank() + 1)));
+    x.copy_from_host(h.data(), x.nbytes());
+    cuda_runtime::launch_graph(graph, s.get().handle());
+    const auto got = host_of(x.view(), s.get());
+    const double want = v * c.size() * (c.size() + 1) / 2.0;
+    EXPECT_EQ(got.front(), want);
+    EXPECT_EQ(got.back(), want);
+  }
+  cuda_runtime::destroy_graph(graph);
+}
+
+TEST(VocabParallel, EmbeddingAndLmHeadMatchTheWholeTable) {
+  // 509 rows: not divisible by 2 or 4, so the last shard is padded.
+  const int64_t vocab = 509, hidden = 64, rows = 7;
+  OwnedStream s(g_device);
+  Buffer table = model::random_buffer(3, {vocab, hidden}, 0.5f, g_device, act());
+  Buffer shard = model::vocab_shard_of(model::random_buffer(3, {vocab, hidden}, 0.5f, g_device, act()), g_tp->shard);
+  std::vector<int32_t> ids = {0, 508, 254, 255, 127, 128, 381};
+  Buffer idb(g_device, DType::kI32, {rows});
+  idb.copy_from_host(ids.data(), idb.nbytes());
+  Buffer whole_out(g_device, act(), {rows, hidden}), tp_out(g_device, act(), {rows, hidden});
+  ASSERT_TRUE(kernels::embedding({.ids = idb.view(), .table = table.view(), .out = whole_out.view()}, s.get()).is_ok());
+  auto& tp = *g_tp->tp;
+  model::vocab_parallel_embedding(idb.view(), shard.view(), g_tp->shard.first_vocab(vocab), tp_out.view(), tp, s.get());
+  // A lookup is a copy: exact on every device.
+  EXPECT_EQ(host_of(tp_out.view(), s.get()), host_of(whole_out.view(), s.get()));
+
+  Buffer whole_logits(g_device, DType::kF32, {rows, vocab}), tp_logits(g_device, DType::kF32, {rows, vocab});
+  const int64_t per = g_tp->shard.vocab_rows(vocab);
+  Buffer s1(g_device, DType::kF32, {rows * per}), s2(g_device, DType::kF32, {tp.size() * rows * per});
+  auto solo = parallel::make_single_communicator();
+  model::vocab_parallel_logits(whole_out.view(), table.view(), vocab, whole_logits.view(), {}, *solo, s.get());
+  model::vocab_parallel_logits(whole_out.view(), shard.view(), vocab, tp_logits.view(), {.shard_logits = s1.view(), .gathered = s2.view()}, tp,
+                               s.get());
+  // Each logit is one dot product on one rank: the same as the whole table's up to the GEMM's
+  // own blocking.
+  expect_close(host_of(tp_logits.view(), s.get()), host_of(whole_logits.view(), s.get()), vocab, "LM head");
+}
+
+TEST(DecoderLayer, OneLayerWithBiasesMatchesTheWholeLayer) {
+  model::LlamaConfig c = tiny();
+  c.num_layers = 1;
+  c.attention_bias = c.mlp_bias = true;  // the row-parallel biases must be added once
+  Pair p(c);
+  auto [one, tp] = p.logits(ragged_prefill(c.vocab_size, 1));
+  expect_close(tp, one, c.vocab_size, "one layer with biases");
+}
+
+TEST(Model, TinyPrefillAndDecodeMatch) {
+  Pair p(tiny());
+  const auto pre = ragged_prefill(p.config.vocab_size, 2);
+  auto [one, tp] = p.logits(pre);
+  expect_close(tp, one, p.config.vocab_size, "tiny prefill");
+  // Decode one step from the last position's greedy token of each sequence.
+  const auto am = row_argmax(one, p.config.vocab_size);
+  std::vector<int32_t> next = {static_cast<int32_t>(am[22]), static_cast<int32_t>(am[28])};
+  auto [one_d, tp_d] = p.logits(decode_after(pre, next));
+  expect_close(tp_d, one_d, p.config.vocab_size, "tiny decode");
+}
+
+TEST(Model, ReplicatedKvHeadsTiedEmbeddingsAndAnOddVocabulary) {
+  model::LlamaConfig c = tiny();
+  c.num_kv_heads = 1;  // fewer KV heads than ranks: replicated
+  c.tie_word_embeddings = true;
+  c.vocab_size = 501;  // not divisible by the TP size
+  Pair p(c);
+  auto [one, tp] = p.logits(ragged_prefill(c.vocab_size, 3));
+  expect_close(tp, one, c.vocab_size, "replicated KV, tied, odd vocabulary");
+}
+
+// The hidden states captured for EAGLE-3 are whole on every rank.
+TEST(Model, CapturedHiddenStatesMatch) {
+  Pair p(tiny());
+  p.whole->set_hidden_capture({.final_normed = true, .aux_layers = {0, 1}});
+  p.shard->set_hidden_capture({.final_normed = true, .aux_layers = {0, 1}});
+  p.logits(ragged_prefill(p.config.vocab_size, 4));
+  const auto a = host_of(p.whole->captured_hidden(), p.stream.get()), b = host_of(p.shard->captured_hidden(), p.stream.get());
+  EXPECT_LT(rel_error(b, a), tolerance());
+}
+
+class EagleHeads : public ::testing::TestWithParam<model::EagleKind> {};
+
+TEST_P(EagleHeads, HeadLogitsMatch) {
+  Pair p(tiny());
+  const auto kind = GetParam();
+  // EAGLE3 with a reduced draft vocabulary (vocab-parallel over 200 rows).
+  const auto hc = model::EagleHeadConfig::for_target(kind, p.config, kind == model::EagleKind::kEagle3 ? 200 : 0);
+  model::EagleHead whole(hc, model::random_eagle_head(hc, 5, g_device, act()), *p.whole);
+  model::EagleHead shard(hc, model::random_eagle_head(hc, 5, g_device, act(), g_tp->shard), *p.shard);
+  model::KvCache wkv(whole.local_layer(), model::kv_shape_for_tokens(512, 4), g_device, act());
+  model::KvCache skv(shard.local_layer(), model::kv_shape_for_tokens(512, 4), g_device, act());
+  const auto b = ragged_prefill(p.config.vocab_size, 5);
+  // The same input hidden states on every rank: random, seeded.
+  Buffer hidden = model::random_buffer(9, {b.num_tokens(), hc.input_width()}, 1.0f, g_device, act());
+  const auto one = host_of(whole.forward(b, hidden.view(), wkv), p.stream.get());
+  const auto tp = host_of(shard.forward(b, hidden.view(), skv), p.stream.get());
+  expect_close(tp, one, whole.vocab(), kind == model::EagleKind::kEagle3 ? "EAGLE3 head" : "EAGLE head");
+  EXPECT_LT(rel_error(host_of(shard.out_hidden(), p.stream.get()), host_of(whole.out_hidden(), p.stream.get())), tolerance());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EagleHeads, ::testing::Values(model::EagleKind::kEagle1, model::EagleKind::kEagle3));
+
+// A TP decode step captured in a CUDA graph (its all-reduces and gathers inside) gives the
+// eager step's logits, on the Llama-3.2-1B shape cut to 4 layers.
+TEST(Graphs, TpDecodeReplayMatchesEager) {
+  if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA graphs are CUDA's";
+  model::LlamaConfig c = model::LlamaConfig::named_shape("llama-3.2-1b");
+  c.num_layers = 4;
+  Pair p(c);
+  const auto pre = ragged_prefill(c.vocab_size, 6);
+  auto [one, tp] = p.logits(pre);
+  expect_close(tp, one, c.vocab_size, "1B-shape prefill");
+  const auto am = row_argmax(one, c.vocab_size);
+  const auto dec = decode_after(pre, {static_cast<int32_t>(am[22]), static_cast<int32_t>(am[28])});
+  const auto eager = host_of(p.shard->forward(dec, *p.shard_kv), p.stream.get());
+  spec::DecodeGraphRunner graphs(*p.shard, *p.shard_kv, 8, 256);
+  const auto replayed = host_of(graphs.replay(dec), p.stream.get());
+  EXPECT_LT(rel_error(replayed, eager), 1e-3);
+  EXPECT_EQ(row_argmax(replayed, c.vocab_size), row_argmax(eager, c.vocab_size));
+  const auto whole = host_of(p.whole->forward(dec, *p.whole_kv), p.stream.get());
+  expect_close(replayed, whole, c.vocab_size, "1B-shape decode replay against one rank");
+}
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--device") == 0) g_device = parse_device(argv[i + 1]);
+  try {
+    // One GPU per rank (mpirun's ranks on this node); fewer: skipped, as gpu tests are.
+    const char* ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (g_device == Device::kCuda && (!cuda_available() || cuda_runtime::device_count() < (ranks ? std::atoi(ranks) : 1))) {
+      std::printf("tp_parity_test: needs a CUDA device per rank, skipped\n");
+      return 77;
+    }
+    auto tp = launch::make_tp_context(&argc, &argv, g_device, 0);
+    g_tp = &tp;
+    std::printf("tp_parity_test: rank %d of %d, %s\n", tp.world->rank(), tp.world->size(), device_name(g_device));
+    const int rc = RUN_ALL_TESTS();
+    g_tp = nullptr;
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tp_parity_test: %s\n", e.what());
+    return 1;
+  }
+}
