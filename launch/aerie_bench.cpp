@@ -6,6 +6,7 @@
 
 #include "kernels/error.hpp"
 #include "launch/bench_kernels.hpp"
+#include "launch/bench_collectives.hpp"
 #include "launch/bench_one_batch.hpp"
 #include "launch/bench_serving.hpp"
 #include "launch/bench_speculative.hpp"
@@ -28,12 +29,20 @@ int main(int argc, char** argv) {
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");
   one->add_option("--tp-size", ob.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(CLI::PositiveNumber);
+  one->add_flag("--disable-custom-all-reduce", ob.disable_custom_all_reduce, "TP on CUDA: NCCL for every all-reduce");
   KernelBenchOptions kb;
   auto* kern = app.add_subcommand("kernels", "each op of a decode step alone, at a model's shapes (CUDA)");
   kern->add_option("--model-shape", kb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b");
   kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
   kern->add_option("--context", kb.context, "context length of every sequence")->check(CLI::PositiveNumber);
   kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(CLI::PositiveNumber);
+  CollectiveBenchOptions cb;
+  auto* coll = app.add_subcommand("collectives", "all-reduce time over the GPUs of an mpirun launch: NCCL and the IPC one-shot kernel");
+  coll->add_option("--rows", cb.rows, "message sizes, in rows of --hidden bf16 values")->delimiter(',');
+  coll->add_option("--hidden", cb.hidden, "values per row")->check(CLI::PositiveNumber);
+  coll->add_option("--calls", cb.calls, "all-reduces per timed run (and per graph)")->check(CLI::PositiveNumber);
+  coll->add_option("--reps", cb.reps, "timed runs")->check(CLI::PositiveNumber);
+  coll->add_option("--json", cb.json_path, "also write the results as JSON here");
   ServingBenchOptions sb;
   auto* serve = app.add_subcommand("serving", "HTTP load generator against a running server (sglang's bench_serving result block)");
   serve->add_option("--base-url", sb.base_url, "server address, e.g. http://127.0.0.1:30000 (default: --host and --port)");
@@ -88,6 +97,7 @@ int main(int argc, char** argv) {
       return run_one_batch(ob);
     }
     if (*kern) return run_kernel_bench(kb);
+    if (*coll) return run_collective_bench(cb);
     if (*serve) return run_serving_bench(sb);
     if (*specb) return run_spec_bench(spb);
   } catch (const std::exception& e) {

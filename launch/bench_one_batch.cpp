@@ -66,7 +66,7 @@ int run_one_batch(const OneBatchOptions& o) {
   model::LlamaConfig config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
   model::TpShard::check_divisible(config, static_cast<int>(o.tp_size), "the model");
   // Every rank runs the same batches in lock-step (same seeds); rank 0 reports.
-  TpContext tp = make_tp_context(nullptr, nullptr, device, o.tp_size);
+  TpContext tp = make_tp_context(nullptr, nullptr, device, o.tp_size, {.custom_all_reduce = !o.disable_custom_all_reduce});
   const bool report = tp.rank0();
   const DType wdt = parse_dtype(o.dtype);
   const DType act = device == Device::kCpu ? DType::kF32 : wdt;
@@ -93,9 +93,9 @@ int run_one_batch(const OneBatchOptions& o) {
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   nlohmann::json results = nlohmann::json::array();
   if (report) {
-    std::printf("model %s, %s, tp %lld, weights per GPU %.2f GB, copy bandwidth %.0f GB/s, input %lld, output %lld\n",
+    std::printf("model %s, %s, tp %lld%s, weights per GPU %.2f GB, copy bandwidth %.0f GB/s, input %lld, output %lld\n",
                 o.model_path.empty() ? o.model_shape.c_str() : o.model_path.c_str(), dtype_name(act), static_cast<long long>(o.tp_size),
-                llama.weight_bytes() / 1e9, bandwidth / 1e9, static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
+                o.tp_size > 1 ? (o.disable_custom_all_reduce ? " (NCCL all-reduce)" : " (IPC all-reduce)") : "", llama.weight_bytes() / 1e9, bandwidth / 1e9, static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
     // decode_ms: a whole step (host prep, upload, forward, sampling, copy back); fwd_ms: the
     // device time of the forward (with graphs: the replay including its greedy argmax).
     std::printf("%6s %6s %12s %14s %12s %10s %12s %12s %9s\n", "batch", "graph", "prefill_ms", "prefill_tok/s", "decode_ms",
@@ -178,7 +178,7 @@ int run_one_batch(const OneBatchOptions& o) {
     for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
   }
   if (report && !o.json_path.empty()) {
-    nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)}, {"tp_size", o.tp_size},
+    nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)}, {"tp_size", o.tp_size}, {"custom_all_reduce", !o.disable_custom_all_reduce},
                           {"weight_bytes", llama.weight_bytes()}, {"copy_bandwidth_bytes_per_s", bandwidth},
                           {"input_len", o.input_len}, {"output_len", o.output_len}, {"results", results}};
     std::ofstream(o.json_path) << doc.dump(2) << "\n";

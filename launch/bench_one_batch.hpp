@@ -21,6 +21,7 @@ struct OneBatchOptions {
   std::string json_path;            // write results here too
   uint64_t seed = 0;
   int64_t tp_size = 1;
+  bool disable_custom_all_reduce = false;
 };
 
 int run_one_batch(const OneBatchOptions& options);

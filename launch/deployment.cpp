@@ -86,7 +86,7 @@ struct Deployment::Impl {
     // A rank without a GPU of its own fails here, and all the others with it.
     if (device == Device::kCuda) parallel::check_on_every_rank(world, [&] { bind_local_gpu(); });
     groups = parallel::make_parallel_groups(world, layout);
-    tp = parallel::make_communicator(*groups.tp, device);
+    tp = parallel::make_communicator(*groups.tp, device, {.custom_all_reduce = !o.disable_custom_all_reduce});
     shard = {.rank = groups.tp->rank(), .size = groups.tp->size()};
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;

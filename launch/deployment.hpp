@@ -37,6 +37,7 @@ struct DeploymentOptions {
   bool disable_cuda_graph = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;
+  bool disable_custom_all_reduce = false;  // CUDA TP: NCCL for every all-reduce (sglang's flag)
   // Speculative decoding (sglang's flags). Chain drafting: topk 1, num_draft_tokens = steps + 1.
   std::string speculative_algorithm;     // "" (off), EAGLE, EAGLE3, STANDALONE
   std::string speculative_draft_model_path;  // the head / draft folder (dummy: random, shaped for the target)

@@ -18,7 +18,7 @@ void bind_local_gpu() {
   cuda_runtime::set_device(rank);
 }
 
-TpContext make_tp_context(int* argc, char*** argv, Device device, int64_t tp_size) {
+TpContext make_tp_context(int* argc, char*** argv, Device device, int64_t tp_size, const parallel::CommunicatorOptions& options) {
   TpContext c;
   c.world = parallel::make_process_group(argc, argv);
   if (tp_size == 0) tp_size = c.world->size();
@@ -28,7 +28,7 @@ TpContext make_tp_context(int* argc, char*** argv, Device device, int64_t tp_siz
     AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << c.world->rank());
     if (device == Device::kCuda) bind_local_gpu();
   });
-  c.tp = parallel::make_communicator(*c.world, device);
+  c.tp = parallel::make_communicator(*c.world, device, options);
   c.shard = {.rank = c.world->rank(), .size = c.world->size()};
   return c;
 }

@@ -25,6 +25,6 @@ struct TpContext {
 
 // tp_size must equal the launch's rank count (checked on every rank, with the fix); 0: the
 // launch's rank count, whatever it is.
-TpContext make_tp_context(int* argc, char*** argv, Device device, int64_t tp_size);
+TpContext make_tp_context(int* argc, char*** argv, Device device, int64_t tp_size, const parallel::CommunicatorOptions& options = {});
 
 }  // namespace aerie::launch

@@ -47,9 +47,17 @@ std::unique_ptr<Communicator> make_host_communicator(ProcessGroup& group);
 // build has no NCCL.
 std::unique_ptr<Communicator> make_nccl_communicator(ProcessGroup& group, std::chrono::milliseconds timeout);
 bool nccl_available();
+// `nccl` with small all-reduces done by a one-shot kernel over CUDA IPC and NVLink (sglang's
+// custom all-reduce): when every rank of `group` is on this node and reaches every other's
+// GPU, else `nccl` itself. Collective over `group`.
+std::unique_ptr<Communicator> make_ipc_communicator(ProcessGroup& group, std::unique_ptr<Communicator> nccl);
+
+struct CommunicatorOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // NCCL creation deadline
+  bool custom_all_reduce = true;  // CUDA: the IPC one-shot all-reduce for small messages
+};
 // The communicator for tensors of `device` over `group`: single for a group of one, NCCL
-// for CUDA, host (MPI) for CPU.
-std::unique_ptr<Communicator> make_communicator(ProcessGroup& group, Device device,
-                                                std::chrono::milliseconds timeout = std::chrono::minutes(5));
+// (with the IPC all-reduce unless disabled) for CUDA, host (MPI) for CPU.
+std::unique_ptr<Communicator> make_communicator(ProcessGroup& group, Device device, const CommunicatorOptions& options = {});
 
 }  // namespace aerie::parallel

@@ -99,10 +99,11 @@ class HostCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_single_communicator() { return std::make_unique<SingleCommunicator>(); }
 std::unique_ptr<Communicator> make_host_communicator(ProcessGroup& group) { return std::make_unique<HostCommunicator>(group); }
 
-std::unique_ptr<Communicator> make_communicator(ProcessGroup& group, Device device, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> make_communicator(ProcessGroup& group, Device device, const CommunicatorOptions& o) {
   if (group.size() == 1) return make_single_communicator();
   if (device == Device::kCpu) return make_host_communicator(group);
-  return make_nccl_communicator(group, timeout);
+  auto nccl = make_nccl_communicator(group, o.timeout);
+  return o.custom_all_reduce ? make_ipc_communicator(group, std::move(nccl)) : std::move(nccl);
 }
 
 }  // namespace aerie::parallel

@@ -10,4 +10,6 @@ std::unique_ptr<Communicator> make_nccl_communicator(ProcessGroup& group, std::c
   AERIE_FAIL("CUDA tensors across " << group.size() << " ranks need NCCL, and this build of Aerie has none");
 }
 
+std::unique_ptr<Communicator> make_ipc_communicator(ProcessGroup&, std::unique_ptr<Communicator> nccl) { return nccl; }
+
 }  // namespace aerie::parallel

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-gpu-check}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+[[ -d .device ]] || tar xzf .device.tgz  # tools/device_pack.sh
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 B=$PWD/.device/bin
 steps=${*:-tests bench parity}

@@ -6,6 +6,7 @@
 # script reports how far the outputs agree (exact equality is tested on CPU, in fp32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[[ -d .device ]] || tar xzf .device.tgz  # tools/device_pack.sh
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 B=$PWD/.device/bin
 args=(--load-format dummy --model-shape llama-3.2-1b --device cuda --max-new-tokens 16 --temperature 0 --ignore-eos

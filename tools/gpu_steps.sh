@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=$RESULTS/logs
 mkdir -p "$LOGS"
 export NCCL_NVLS_ENABLE=0
+[[ -d .device ]] || tar xzf .device.tgz  # tools/device_pack.sh
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 B=$PWD/.device/bin
 status=0

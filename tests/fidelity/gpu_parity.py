@@ -7,8 +7,11 @@ logits of a random prompt:
   * reference: transformers in fp32 on the same (bf16-rounded) weights,
   * transformers in bf16 (the peer's own bf16 error), and Aerie in bf16 (CUDA),
 and greedy agreement (teacher-forced argmax, and the generated continuation).
+With --tp N (under --mpirun, one GPU per rank) Aerie also runs tensor-parallel over N GPUs,
+compared the same way against the fp32 reference and against Aerie on one GPU.
 
   gpu_parity.py --generate BIN/aerie-generate --dump-logits BIN/aerie-dump-logits [--out F.json]
+                [--tp 2 --mpirun mpirun]
 """
 import argparse
 import json
@@ -74,7 +77,10 @@ def main():
     ap.add_argument("--shapes", default="llama-3.2-1b,llama-3.1-8b")
     ap.add_argument("--out")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--tp", type=int, default=1, help="also run Aerie tensor-parallel over this many GPUs")
+    ap.add_argument("--mpirun", default="mpirun")
     args = ap.parse_args()
+    mpi = [args.mpirun, "--allow-run-as-root", "-np", str(args.tp), "-x", "NCCL_NVLS_ENABLE=0", "-x", "LD_LIBRARY_PATH"]
     seed = int(os.environ.get("AERIE_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     print(f"seed {seed}", flush=True)
     rng = random.Random(seed)
@@ -99,8 +105,13 @@ def main():
                 torch.cuda.empty_cache()
             got = torch.tensor(run([args.dump_logits, path, ",".join(map(str, prompt)), "0", "cuda"])[0]["logits"],
                                dtype=torch.float64, device="cuda")
-            aerie_gen = run([args.generate, "--model-path", path, "--input-ids", ",".join(map(str, prompt)), "--device", "cuda",
-                             "--max-new-tokens", str(gen_n), "--temperature", "0", "--ignore-eos", "--output", "json"])[0]["output_ids"]
+            gen_cmd = [args.generate, "--model-path", path, "--input-ids", ",".join(map(str, prompt)), "--device", "cuda",
+                       "--max-new-tokens", str(gen_n), "--temperature", "0", "--ignore-eos", "--output", "json"]
+            aerie_gen = run(gen_cmd)[0]["output_ids"]
+            if args.tp > 1:
+                got_tp = torch.tensor(run(mpi + [args.dump_logits, path, ",".join(map(str, prompt)), "0", "cuda"])[0]["logits"],
+                                      dtype=torch.float64, device="cuda")
+                tp_gen = run(mpi + gen_cmd + ["--tp-size", str(args.tp)])[0]["output_ids"]
         err_aerie, err_hf = rel(got, ref), rel(hf, ref)
         agree_ref = (got.argmax(-1) == ref.argmax(-1)).float().mean().item()
         agree_hf = (got.argmax(-1) == hf.argmax(-1)).float().mean().item()
@@ -109,10 +120,19 @@ def main():
         r = dict(rel_err_aerie_bf16_vs_fp32=err_aerie, rel_err_hf_bf16_vs_fp32=err_hf, argmax_agree_aerie_vs_fp32=agree_ref,
                  argmax_agree_aerie_vs_hf_bf16=agree_hf, argmax_agree_hf_bf16_vs_fp32=hf_vs_ref,
                  greedy_common_prefix=prefix, greedy_len=gen_n, seconds=time.time() - t0)
-        report[shape] = r
-        print(shape, json.dumps(r), flush=True)
         # Aerie's bf16 error must be of the order of transformers' own bf16 error.
         shape_ok = err_aerie < max(2.0 * err_hf, 1e-2) and agree_ref >= 0.9
+        if args.tp > 1:
+            err_tp = rel(got_tp, ref)
+            r.update({f"rel_err_aerie_tp{args.tp}_vs_fp32": err_tp, f"rel_err_aerie_tp{args.tp}_vs_tp1": rel(got_tp, got),
+                      f"argmax_agree_aerie_tp{args.tp}_vs_fp32": (got_tp.argmax(-1) == ref.argmax(-1)).float().mean().item(),
+                      f"argmax_agree_aerie_tp{args.tp}_vs_tp1": (got_tp.argmax(-1) == got.argmax(-1)).float().mean().item(),
+                      f"greedy_common_prefix_tp{args.tp}_vs_tp1": next((i for i, (a, b) in enumerate(zip(tp_gen, aerie_gen)) if a != b),
+                                                                      min(len(tp_gen), len(aerie_gen)))})
+            # TP changes only the order of bf16 sums: within bf16 tolerance of the reference, as one GPU is.
+            shape_ok = shape_ok and err_tp < max(2.0 * err_hf, 1e-2) and r[f"argmax_agree_aerie_tp{args.tp}_vs_fp32"] >= 0.9
+        report[shape] = r
+        print(shape, json.dumps(r), flush=True)
         ok = ok and shape_ok
         print(f"{shape}: {'PASS' if shape_ok else 'FAIL'}", flush=True)
     if args.out:

@@ -10,7 +10,10 @@
 // CUDA (bf16) it is bf16's. Exits 77 (skip) with --device cuda without a GPU per rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <random>
 
@@ -127,11 +130,27 @@ struct Pair {
   }
 };
 
+// Close in norm, and the same greedy token in every row where one rank's winner leads its
+// runner-up by more than the rounding noise between the two (4x the RMS difference; on
+// CPU that is ~1e-6, so only exact ties may differ).
 void expect_close(const std::vector<double>& tp, const std::vector<double>& one, int64_t vocab, const std::string& what) {
   ASSERT_EQ(tp.size(), one.size()) << what;
   EXPECT_LT(rel_error(tp, one), tolerance()) << what << " on rank " << g_tp->world->rank();
-  EXPECT_GE(agreement(row_argmax(tp, vocab), row_argmax(one, vocab)), g_device == Device::kCpu ? 1.0 : 0.9)
-      << what << ": greedy tokens differ on rank " << g_tp->world->rank();
+  double sq = 0;
+  for (size_t i = 0; i < tp.size(); ++i) sq += (tp[i] - one[i]) * (tp[i] - one[i]);
+  const double margin = 4.0 * std::sqrt(sq / static_cast<double>(tp.size()));
+  const auto a = row_argmax(tp, vocab), b = row_argmax(one, vocab);
+  int64_t decisive = 0;
+  for (size_t r = 0; r < a.size(); ++r) {
+    const auto row = one.begin() + static_cast<int64_t>(r) * vocab;
+    std::vector<double> v(row, row + vocab);
+    std::nth_element(v.begin(), v.begin() + 1, v.end(), std::greater<>());
+    if (v[0] - v[1] <= margin) continue;
+    ++decisive;
+    EXPECT_EQ(a[r], b[r]) << what << ": row " << r << " greedy token differs on rank " << g_tp->world->rank() << " (lead "
+                          << v[0] - v[1] << ", noise margin " << margin << ")";
+  }
+  EXPECT_GE(decisive, static_cast<int64_t>(a.size()) / 2) << what << ": too few rows with a clear winner to compare";
 }
 
 model::LlamaConfig tiny() { return model::LlamaConfig::named_shape("tiny"); }
@@ -168,6 +187,34 @@ TEST(Communicator, CollectivesGiveEveryRankTheSameAnswer) {
   c.broadcast(x.view(), n - 1, s.get());
   got = host_of(x.view(), s.get());
   for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>((n - 1) * 10 + i));
+}
+
+// The IPC one-shot all-reduce (small messages) against NCCL alone, and sizes it hands to
+// NCCL (not a multiple of 16 bytes, larger than its buffer).
+TEST(Communicator, IpcAllReduceMatchesNccl) {
+  if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA IPC is CUDA's";
+  auto nccl = parallel::make_communicator(*g_tp->world, Device::kCuda, {.custom_all_reduce = false});
+  auto& ipc = *g_tp->tp;
+  OwnedStream s(Device::kCuda);
+  for (int64_t n : {int64_t{8}, int64_t{4096}, int64_t{4096 * 33}, int64_t{4103}, int64_t{4096 * 1100}}) {
+    for (DType dt : {DType::kBF16, DType::kF32}) {
+      Buffer a(Device::kCuda, dt, {n}), b(Device::kCuda, dt, {n});
+      std::vector<float> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = static_cast<float>((i * 7 + g_tp->world->rank() * 13) % 97) / 31.0f;
+      std::vector<uint8_t> raw(static_cast<size_t>(a.nbytes()));
+      for (int64_t i = 0; i < n; ++i) store_from_float(raw.data(), dt, i, h[static_cast<size_t>(i)]);
+      a.copy_from_host(raw.data(), a.nbytes());
+      b.copy_from_host(raw.data(), b.nbytes());
+      nccl->all_reduce_sum(a.view(), s.get());
+      ipc.all_reduce_sum(b.view(), s.get());
+      const auto x = host_of(a.view(), s.get()), y = host_of(b.view(), s.get());
+      if (g_tp->world->size() == 2) {
+        EXPECT_EQ(x, y) << n << " " << dtype_name(dt);  // one rounding of one sum
+      } else {
+        EXPECT_LT(rel_error(y, x), 1e-2) << n << " " << dtype_name(dt);
+      }
+    }
+  }
 }
 
 TEST(Communicator, AllReduceInsideACudaGraph) {
