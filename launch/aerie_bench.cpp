@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
   kern->add_option("--context", kb.context, "context length of every sequence")->check(CLI::PositiveNumber);
   kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(CLI::PositiveNumber);
+  kern->add_option("--tp-size", kb.tp_size, "time one tensor-parallel rank's shard of each op")->check(CLI::PositiveNumber);
   CollectiveBenchOptions cb;
   auto* coll = app.add_subcommand("collectives", "all-reduce time over the GPUs of an mpirun launch: NCCL and the IPC one-shot kernel");
   coll->add_option("--rows", cb.rows, "message sizes, in rows of --hidden bf16 values")->delimiter(',');

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "kernels/buffer.hpp"
@@ -15,14 +16,14 @@ namespace aerie::launch {
 
 namespace {
 
-// Microseconds per all-reduce: `calls` back to back, eagerly or replayed from one graph.
-double us_per_call(parallel::Communicator& c, const TensorView& x, int64_t calls, int64_t reps, bool graph, const Stream& s) {
+// Microseconds per call of `op`: `calls` back to back, eagerly or replayed from one graph.
+double us_per_call(const std::function<void()>& op, int64_t calls, int64_t reps, bool graph, const Stream& s) {
   void* g = nullptr;
   if (graph) {
-    c.all_reduce_sum(x, s);  // warm-up outside the capture
+    op();  // warm-up outside the capture
     synchronize(s);
     cuda_runtime::begin_capture(s.handle());
-    for (int64_t i = 0; i < calls; ++i) c.all_reduce_sum(x, s);
+    for (int64_t i = 0; i < calls; ++i) op();
     g = cuda_runtime::end_capture(s.handle());
   }
   void* e0 = cuda_runtime::create_event();
@@ -32,7 +33,7 @@ double us_per_call(parallel::Communicator& c, const TensorView& x, int64_t calls
     cuda_runtime::record_event(e0, s.handle());
     if (g) cuda_runtime::launch_graph(g, s.handle());
     else
-      for (int64_t i = 0; i < calls; ++i) c.all_reduce_sum(x, s);
+      for (int64_t i = 0; i < calls; ++i) op();
     cuda_runtime::record_event(e1, s.handle());
     const double ms = cuda_runtime::elapsed_ms(e0, e1);
     if (r > 0) runs.push_back(ms * 1e3 / static_cast<double>(calls));
@@ -55,8 +56,10 @@ int run_collective_bench(const CollectiveBenchOptions& o) {
   const bool report = tp.rank0();
   nlohmann::json results = nlohmann::json::array();
   if (report)
-    std::printf("all-reduce over %d GPUs, bf16, %lld calls per graph\n%6s %10s %12s %12s %12s %12s %9s\n", tp.world->size(),
-                static_cast<long long>(o.calls), "rows", "bytes", "nccl_us", "nccl_graph", "ipc_us", "ipc_graph", "same");
+    std::printf("all-reduce over %d GPUs, bf16, %lld calls per graph (+norm: all-reduce, residual add and RMSNorm; NCCL then the\n"
+                "rms_norm kernel, or the fused IPC kernel; graphs)\n%6s %10s %10s %11s %10s %11s %13s %12s %6s\n",
+                tp.world->size(), static_cast<long long>(o.calls), "rows", "bytes", "nccl_us", "nccl_graph", "ipc_us", "ipc_graph",
+                "nccl+norm", "ipc+norm", "same");
   for (int64_t rows : o.rows) {
     const int64_t n = rows * o.hidden;
     Buffer a(Device::kCuda, DType::kBF16, {n}), b(Device::kCuda, DType::kBF16, {n});
@@ -72,15 +75,28 @@ int run_collective_bench(const CollectiveBenchOptions& o) {
     a.copy_to_host(ha.data(), a.nbytes());
     b.copy_to_host(hb.data(), b.nbytes());
     const bool same = ha == hb;
-    const double nccl_eager = us_per_call(*nccl, a.view(), o.calls, o.reps, false, s);
-    const double nccl_graph = us_per_call(*nccl, a.view(), o.calls, o.reps, true, s);
-    const double ipc_eager = us_per_call(ipc, b.view(), o.calls, o.reps, false, s);
-    const double ipc_graph = us_per_call(ipc, b.view(), o.calls, o.reps, true, s);
+    auto on_a = [&] { nccl->all_reduce_sum(a.view(), s); };
+    auto on_b = [&] { ipc.all_reduce_sum(b.view(), s); };
+    const double nccl_eager = us_per_call(on_a, o.calls, o.reps, false, s);
+    const double nccl_graph = us_per_call(on_a, o.calls, o.reps, true, s);
+    const double ipc_eager = us_per_call(on_b, o.calls, o.reps, false, s);
+    const double ipc_graph = us_per_call(on_b, o.calls, o.reps, true, s);
+    // The fused step after a row-parallel layer, against NCCL followed by the norm kernel.
+    Buffer res(Device::kCuda, DType::kBF16, {rows, o.hidden}), w(Device::kCuda, DType::kBF16, {o.hidden}),
+        y(Device::kCuda, DType::kBF16, {rows, o.hidden});
+    res.zero();
+    w.zero();
+    const TensorView a2 = a.view().reshape({rows, o.hidden}), b2 = b.view().reshape({rows, o.hidden});
+    const double nccl_norm = us_per_call([&] { nccl->all_reduce_residual_rms_norm(a2, res.view(), w.view(), y.view(), 1e-5f, s); }, o.calls,
+                                         o.reps, true, s);
+    const double ipc_norm = us_per_call([&] { ipc.all_reduce_residual_rms_norm(b2, res.view(), w.view(), y.view(), 1e-5f, s); }, o.calls,
+                                        o.reps, true, s);
     if (report)
-      std::printf("%6lld %10lld %12.2f %12.2f %12.2f %12.2f %9s\n", static_cast<long long>(rows), static_cast<long long>(n * 2), nccl_eager,
-                  nccl_graph, ipc_eager, ipc_graph, same ? "yes" : "NO");
+      std::printf("%6lld %10lld %10.2f %11.2f %10.2f %11.2f %13.2f %12.2f %6s\n", static_cast<long long>(rows), static_cast<long long>(n * 2),
+                  nccl_eager, nccl_graph, ipc_eager, ipc_graph, nccl_norm, ipc_norm, same ? "yes" : "NO");
     results.push_back({{"rows", rows}, {"bytes", n * 2}, {"nccl_us", nccl_eager}, {"nccl_graph_us", nccl_graph}, {"ipc_us", ipc_eager},
-                       {"ipc_graph_us", ipc_graph}, {"same_sums", same}});
+                       {"ipc_graph_us", ipc_graph}, {"nccl_then_norm_graph_us", nccl_norm}, {"ipc_fused_norm_graph_us", ipc_norm},
+                       {"same_sums", same}});
     // Two ranks round one sum; more ranks may round NCCL's partial sums differently.
     AERIE_CHECK(same || tp.world->size() > 2, "the IPC all-reduce and NCCL disagree at " << rows << " rows");
   }

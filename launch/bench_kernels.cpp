@@ -16,6 +16,7 @@
 #include "kernels/topk.hpp"
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
+#include "model/tp_shard.hpp"
 
 namespace aerie::launch {
 
@@ -51,7 +52,10 @@ double time_ms(const Stream& s, int reps, int copies, const std::function<void(i
 
 int run_kernel_bench(const KernelBenchOptions& o) {
   AERIE_CHECK(cuda_available(), "aerie-bench kernels needs a CUDA device");
-  const auto c = model::LlamaConfig::named_shape(o.model_shape);
+  // With --tp-size, one rank's shard: its heads, KV heads, MLP rows and LM head rows.
+  const model::TpShard shard{.rank = 0, .size = static_cast<int>(o.tp_size)};
+  model::TpShard::check_divisible(model::LlamaConfig::named_shape(o.model_shape), shard.size, "the model");
+  const auto c = shard.local(model::LlamaConfig::named_shape(o.model_shape));
   OwnedStream os(Device::kCuda);
   const Stream& s = os.get();
   const DType bf = DType::kBF16;
@@ -63,7 +67,8 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     const double ms = time_ms(s, 10, 1, [&](int) { cuda_runtime::copy_async(b.data(), a.data(), static_cast<size_t>(n), s.handle()); });
     bw = 2.0 * static_cast<double>(n) / (ms * 1e-3);
   }
-  std::printf("shape %s, copy bandwidth %.0f GB/s, context %lld\n", o.model_shape.c_str(), bw / 1e9, static_cast<long long>(o.context));
+  std::printf("shape %s (tp %d shard), copy bandwidth %.0f GB/s, context %lld\n", o.model_shape.c_str(), shard.size, bw / 1e9,
+              static_cast<long long>(o.context));
   std::printf("%-14s %6s %10s %10s %9s\n", "op", "batch", "us", "GB/s", "of_copy");
   auto report = [&](const char* op, int64_t bs, double ms, double bytes) {
     std::printf("%-14s %6lld %10.1f %10.0f %8.1f%%\n", op, static_cast<long long>(bs), ms * 1e3, bytes / (ms * 1e-3) / 1e9,
@@ -73,7 +78,7 @@ int run_kernel_bench(const KernelBenchOptions& o) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
   struct Gemm { const char* name; int64_t n, k; bool f32_out; };
   const Gemm gemms[] = {{"qkv", Q + 2 * KV, H, false}, {"o_proj", H, Q, false}, {"gate_up", 2 * I, H, false},
-                        {"down", H, I, false}, {"lm_head", c.vocab_size, H, true}};
+                        {"down", H, I, false}, {"lm_head", shard.vocab_rows(c.vocab_size), H, true}};
   const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   const int64_t slots = max_bs * o.context + 16;
   Buffer kc = random_device({slots, c.num_kv_heads, c.head_dim}, bf, 1, s), vc = random_device({slots, c.num_kv_heads, c.head_dim}, bf, 2, s);

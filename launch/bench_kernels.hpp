@@ -11,6 +11,7 @@ struct KernelBenchOptions {
   std::vector<int64_t> batch_sizes = {1, 8, 32, 128};
   int64_t context = 544;
   int reps = 50;
+  int64_t tp_size = 1;  // time one TP rank's shard of each op
 };
 
 int run_kernel_bench(const KernelBenchOptions& options);

@@ -5,7 +5,6 @@
 #include "kernels/attention.hpp"
 #include "kernels/error.hpp"
 #include "kernels/matmul.hpp"
-#include "kernels/rms_norm.hpp"
 #include "kernels/rope_kv_write.hpp"
 
 namespace aerie::model {
@@ -14,7 +13,7 @@ namespace ops = aerie::kernels;
 
 void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                       const Stream& s) {
+                       const Stream& s, const TensorView& next_norm) {
   const int64_t T = a.hidden.dim(0);
   AERIE_CHECK_STATUS(ops::qkv_rope({.x = attn_input, .w = w.qkv, .bias = w.qkv_bias, .qkv = a.qkv, .positions = at.positions,
                                     .inv_freq = at.inv_freq, .slots = at.slots, .q_out = a.q, .k_cache = k_cache, .v_cache = v_cache,
@@ -25,13 +24,17 @@ void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const
                                      .mask_indptr = at.mask_indptr, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                                      .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block},
                                     s));
-  // Row-parallel: each rank's heads give a partial o_proj; the bias rides on one rank.
+  // Row-parallel: each rank's heads give a partial o_proj; the bias rides on one rank. The
+  // all-reduce and the post-attention norm are one step (fused by the IPC communicator).
   AERIE_CHECK_STATUS(ops::matmul({.x = a.attn.reshape({T, c.q_size()}), .w = w.o_proj, .bias = w.o_bias, .y = a.hidden}, s));
-  tp.all_reduce_sum(a.hidden, s);
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = w.post_norm, .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, s));
+  tp.all_reduce_residual_rms_norm(a.hidden, a.residual, w.post_norm, a.normed, c.rms_norm_eps, s);
   AERIE_CHECK_STATUS(ops::gate_up_silu({.x = a.normed, .w = w.gate_up, .bias = w.gate_up_bias, .gate_up = a.gate_up, .out = a.act}, s));
   AERIE_CHECK_STATUS(ops::matmul({.x = a.act, .w = w.down, .bias = w.down_bias, .y = a.hidden}, s));
-  tp.all_reduce_sum(a.hidden, s);
+  if (next_norm.defined()) {
+    tp.all_reduce_residual_rms_norm(a.hidden, a.residual, next_norm, a.normed, c.rms_norm_eps, s);
+  } else {
+    tp.all_reduce_sum(a.hidden, s);
+  }
 }
 
 }  // namespace aerie::model

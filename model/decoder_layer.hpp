@@ -41,8 +41,12 @@ struct LayerAttention {
 // attn_input [tokens, in]: the normed input of q/k/v. Writes this layer's K/V into the
 // caches, then: residual += attention output (all-reduced), hidden = MLP output
 // (all-reduced) of norm(residual). `local` is the layer's per-rank shape.
+// next_norm [hidden]: the norm that reads this layer's output (the next layer's input norm,
+// a final norm), optional; when given it is applied here, fused with the MLP's all-reduce
+// (Communicator::all_reduce_residual_rms_norm): residual += hidden, normed =
+// next_norm(residual), as the caller would have done.
 void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                       const Stream& stream);
+                       const Stream& stream, const TensorView& next_norm = {});
 
 }  // namespace aerie::model

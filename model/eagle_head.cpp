@@ -277,12 +277,10 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
                      .down = w_.down.view()},
-                    attn_input, a, at, kv.k(0), kv.v(0), tp, stream_);
-  // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for logits;
-  // EAGLE's logits read it as is, the norm output is discarded).
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = e3 ? w_.norm.view() : w_.post_norm.view(), .residual = a.residual, .y = a.normed,
-                                    .eps = c.rms_norm_eps},
-                                   stream_));
+                    attn_input, a, at, kv.k(0), kv.v(0), tp, stream_,
+                    // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
+                    // logits; EAGLE's logits read it as is, the norm output is discarded).
+                    e3 ? w_.norm.view() : w_.post_norm.view());
   copy_async(out_hidden_.data(), a.residual.data, static_cast<size_t>(T * h) * es, stream_);
   tokens_ = T;
   const TensorView logits = rows(ws.logits, R);

@@ -133,25 +133,23 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
 
   // The embeddings are the residual stream entering layer 0.
   vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);
+  // Layer 0's input norm reads the embeddings; every later norm (the next layer's input
+  // norm, the final norm) is applied by the layer before it, fused with its all-reduce.
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
+                                   stream_));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = weights_.layers[static_cast<size_t>(l)];
-    if (l == 0) {
-      AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = L.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    } else {
-      AERIE_CHECK_STATUS(
-          ops::rms_norm({.x = a.hidden, .weight = L.input_norm.view(), .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    }
     // `residual` now holds the stream entering layer l.
     for (size_t k = 0; k < capture_.aux_layers.size(); ++k)
       if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
+    const TensorView next_norm =
+        l + 1 < c.num_layers ? weights_.layers[static_cast<size_t>(l + 1)].input_norm.view() : weights_.final_norm.view();
     run_decoder_layer(c,
                       {.qkv = L.qkv.view(), .qkv_bias = L.qkv_bias.view(), .o_proj = L.o_proj.view(), .o_bias = L.o_bias.view(),
                        .post_norm = L.post_norm.view(), .gate_up = L.gate_up.view(), .gate_up_bias = L.gate_up_bias.view(),
                        .down = L.down.view(), .down_bias = L.down_bias.view()},
-                      a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_);
+                      a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
   }
-  AERIE_CHECK_STATUS(
-      ops::rms_norm({.x = a.hidden, .weight = weights_.final_norm.view(), .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
   if (capture_.final_normed) capture_into(0, a.normed);
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;

@@ -4,10 +4,17 @@
 #include <vector>
 
 #include "kernels/error.hpp"
+#include "kernels/rms_norm.hpp"
 #include "kernels/staging.hpp"
 #include "parallel/communicator.hpp"
 
 namespace aerie::parallel {
+
+void Communicator::all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y,
+                                                float eps, const Stream& stream) {
+  all_reduce_sum(x, stream);
+  AERIE_CHECK_STATUS(kernels::rms_norm({.x = x, .weight = weight, .residual = residual, .y = y, .eps = eps}, stream));
+}
 
 namespace {
 

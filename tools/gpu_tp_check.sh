@@ -6,6 +6,7 @@
 #  - gpu_test: the single-GPU tests (the model code TP shares);
 #  - parity: TP2 vs TP1 vs transformers fp32, teacher-forced, Llama-3.1-8B shape;
 #  - generate: aerie-generate TP2 (plain, EAGLE3 chain, EAGLE3 tree) vs one GPU;
+#  - kernels: each op of a decode step at TP1 and at one TP2 rank's shapes;
 #  - collectives: all-reduce time, NCCL against the IPC one-shot kernel, eager and in graphs;
 #  - bench: aerie-bench one-batch, 8B shape, batch 1/8/32: TP1, TP2 (IPC all-reduce) and TP2
 #    (NCCL only) in the same run.
@@ -47,6 +48,9 @@ for s in $steps; do
         grep '^{' "$LOGS/gen_tp2_$spec.txt" > "$LOGS/tp2_$spec.jsonl"
         compare "$LOGS/tp1.jsonl" "$LOGS/tp2_$spec.jsonl" | tee -a "$LOGS/generate_summary.txt"
       done;;
+    kernels)  # each op of a decode step at one GPU's shapes: the whole model, and one TP2 rank's shard
+      step kernels_tp1 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544
+      step kernels_tp2 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544 --tp-size 2;;
     collectives) step collectives 120 "${MPI[@]}" "$B/aerie-bench" collectives --rows 1,2,4,8,16,32,64,128,256 --json "$LOGS/collectives.json";;
     bench)
       ONE=(one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32 --input-len 512 --output-len 64 --cuda-graph on)

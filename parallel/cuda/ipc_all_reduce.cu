@@ -1,23 +1,29 @@
 // A one-shot all-reduce over CUDA IPC and NVLink for the small messages of a decode step
-// (sglang's custom all-reduce, TensorRT-LLM's one-shot kernel), with NCCL for everything
-// else. Each rank owns one buffer in device memory that every other rank of the node has
-// mapped (cudaIpcOpenMemHandle). One kernel per all-reduce:
-//   1. each block copies its slice of the input into this rank's buffer;
-//   2. it raises this rank's flag in the matching block's slot on every rank and waits for
-//      every rank's flag in its own slot (a barrier per block; flags count up from a
-//      per-block counter kept on the device, so a CUDA graph replays correctly);
-//   3. it sums the slice over all ranks' buffers, in rank order and in fp32, so every rank
-//      gets the same bits;
-//   4. a second barrier, so no rank overwrites its buffer while a peer still reads it.
-// Messages up to kIpcMaxBytes whose size is a multiple of 16 bytes go this way; the rest go
-// to NCCL. The kernel has no deadline: a peer that never arrives stops the GPU, as a NCCL
+// (sglang's custom all-reduce, TensorRT-LLM's one-shot kernels), with NCCL for everything
+// else. Each rank owns buffers in device memory that every other rank of the node has mapped
+// (cudaIpcOpenMemHandle). One kernel per all-reduce, on a fixed grid:
+//   1. push: each block stores its slice of this rank's input into this rank's slot of
+//      every rank's buffer (NVLink stores);
+//   2. barrier: it raises this rank's flag in the matching block's slot on every rank and
+//      waits for every rank's flag in its own (flags count up from a per-block counter kept
+//      on the device, so a CUDA graph replays correctly);
+//   3. it sums the slots of its own buffer in rank order, in fp32: every rank gets the same
+//      bits.
+// Buffers alternate between two phases, so no second barrier is needed: a rank can only
+// run one call ahead of the slowest (the next barrier waits for it), and that call writes
+// the other phase. The fixed grid keeps every index in the same block from call to call, so
+// a block's barrier covers exactly the data it reads.
+// A second channel does the same by rows and fuses what follows a row-parallel layer's
+// all-reduce: residual += sum; y = rmsnorm(residual) * weight (TensorRT-LLM's
+// allreduce + residual + RMSNorm fusion), saving the norm's launch and a pass over the row.
+// Messages up to kSlotBytes whose size is a multiple of 16 bytes go this way; the rest go to
+// NCCL. The kernel has no deadline: a peer that never arrives stops the GPU, as a NCCL
 // collective would (the failure-handling work puts watchdogs around both).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,9 +36,9 @@ namespace aerie::parallel {
 namespace {
 
 constexpr int kMaxRanks = 8;
-constexpr int kMaxBlocks = 64;
+constexpr int kBlocks = 32;  // the fixed grid of both channels
 constexpr int kThreads = 512;
-constexpr size_t kIpcMaxBytes = size_t{8} << 20;
+constexpr size_t kSlotBytes = size_t{2} << 20;  // the largest message (256 rows of 4096 bf16)
 
 #define AERIE_CUDA_OK(expr)                                                                       \
   do {                                                                                            \
@@ -41,14 +47,14 @@ constexpr size_t kIpcMaxBytes = size_t{8} << 20;
   } while (0)
 
 struct Flags {
-  uint32_t start[kMaxBlocks][kMaxRanks];
-  uint32_t end[kMaxBlocks][kMaxRanks];
-  uint32_t counter[kMaxBlocks];
+  uint32_t start[kBlocks][kMaxRanks];
+  uint32_t counter[kBlocks];
 };
 
-struct Peers {
-  char* data[kMaxRanks];    // every rank's buffer, mapped here
-  Flags* flags[kMaxRanks];  // every rank's flags, mapped here
+// One channel as every rank sees it: each rank's flags and data (2 phases x ranks slots).
+struct Channel {
+  Flags* flags[kMaxRanks];
+  char* data[kMaxRanks];
 };
 
 __device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
@@ -60,14 +66,19 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   return v;
 }
 
-// Thread t < ranks signals rank t and waits for rank t.
-__device__ __forceinline__ void barrier(uint32_t (*slot)[kMaxBlocks][kMaxRanks], const Peers& p, int rank, int ranks, uint32_t flag,
-                                        bool end) {
+// This rank's slot of phase `phase` in rank q's buffer.
+__device__ __forceinline__ uint4* slot(const Channel& c, int q, int phase, int ranks, int rank) {
+  return reinterpret_cast<uint4*>(c.data[q] + (static_cast<size_t>(phase) * ranks + rank) * kSlotBytes);
+}
+
+// Every thread's pushes are made visible system-wide, then thread t < ranks signals rank t
+// and waits for rank t's signal.
+__device__ __forceinline__ void barrier(const Channel& c, int rank, int ranks, uint32_t flag) {
+  __threadfence_system();
   __syncthreads();
   if (threadIdx.x < ranks) {
-    Flags* peer = p.flags[threadIdx.x];
-    store_release(end ? &peer->end[blockIdx.x][rank] : &peer->start[blockIdx.x][rank], flag);
-    const uint32_t* mine = &(*slot)[blockIdx.x][threadIdx.x];
+    store_release(&c.flags[threadIdx.x]->start[blockIdx.x][rank], flag);
+    const uint32_t* mine = &c.flags[rank]->start[blockIdx.x][threadIdx.x];
     while (load_acquire(mine) != flag) {
     }
   }
@@ -75,53 +86,119 @@ __device__ __forceinline__ void barrier(uint32_t (*slot)[kMaxBlocks][kMaxRanks],
 }
 
 template <class T>
-__device__ __forceinline__ void add_into(float (&acc)[16 / sizeof(T)], const uint4& v) {
-  const T* e = reinterpret_cast<const T*>(&v);
+struct Vec {
+  static constexpr int kN = 16 / sizeof(T);
+  float v[kN];
+  __device__ __forceinline__ void add(const uint4& u) {
+    const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
-  for (int k = 0; k < static_cast<int>(16 / sizeof(T)); ++k) {
-    if constexpr (sizeof(T) == 4) acc[k] += e[k];
-    else acc[k] += static_cast<float>(e[k]);
+    for (int k = 0; k < kN; ++k) v[k] += static_cast<float>(e[k]);
   }
-}
-
-template <class T>
-__global__ void __launch_bounds__(kThreads) one_shot_all_reduce(const uint4* in, uint4* out, Peers p, int rank, int ranks, int64_t vecs) {
-  constexpr int kPer = 16 / sizeof(T);
-  Flags* me = p.flags[rank];
-  const uint32_t flag = me->counter[blockIdx.x] + 1;
-  uint4* mine = reinterpret_cast<uint4*>(p.data[rank]);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < vecs; i += stride) mine[i] = in[i];
-  barrier(&me->start, p, rank, ranks, flag, false);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < vecs; i += stride) {
-    float acc[kPer] = {};
-    for (int r = 0; r < ranks; ++r) add_into<T>(acc, __ldcg(reinterpret_cast<const uint4*>(p.data[r]) + i));  // L2, never a stale L1 line
+  // Rounded to T as the stored tensors are.
+  __device__ __forceinline__ uint4 pack() const {
     uint4 o;
     T* e = reinterpret_cast<T*>(&o);
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) e[k] = static_cast<T>(acc[k]);
-    out[i] = o;
+    for (int k = 0; k < kN; ++k) e[k] = static_cast<T>(v[k]);
+    return o;
   }
-  barrier(&me->end, p, rank, ranks, flag, true);
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) push_all_reduce(uint4* x, Channel c, int rank, int ranks, int64_t vecs) {
+  Flags* me = c.flags[rank];
+  const uint32_t flag = me->counter[blockIdx.x] + 1;
+  const int phase = flag & 1;
+  const int64_t stride = static_cast<int64_t>(kBlocks) * kThreads;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  for (int64_t i = first; i < vecs; i += stride) {
+    const uint4 v = x[i];
+    for (int q = 0; q < ranks; ++q) slot(c, q, phase, ranks, rank)[i] = v;
+  }
+  barrier(c, rank, ranks, flag);
+  for (int64_t i = first; i < vecs; i += stride) {
+    Vec<T> acc{};
+    for (int q = 0; q < ranks; ++q) acc.add(__ldcg(slot(c, rank, phase, ranks, q) + i));  // from L2: never a stale L1 line
+    x[i] = acc.pack();
+  }
   if (threadIdx.x == 0) me->counter[blockIdx.x] = flag;
 }
 
-// NCCL for everything, the IPC kernel for small all-reduces.
-class IpcCommunicator final : public Communicator {
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float part[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) s += part[w];
+  __syncthreads();
+  return s;
+}
+
+// Rows r = blockIdx.x, + kBlocks, ...: x = sum over ranks; residual += x; y = norm(residual) * w.
+template <class T>
+__global__ void __launch_bounds__(kThreads) push_all_reduce_norm(uint4* x, uint4* residual, const uint4* weight, uint4* y, Channel c,
+                                                                 int rank, int ranks, int64_t rows, int64_t row_vecs, int64_t hidden,
+                                                                 float eps) {
+  constexpr int kN = Vec<T>::kN;
+  Flags* me = c.flags[rank];
+  const uint32_t flag = me->counter[blockIdx.x] + 1;
+  const int phase = flag & 1;
+  for (int64_t r = blockIdx.x; r < rows; r += kBlocks)
+    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
+      const uint4 v = x[r * row_vecs + j];
+      for (int q = 0; q < ranks; ++q) slot(c, q, phase, ranks, rank)[r * row_vecs + j] = v;
+    }
+  barrier(c, rank, ranks, flag);
+  for (int64_t r = blockIdx.x; r < rows; r += kBlocks) {
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
+      const int64_t i = r * row_vecs + j;
+      Vec<T> acc{};
+      for (int q = 0; q < ranks; ++q) acc.add(__ldcg(slot(c, rank, phase, ranks, q) + i));
+      const uint4 sum = acc.pack();
+      x[i] = sum;
+      // As rms_norm with a residual: the sum as stored, plus the residual, stored, read back.
+      Vec<T> res{};
+      res.add(sum);
+      res.add(residual[i]);
+      const uint4 stored = res.pack();
+      residual[i] = stored;
+      Vec<T> back{};
+      back.add(stored);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) ss += back.v[k] * back.v[k];
+    }
+    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
+      const int64_t i = r * row_vecs + j;
+      Vec<T> v{}, w{};
+      v.add(residual[i]);
+      w.add(weight[j]);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) v.v[k] = w.v[k] * (v.v[k] * inv);
+      y[i] = v.pack();
+    }
+  }
+  if (threadIdx.x == 0) me->counter[blockIdx.x] = flag;
+}
+
+// One channel's memory on this rank and its peers' mapped.
+class ChannelMemory {
  public:
-  IpcCommunicator(ProcessGroup& group, std::unique_ptr<Communicator> nccl) : nccl_(std::move(nccl)), rank_(group.rank()), size_(group.size()) {
-    AERIE_CHECK(size_ <= kMaxRanks, "the IPC all-reduce serves up to " << kMaxRanks << " ranks");
-    const size_t bytes = sizeof(Flags) + kIpcMaxBytes;
+  ChannelMemory(ProcessGroup& group) {
+    const int ranks = group.size(), rank = group.rank();
+    const size_t bytes = sizeof(Flags) + 2 * static_cast<size_t>(ranks) * kSlotBytes;
     AERIE_CUDA_OK(cudaMalloc(&base_, bytes));
     AERIE_CUDA_OK(cudaMemset(base_, 0, bytes));
     AERIE_CUDA_OK(cudaDeviceSynchronize());
     cudaIpcMemHandle_t handle;
     AERIE_CUDA_OK(cudaIpcGetMemHandle(&handle, base_));
-    std::vector<uint8_t> all(sizeof handle * static_cast<size_t>(size_));
+    std::vector<uint8_t> all(sizeof handle * static_cast<size_t>(ranks));
     group.all_gather_bytes({reinterpret_cast<const uint8_t*>(&handle), sizeof handle}, all);
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < ranks; ++r) {
       char* at = base_;
-      if (r != rank_) {
+      if (r != rank) {
         cudaIpcMemHandle_t h;
         std::memcpy(&h, all.data() + sizeof h * static_cast<size_t>(r), sizeof h);
         void* mapped = nullptr;
@@ -129,37 +206,75 @@ class IpcCommunicator final : public Communicator {
         at = static_cast<char*>(mapped);
         opened_.push_back(at);
       }
-      peers_.flags[r] = reinterpret_cast<Flags*>(at);
-      peers_.data[r] = at + sizeof(Flags);
+      view_.flags[r] = reinterpret_cast<Flags*>(at);
+      view_.data[r] = at + sizeof(Flags);
     }
-    group.barrier();  // every rank has mapped every buffer before the first kernel
   }
-  ~IpcCommunicator() override {
+  ~ChannelMemory() {
     for (char* p : opened_) cudaIpcCloseMemHandle(p);
     if (base_) cudaFree(base_);
+  }
+  ChannelMemory(const ChannelMemory&) = delete;
+  ChannelMemory& operator=(const ChannelMemory&) = delete;
+  const Channel& view() const { return view_; }
+
+ private:
+  char* base_ = nullptr;
+  std::vector<char*> opened_;
+  Channel view_{};
+};
+
+bool fits(const TensorView& t) {
+  const size_t bytes = static_cast<size_t>(t.nbytes());
+  return t.device == Device::kCuda && bytes > 0 && bytes <= kSlotBytes && bytes % 16 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+}
+
+// NCCL for everything, the IPC kernels for small all-reduces.
+class IpcCommunicator final : public Communicator {
+ public:
+  IpcCommunicator(ProcessGroup& group, std::unique_ptr<Communicator> nccl)
+      : nccl_(std::move(nccl)), rank_(group.rank()), size_(group.size()), plain_(group), rows_(group) {
+    group.barrier();  // every rank has mapped every buffer before the first kernel
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   void all_reduce_sum(const TensorView& x, const Stream& stream) override {
-    const size_t bytes = static_cast<size_t>(x.nbytes());
-    if (x.device != Device::kCuda || bytes > kIpcMaxBytes || bytes % 16 != 0 || bytes == 0 ||
-        reinterpret_cast<uintptr_t>(x.data) % 16 != 0) {
+    if (!fits(x) || !(x.dtype == DType::kBF16 || x.dtype == DType::kF16 || x.dtype == DType::kF32)) {
       nccl_->all_reduce_sum(x, stream);
       return;
     }
-    const int64_t vecs = static_cast<int64_t>(bytes / 16);
-    const int blocks = static_cast<int>(std::min<int64_t>(kMaxBlocks, (vecs + kThreads - 1) / kThreads));
+    const int64_t vecs = x.nbytes() / 16;
     auto* v = static_cast<uint4*>(x.data);
     auto s = static_cast<cudaStream_t>(stream.handle());
-    switch (x.dtype) {
-      case DType::kBF16: one_shot_all_reduce<__nv_bfloat16><<<blocks, kThreads, 0, s>>>(v, v, peers_, rank_, size_, vecs); break;
-      case DType::kF16: one_shot_all_reduce<__half><<<blocks, kThreads, 0, s>>>(v, v, peers_, rank_, size_, vecs); break;
-      case DType::kF32: one_shot_all_reduce<float><<<blocks, kThreads, 0, s>>>(v, v, peers_, rank_, size_, vecs); break;
-      default: nccl_->all_reduce_sum(x, stream); return;
-    }
+    if (x.dtype == DType::kBF16) push_all_reduce<__nv_bfloat16><<<kBlocks, kThreads, 0, s>>>(v, plain_.view(), rank_, size_, vecs);
+    else if (x.dtype == DType::kF16) push_all_reduce<__half><<<kBlocks, kThreads, 0, s>>>(v, plain_.view(), rank_, size_, vecs);
+    else push_all_reduce<float><<<kBlocks, kThreads, 0, s>>>(v, plain_.view(), rank_, size_, vecs);
     AERIE_CUDA_OK(cudaGetLastError());
   }
+
+  void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y, float eps,
+                                    const Stream& stream) override {
+    const bool half = x.dtype == DType::kBF16 || x.dtype == DType::kF16;
+    if (!fits(x) || !half || x.ndim != 2 || residual.dtype != x.dtype || weight.dtype != x.dtype || y.dtype != x.dtype ||
+        residual.numel() != x.numel() || y.numel() != x.numel() || weight.numel() != x.dim(1) || (x.dim(1) * 2) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(residual.data) % 16 || reinterpret_cast<uintptr_t>(weight.data) % 16 || reinterpret_cast<uintptr_t>(y.data) % 16) {
+      Communicator::all_reduce_residual_rms_norm(x, residual, weight, y, eps, stream);
+      return;
+    }
+    const int64_t rows = x.dim(0), hidden = x.dim(1), row_vecs = hidden * 2 / 16;
+    auto s = static_cast<cudaStream_t>(stream.handle());
+    auto* px = static_cast<uint4*>(x.data);
+    auto* pr = static_cast<uint4*>(residual.data);
+    auto* pw = static_cast<const uint4*>(weight.data);
+    auto* py = static_cast<uint4*>(y.data);
+    if (x.dtype == DType::kBF16)
+      push_all_reduce_norm<__nv_bfloat16><<<kBlocks, kThreads, 0, s>>>(px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
+    else
+      push_all_reduce_norm<__half><<<kBlocks, kThreads, 0, s>>>(px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
+    AERIE_CUDA_OK(cudaGetLastError());
+  }
+
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override { nccl_->all_gather(in, out, stream); }
   void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) override {
     nccl_->reduce_scatter_sum(in, out, stream);
@@ -170,9 +285,7 @@ class IpcCommunicator final : public Communicator {
  private:
   std::unique_ptr<Communicator> nccl_;
   int rank_, size_;
-  char* base_ = nullptr;
-  std::vector<char*> opened_;
-  Peers peers_{};
+  ChannelMemory plain_, rows_;
 };
 
 }  // namespace

@@ -106,10 +106,12 @@ class NcclCommunicator final : public Communicator {
     AERIE_CHECK(t.device == Device::kCuda, what << ": NCCL takes CUDA tensors, got " << t.describe());
   }
   // Polls the communicator until the last call has been enqueued (or failed); past the
-  // deadline, aborts it.
+  // deadline, aborts it. A collective is usually enqueued at once or within microseconds:
+  // spin (yielding) first, sleep only once it is clearly waiting on a peer.
   void settle(const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    for (int spins = 0;; ++spins) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
+    for (;;) {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
       if (state == ncclSuccess) return;
@@ -122,7 +124,8 @@ class NcclCommunicator final : public Communicator {
         AERIE_FAIL(what << ": no progress within " << timeout_.count() << " ms on rank " << rank_ << " of " << size_
                         << " (a peer is stuck or gone); the communicator was aborted");
       }
-      if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(20)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
   ncclComm_t comm_ = nullptr;
