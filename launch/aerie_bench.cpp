@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
   specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(CLI::PositiveNumber);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");
+  specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(CLI::PositiveNumber);
+  specb->add_option("--speculative-draft-tensor-parallel-size", spb.draft_tp_size,
+                    "EAGLE heads under TP: 1 keeps the head whole on every rank (default: sharded like the target)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

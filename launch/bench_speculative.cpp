@@ -18,6 +18,7 @@
 #include "actors/core/target_worker_core.hpp"
 #include "kernels/error.hpp"
 #include "launch/bench_timing.hpp"
+#include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
 #include "model/eagle_head.hpp"
 
@@ -57,11 +58,14 @@ void prefill(core::SchedulerCore& s, core::TargetWorkerCore& w) {
 
 int run_spec_bench(const SpecBenchOptions& o) {
   const Device device = o.device == "cuda" ? Device::kCuda : Device::kCpu;
-  AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device");
   const auto config = model::LlamaConfig::named_shape(o.model_shape);
+  model::TpShard::check_divisible(config, static_cast<int>(o.tp_size), "the model");
+  TpContext tp = make_tp_context(nullptr, nullptr, device, o.tp_size);
+  const bool report = tp.rank0();
+  const bool replicated_head = o.draft_tp_size == 1 && o.tp_size > 1;
   const DType wdt = device == Device::kCpu ? DType::kF32 : parse_dtype(o.dtype);
   OwnedStream stream(device);
-  model::LlamaModel target(config, model::random_llama_weights(config, o.seed, device, wdt), stream.get(), wdt);
+  model::LlamaModel target(config, model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard), stream.get(), wdt, tp.tp);
   const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   const int64_t S = o.num_steps, K = o.topk, rounds = o.rounds, max_new = 1 + (rounds + 4) * (S + 1) + 8;
   const int64_t N = K > 1 ? (o.draft_tokens > 0 ? o.draft_tokens : S * K + 1) : S + 1;
@@ -74,13 +78,16 @@ int run_spec_bench(const SpecBenchOptions& o) {
   actors::register_message_types(actor_cfg);
   caf::actor_system actor_sys(actor_cfg);
   const auto shape = model::kv_shape_for_tokens(max_bs * per_request + 64, 1);
-  model::KvCache kv(config, shape, device, wdt);
+  model::KvCache kv(target.local_config(), shape, device, wdt);
   nlohmann::json out = nlohmann::json::array();
-  std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld\n",
-              static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
-              verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab));
-  std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
-              "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
+  if (report) {
+    std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld, tp %lld%s\n",
+                static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
+                verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab),
+                static_cast<long long>(o.tp_size), o.tp_size == 1 ? "" : replicated_head ? " (EAGLE heads whole on every rank)" : " (heads sharded)");
+    std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
+                "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
+  }
 
   for (int64_t B : o.batch_sizes) {
     // The plain decode step, with CUDA graphs as Aerie runs it.
@@ -110,16 +117,19 @@ int run_spec_bench(const SpecBenchOptions& o) {
       const auto alg = core::parse_spec_algorithm(alg_name);
       std::unique_ptr<model::EagleHead> head;
       std::unique_ptr<model::LlamaModel> standalone;
-      model::LlamaConfig draft_config = config;
+      model::LlamaConfig draft_local = target.local_config();
       if (alg == core::SpecAlgorithm::kStandalone) {  // the target itself as the draft
-        standalone = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, o.seed, device, wdt), stream.get(), wdt);
+        standalone = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard),
+                                                         stream.get(), wdt, tp.tp);
       } else {
         const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
         auto hc = model::EagleHeadConfig::for_target(kind, config, eagle3_vocab);
-        draft_config = hc.layer;
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt), target);
+        hc.replicated = replicated_head;
+        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt, replicated_head ? model::TpShard{} : tp.shard),
+                                                  target);
+        draft_local = head->local_layer();
       }
-      model::KvCache draft_kv(draft_config, shape, device, wdt);
+      model::KvCache draft_kv(draft_local, shape, device, wdt);
       auto draft = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), draft_kv, target, B, K);
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings, .spec_steps = S, .spec_topk = K, .spec_draft_tokens = N});
@@ -214,7 +224,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
       // Decode throughput against plain decoding: tokens per request per ms.
       const double speedup = (tok_per_round / round_ms) / (1.0 / plain_ms);
       const double parts = verify_ms + draft_ms * static_cast<double>(S - 1) + extend_ms;
-      std::printf("%-11s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %11.2f %9.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B),
+      if (report)
+        std::printf("%-11s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %11.2f %9.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B),
                   plain_ms, draft_ms, extend_ms, verify_ms, round_ms, verify_ms / plain_ms, round_ms / parts, tok_per_round, speedup);
       // Where a round's wall time goes on the worker's thread (means over the timed rounds);
       // "scheduler" is the rest: planning the batch and committing its result.
@@ -225,11 +236,12 @@ int run_spec_bench(const SpecBenchOptions& o) {
                                        {"accept", stages.accept_ms / n_st}, {"send_extend", stages.extend_ms / n_st},
                                        {"scheduler", mean_round - (stages.propose_ms + stages.verify_ms + stages.accept_ms +
                                                                    stages.extend_ms) / n_st}};
-      std::printf("%17s stages (ms, mean of %lld): propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
+      if (report)
+        std::printf("%17s stages (ms, mean of %lld): propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
                   "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
-      out.push_back({{"algorithm", alg_name}, {"batch", B}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
+      out.push_back({{"algorithm", alg_name}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
                      {"eagle3_draft_vocab", eagle3_vocab},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
@@ -240,7 +252,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       std::fflush(stdout);
     }
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
+  if (report && !o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
   return 0;
 }
 

@@ -7,7 +7,8 @@
 // plain step likewise includes planning and commit), and decode
 // throughput with and without speculation. Chain (topk 1) or tree drafting. Random
 // weights: EAGLE / EAGLE3 heads accept little, so their rounds show cost, not speed-up; the
-// STANDALONE self-draft (the target as its own draft) accepts every token.
+// STANDALONE self-draft (the target as its own draft) accepts every token. With --tp-size N
+// under `mpirun -np N` everything runs tensor-parallel (rank 0 reports).
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct SpecBenchOptions {
   int64_t rounds = 20;    // timed rounds per configuration
   std::string json_path;
   uint64_t seed = 0;
+  int64_t tp_size = 1;        // under mpirun -np N: target and draft tensor-parallel over N GPUs
+  int64_t draft_tp_size = 0;  // EAGLE heads: 1 whole on every rank, else sharded like the target
 };
 
 int run_spec_bench(const SpecBenchOptions& options);

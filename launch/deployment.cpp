@@ -82,7 +82,8 @@ struct Deployment::Impl {
     AERIE_CHECK(config.architecture == "LlamaForCausalLM", o.model_path << " is a " << config.architecture
                                                                        << " draft head; give it as --speculative-draft-model-path");
     if (!o.speculative_algorithm.empty()) resolve_draft_config();
-    check_tensor_parallel(config, o.speculative_algorithm.empty() ? nullptr : &draft_config, o.tp_size);
+    check_tensor_parallel(config, o.speculative_algorithm.empty() || (head_config && head_config->replicated) ? nullptr : &draft_config,
+                          o.tp_size);
     // A rank without a GPU of its own fails here, and all the others with it.
     if (device == Device::kCuda) parallel::check_on_every_rank(world, [&] { bind_local_gpu(); });
     groups = parallel::make_parallel_groups(world, layout);
@@ -126,6 +127,7 @@ struct Deployment::Impl {
     if (!o.speculative_token_map.empty()) hc.hot_tokens = model::load_token_map(o.speculative_token_map, config.vocab_size);
     AERIE_CHECK(hc.kind == kind, path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
                                       << o.speculative_algorithm);
+    hc.replicated = o.speculative_draft_tp_size == 1 && o.tp_size > 1;
     draft_config = hc.layer;
     head_config = std::move(hc);
   }
@@ -144,13 +146,17 @@ struct Deployment::Impl {
       draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act, tp);
       return;
     }
-    auto hw = dummy ? model::random_eagle_head(*head_config, o.random_seed, device, weight_dtype, shard)
-                    : model::load_eagle_head(path, *head_config, device, weight_dtype, shard);
+    const model::TpShard head_shard = head_config->replicated ? model::TpShard{} : shard;
+    auto hw = dummy ? model::random_eagle_head(*head_config, o.random_seed, device, weight_dtype, head_shard)
+                    : model::load_eagle_head(path, *head_config, device, weight_dtype, head_shard);
     draft_head = std::make_unique<model::EagleHead>(*head_config, std::move(hw), *model);
   }
 
-  // The draft's per-rank shape (its KV cache holds this rank's KV heads).
-  model::LlamaConfig draft_local_config() const { return shard.local(draft_config); }
+  // The draft's per-rank shape (its KV cache holds this rank's KV heads, or all of a
+  // replicated head's).
+  model::LlamaConfig draft_local_config() const {
+    return head_config && head_config->replicated ? draft_config : shard.local(draft_config);
+  }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
   // mem_fraction_static of the device after the weights (as sglang sizes it); on CPU, the

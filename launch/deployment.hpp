@@ -46,6 +46,9 @@ struct DeploymentOptions {
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: steps + 1
   int64_t speculative_disable_batch_size = 0;  // above this many running requests, verify without drafts (0: never)
+  // vLLM's draft_tensor_parallel_size: 0 or tp_size: the draft sharded like the target; 1: an
+  // EAGLE head's layer and LM head whole on every rank (model/eagle_head.hpp).
+  int64_t speculative_draft_tp_size = 0;
 };
 
 struct RequestOutcome {

@@ -43,6 +43,9 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--speculative-num-draft-tokens", d.speculative_num_draft_tokens,
                  "tokens per verify, the root included (topk 1: always steps + 1; tree default: steps * topk + 1)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--speculative-draft-tensor-parallel-size", d.speculative_draft_tp_size,
+                 "EAGLE heads under TP: 1 keeps the head whole on every rank; the TP size (default) shards it like the target")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
       ->check(CLI::NonNegativeNumber);
@@ -50,6 +53,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
 
 void check_deployment_flags(DeploymentOptions& d) {
   AERIE_CHECK(d.load_format == "dummy" || !d.model_path.empty(), "--model-path is required unless --load-format dummy");
+  AERIE_CHECK(d.speculative_draft_tp_size == 0 || d.speculative_draft_tp_size == 1 || d.speculative_draft_tp_size == d.tp_size,
+              "--speculative-draft-tensor-parallel-size must be 1 or the --tp-size (" << d.tp_size << ")");
+  AERIE_CHECK(d.speculative_draft_tp_size != 1 || d.tp_size == 1 || d.speculative_algorithm == "EAGLE" || d.speculative_algorithm == "EAGLE3",
+              "--speculative-draft-tensor-parallel-size 1 is for EAGLE heads; a STANDALONE draft runs sharded like the target");
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");

@@ -175,10 +175,11 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
       act_(target.act_dtype()),
       solo_(parallel::make_single_communicator()) {
   AERIE_CHECK(config_.layer.hidden_size == target.config().hidden_size, "the EAGLE head's hidden size differs from the target's");
-  TpShard::check_divisible(config_.layer, target.shard().size, "the EAGLE head");
-  local_ = target.shard().local(config_.layer);
+  const TpShard shard = config_.replicated ? TpShard{} : target.shard();
+  TpShard::check_divisible(config_.layer, shard.size, "the EAGLE head");
+  local_ = shard.local(config_.layer);
   AERIE_CHECK(w_.qkv.view().dim(0) == local_.q_size() + 2 * local_.kv_size(),
-              "the EAGLE head's weights are not TP rank " << target.shard().rank << " of " << target.shard().size << "'s shard");
+              "the EAGLE head's weights are not TP rank " << shard.rank << " of " << shard.size << "'s shard");
   if (!config_.hot_tokens.empty()) {
     AERIE_CHECK(config_.kind == EagleKind::kEagle1, "a hot-token map is for EAGLE heads; an EAGLE3 head carries its own d2t");
     // The LM head: the hot rows of the target's, gathered once (whole, on every TP rank).
@@ -195,7 +196,13 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
   }
 }
 
-bool EagleHead::vocab_parallel_head() const { return config_.hot_tokens.empty(); }
+parallel::Communicator& EagleHead::layer_group() const { return config_.replicated ? *solo_ : target_.tp(); }
+
+parallel::Communicator& EagleHead::lm_head_group() const {
+  if (!config_.hot_tokens.empty()) return *solo_;  // gathered whole
+  if (config_.kind == EagleKind::kEagle1) return target_.tp();  // the target's own LM head
+  return config_.replicated ? *solo_ : target_.tp();
+}
 
 int64_t EagleHead::vocab() const {
   return (config_.kind == EagleKind::kEagle3 || !config_.hot_tokens.empty()) ? config_.draft_vocab : config_.layer.vocab_size;
@@ -230,7 +237,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
     synchronize(stream_);
     LlamaConfig shape = c;
     shape.vocab_size = vocab();
-    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_, vocab_parallel_head() ? tp.size() : 1);
+    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_, lm_head_group().size());
   }
   reserve(ws_->capacity().max_tokens);
   ws_->upload(batch, stream_);
@@ -277,7 +284,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
                      .down = w_.down.view()},
-                    attn_input, a, at, kv.k(0), kv.v(0), tp, stream_,
+                    attn_input, a, at, kv.k(0), kv.v(0), layer_group(), stream_,
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
                     e3 ? w_.norm.view() : w_.post_norm.view());
@@ -290,7 +297,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   const bool own_head = e3 || !config_.hot_tokens.empty();
   vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
                         {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},
-                        vocab_parallel_head() ? tp : *solo_, stream_);
+                        lm_head_group(), stream_);
   return logits;
 }
 

@@ -15,7 +15,8 @@
 // Under tensor parallelism the head runs in its target's TP group (sglang's draft TP
 // context): its decoder layer is sharded as the target's are (model/tp_shard.hpp), its
 // EAGLE3 LM head is vocab-parallel over the draft vocabulary, fc is replicated, and a
-// hot-token LM head is gathered whole onto every rank.
+// hot-token LM head is gathered whole onto every rank. With `replicated`, the layer and the
+// EAGLE3 LM head are whole on every rank instead (docs/tensor_parallel.md: what was measured).
 #include <filesystem>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct EagleHeadConfig {
   // EAGLE (1/2) with --speculative-token-map: the target ids it drafts from; its LM head is
   // then those rows of the target's (empty: the full vocabulary).
   std::vector<int32_t> hot_tokens;
+  // Under TP: the decoder layer and an EAGLE3 LM head whole on every rank (no collectives
+  // but the shared embedding's), instead of sharded like the target. Load the weights with
+  // no shard then.
+  bool replicated = false;
   int64_t input_width() const { return kind == EagleKind::kEagle3 ? 3 * layer.hidden_size : layer.hidden_size; }
   // config.json of a head folder, checked against the target it drafts for.
   static EagleHeadConfig load(const std::filesystem::path& dir, const LlamaConfig& target);
@@ -82,8 +87,10 @@ class EagleHead {
 
  private:
   void reserve(int64_t tokens);
-  // Whether the LM head's rows are split over the TP group (not for a hot-token head).
-  bool vocab_parallel_head() const;
+  // The group the decoder layer's row-parallel products are summed over.
+  parallel::Communicator& layer_group() const;
+  // The group the LM head's rows are split over (one rank: a whole table).
+  parallel::Communicator& lm_head_group() const;
   EagleHeadConfig config_;
   LlamaConfig local_;
   EagleHeadWeights w_;

@@ -6,6 +6,7 @@
 #  - gpu_test: the single-GPU tests (the model code TP shares);
 #  - parity: TP2 vs TP1 vs transformers fp32, teacher-forced, Llama-3.1-8B shape;
 #  - generate: aerie-generate TP2 (plain, EAGLE3 chain, EAGLE3 tree) vs one GPU;
+#  - spec: aerie-bench speculative at TP1, TP2 with the EAGLE3 head sharded and replicated;
 #  - kernels: each op of a decode step at TP1 and at one TP2 rank's shapes;
 #  - collectives: all-reduce time, NCCL against the IPC one-shot kernel, eager and in graphs;
 #  - bench: aerie-bench one-batch, 8B shape, batch 1/8/32: TP1, TP2 (IPC all-reduce) and TP2
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 [[ -d .device ]] || tar xzf .device.tgz
 RESULTS=${OUT:-/tmp/aerie-gpu-tp}
 source tools/gpu_steps.sh
-steps=${*:-tp_parity collectives bench generate gpu_test parity}
+steps=${*:-tp_parity collectives bench spec kernels generate gpu_test parity}
 MPI=(mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
 GEN=(--load-format dummy --model-shape llama-3.1-8b --device cuda --max-new-tokens 32 --temperature 0 --ignore-eos
      --max-total-tokens 65536 --output json)
@@ -51,6 +52,12 @@ for s in $steps; do
     kernels)  # each op of a decode step at one GPU's shapes: the whole model, and one TP2 rank's shard
       step kernels_tp1 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544
       step kernels_tp2 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544 --tp-size 2;;
+    spec)  # a speculative round under TP: EAGLE3 head sharded like the target, or whole on every rank
+      SPEC=(speculative --model-shape llama-3.1-8b --batch-size 1,8 --speculative-num-steps 3 --rounds 12)
+      step spec_tp1 180 "$B/aerie-bench" "${SPEC[@]}" --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_tp1.json"
+      step spec_tp2 180 "${MPI[@]}" "$B/aerie-bench" "${SPEC[@]}" --tp-size 2 --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_tp2.json"
+      step spec_tp2_replicated 180 "${MPI[@]}" "$B/aerie-bench" "${SPEC[@]}" --tp-size 2 --algorithm EAGLE3 \
+        --speculative-draft-tensor-parallel-size 1 --json "$LOGS/spec_tp2_replicated.json";;
     collectives) step collectives 120 "${MPI[@]}" "$B/aerie-bench" collectives --rows 1,2,4,8,16,32,64,128,256 --json "$LOGS/collectives.json";;
     bench)
       ONE=(one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32 --input-len 512 --output-len 64 --cuda-graph on)

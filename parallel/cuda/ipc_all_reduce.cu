@@ -1,6 +1,6 @@
-// A one-shot all-reduce over CUDA IPC and NVLink for the small messages of a decode step
-// (sglang's custom all-reduce, TensorRT-LLM's one-shot kernels), with NCCL for everything
-// else. Each rank owns buffers in device memory that every other rank of the node has mapped
+// A one-shot all-reduce over CUDA IPC and NVLink for the mid-size messages of a decode step
+// at batch 32-256 (sglang's custom all-reduce, TensorRT-LLM's one-shot kernels), with NCCL
+// for everything else. Each rank owns buffers in device memory that every other rank of the node has mapped
 // (cudaIpcOpenMemHandle). One kernel per all-reduce, on a fixed grid:
 //   1. push: each block stores its slice of this rank's input into this rank's slot of
 //      every rank's buffer (NVLink stores);
@@ -13,11 +13,9 @@
 // run one call ahead of the slowest (the next barrier waits for it), and that call writes
 // the other phase. The fixed grid keeps every index in the same block from call to call, so
 // a block's barrier covers exactly the data it reads.
-// A second channel does the same by rows and fuses what follows a row-parallel layer's
-// all-reduce: residual += sum; y = rmsnorm(residual) * weight (TensorRT-LLM's
-// allreduce + residual + RMSNorm fusion), saving the norm's launch and a pass over the row.
-// Messages up to kSlotBytes whose size is a multiple of 16 bytes go this way; the rest go to
-// NCCL. The kernel has no deadline: a peer that never arrives stops the GPU, as a NCCL
+// Messages of kMinBytes to kSlotBytes whose size is a multiple of 16 bytes go this way; the
+// rest go to NCCL. (A variant fusing the residual add and RMSNorm into the kernel was
+// measured and dropped: no faster than NCCL followed by the norm kernel at 1-16 rows.) The kernel has no deadline: a peer that never arrives stops the GPU, as a NCCL
 // collective would (the failure-handling work puts watchdogs around both).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +37,10 @@ constexpr int kMaxRanks = 8;
 constexpr int kBlocks = 32;  // the fixed grid of both channels
 constexpr int kThreads = 512;
 constexpr size_t kSlotBytes = size_t{2} << 20;  // the largest message (256 rows of 4096 bf16)
+// The smallest: below it NCCL's own low-latency path, replayed from a CUDA graph, was as fast
+// or faster on 2 x H200 (6.4 against 7.1 us at 8 KB; the kernel wins from 256 KB on: 8.2
+// against 8.5 us, 12.2 against 13.9 at 1 MB, 17.9 against 27.2 at 2 MB; docs/performance.md).
+constexpr size_t kMinBytes = size_t{256} << 10;
 
 #define AERIE_CUDA_OK(expr)                                                                       \
   do {                                                                                            \
@@ -51,7 +53,7 @@ struct Flags {
   uint32_t counter[kBlocks];
 };
 
-// One channel as every rank sees it: each rank's flags and data (2 phases x ranks slots).
+// The channel as every rank sees it: each rank's flags and data (2 phases x ranks slots).
 struct Channel {
   Flags* flags[kMaxRanks];
   char* data[kMaxRanks];
@@ -124,66 +126,7 @@ __global__ void __launch_bounds__(kThreads) push_all_reduce(uint4* x, Channel c,
   if (threadIdx.x == 0) me->counter[blockIdx.x] = flag;
 }
 
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) s += part[w];
-  __syncthreads();
-  return s;
-}
-
-// Rows r = blockIdx.x, + kBlocks, ...: x = sum over ranks; residual += x; y = norm(residual) * w.
-template <class T>
-__global__ void __launch_bounds__(kThreads) push_all_reduce_norm(uint4* x, uint4* residual, const uint4* weight, uint4* y, Channel c,
-                                                                 int rank, int ranks, int64_t rows, int64_t row_vecs, int64_t hidden,
-                                                                 float eps) {
-  constexpr int kN = Vec<T>::kN;
-  Flags* me = c.flags[rank];
-  const uint32_t flag = me->counter[blockIdx.x] + 1;
-  const int phase = flag & 1;
-  for (int64_t r = blockIdx.x; r < rows; r += kBlocks)
-    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
-      const uint4 v = x[r * row_vecs + j];
-      for (int q = 0; q < ranks; ++q) slot(c, q, phase, ranks, rank)[r * row_vecs + j] = v;
-    }
-  barrier(c, rank, ranks, flag);
-  for (int64_t r = blockIdx.x; r < rows; r += kBlocks) {
-    float ss = 0.0f;
-    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
-      const int64_t i = r * row_vecs + j;
-      Vec<T> acc{};
-      for (int q = 0; q < ranks; ++q) acc.add(__ldcg(slot(c, rank, phase, ranks, q) + i));
-      const uint4 sum = acc.pack();
-      x[i] = sum;
-      // As rms_norm with a residual: the sum as stored, plus the residual, stored, read back.
-      Vec<T> res{};
-      res.add(sum);
-      res.add(residual[i]);
-      const uint4 stored = res.pack();
-      residual[i] = stored;
-      Vec<T> back{};
-      back.add(stored);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) ss += back.v[k] * back.v[k];
-    }
-    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
-    for (int64_t j = threadIdx.x; j < row_vecs; j += kThreads) {
-      const int64_t i = r * row_vecs + j;
-      Vec<T> v{}, w{};
-      v.add(residual[i]);
-      w.add(weight[j]);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) v.v[k] = w.v[k] * (v.v[k] * inv);
-      y[i] = v.pack();
-    }
-  }
-  if (threadIdx.x == 0) me->counter[blockIdx.x] = flag;
-}
-
-// One channel's memory on this rank and its peers' mapped.
+// The channel's memory on this rank, and its peers' mapped.
 class ChannelMemory {
  public:
   ChannelMemory(ProcessGroup& group) {
@@ -226,14 +169,15 @@ class ChannelMemory {
 
 bool fits(const TensorView& t) {
   const size_t bytes = static_cast<size_t>(t.nbytes());
-  return t.device == Device::kCuda && bytes > 0 && bytes <= kSlotBytes && bytes % 16 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+  return t.device == Device::kCuda && bytes >= kMinBytes && bytes <= kSlotBytes && bytes % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
 }
 
-// NCCL for everything, the IPC kernels for small all-reduces.
+// NCCL for everything, the IPC kernel for mid-size all-reduces.
 class IpcCommunicator final : public Communicator {
  public:
   IpcCommunicator(ProcessGroup& group, std::unique_ptr<Communicator> nccl)
-      : nccl_(std::move(nccl)), rank_(group.rank()), size_(group.size()), plain_(group), rows_(group) {
+      : nccl_(std::move(nccl)), rank_(group.rank()), size_(group.size()), plain_(group) {
     group.barrier();  // every rank has mapped every buffer before the first kernel
   }
   int rank() const override { return rank_; }
@@ -253,28 +197,6 @@ class IpcCommunicator final : public Communicator {
     AERIE_CUDA_OK(cudaGetLastError());
   }
 
-  void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y, float eps,
-                                    const Stream& stream) override {
-    const bool half = x.dtype == DType::kBF16 || x.dtype == DType::kF16;
-    if (!fits(x) || !half || x.ndim != 2 || residual.dtype != x.dtype || weight.dtype != x.dtype || y.dtype != x.dtype ||
-        residual.numel() != x.numel() || y.numel() != x.numel() || weight.numel() != x.dim(1) || (x.dim(1) * 2) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(residual.data) % 16 || reinterpret_cast<uintptr_t>(weight.data) % 16 || reinterpret_cast<uintptr_t>(y.data) % 16) {
-      Communicator::all_reduce_residual_rms_norm(x, residual, weight, y, eps, stream);
-      return;
-    }
-    const int64_t rows = x.dim(0), hidden = x.dim(1), row_vecs = hidden * 2 / 16;
-    auto s = static_cast<cudaStream_t>(stream.handle());
-    auto* px = static_cast<uint4*>(x.data);
-    auto* pr = static_cast<uint4*>(residual.data);
-    auto* pw = static_cast<const uint4*>(weight.data);
-    auto* py = static_cast<uint4*>(y.data);
-    if (x.dtype == DType::kBF16)
-      push_all_reduce_norm<__nv_bfloat16><<<kBlocks, kThreads, 0, s>>>(px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
-    else
-      push_all_reduce_norm<__half><<<kBlocks, kThreads, 0, s>>>(px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
-    AERIE_CUDA_OK(cudaGetLastError());
-  }
-
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override { nccl_->all_gather(in, out, stream); }
   void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) override {
     nccl_->reduce_scatter_sum(in, out, stream);
@@ -285,7 +207,7 @@ class IpcCommunicator final : public Communicator {
  private:
   std::unique_ptr<Communicator> nccl_;
   int rank_, size_;
-  ChannelMemory plain_, rows_;
+  ChannelMemory plain_;
 };
 
 }  // namespace

@@ -14,12 +14,15 @@
 #include "kernels/error.hpp"
 #include "parallel/communicator.hpp"
 
-#define AERIE_NCCL_CHECK(expr)                                                                        \
-  do {                                                                                                \
-    ncclResult_t aerie_nccl_rc_ = (expr);                                                             \
-    if (aerie_nccl_rc_ != ncclSuccess && aerie_nccl_rc_ != ncclInProgress)                            \
+// Evaluates to true when the call is still in progress (a non-blocking communicator's
+// answer until it has enqueued the work), throws on an error.
+#define AERIE_NCCL_CHECK(expr)                                                                         \
+  [&] {                                                                                                \
+    ncclResult_t aerie_nccl_rc_ = (expr);                                                              \
+    if (aerie_nccl_rc_ != ncclSuccess && aerie_nccl_rc_ != ncclInProgress)                             \
       AERIE_FAIL(#expr << ": " << ncclGetErrorString(aerie_nccl_rc_) << " (" << ncclGetLastError(nullptr) << ")"); \
-  } while (0)
+    return aerie_nccl_rc_ == ncclInProgress;                                                           \
+  }()
 
 namespace aerie::parallel {
 
@@ -67,30 +70,30 @@ class NcclCommunicator final : public Communicator {
 
   void all_reduce_sum(const TensorView& x, const Stream& stream) override {
     check(x, "all_reduce_sum");
-    AERIE_NCCL_CHECK(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), ncclSum, comm_, as_stream(stream)));
-    settle("ncclAllReduce");
+    const bool pending = AERIE_NCCL_CHECK(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), ncclSum, comm_, as_stream(stream)));
+    if (pending) settle("ncclAllReduce");
   }
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override {
     check(in, "all_gather");
     check(out, "all_gather");
     AERIE_CHECK(in.dtype == out.dtype && out.nbytes() == in.nbytes() * size_,
                 "all_gather: out " << out.describe() << " must hold " << size_ << " x in " << in.describe());
-    AERIE_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), nccl_type(in.dtype), comm_, as_stream(stream)));
-    settle("ncclAllGather");
+    const bool pending = AERIE_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), nccl_type(in.dtype), comm_, as_stream(stream)));
+    if (pending) settle("ncclAllGather");
   }
   void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) override {
     check(in, "reduce_scatter_sum");
     check(out, "reduce_scatter_sum");
     AERIE_CHECK(in.dtype == out.dtype && in.numel() == out.numel() * size_,
                 "reduce_scatter_sum: in " << in.describe() << " must hold " << size_ << " x out " << out.describe());
-    AERIE_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()), nccl_type(in.dtype), ncclSum, comm_,
+    const bool pending = AERIE_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()), nccl_type(in.dtype), ncclSum, comm_,
                                        as_stream(stream)));
-    settle("ncclReduceScatter");
+    if (pending) settle("ncclReduceScatter");
   }
   void broadcast(const TensorView& x, int root, const Stream& stream) override {
     check(x, "broadcast");
-    AERIE_NCCL_CHECK(ncclBroadcast(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), root, comm_, as_stream(stream)));
-    settle("ncclBroadcast");
+    const bool pending = AERIE_NCCL_CHECK(ncclBroadcast(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), root, comm_, as_stream(stream)));
+    if (pending) settle("ncclBroadcast");
   }
   void abort() override {
     if (comm_ && !aborted_) {

@@ -129,8 +129,11 @@ def main():
                       f"argmax_agree_aerie_tp{args.tp}_vs_tp1": (got_tp.argmax(-1) == got.argmax(-1)).float().mean().item(),
                       f"greedy_common_prefix_tp{args.tp}_vs_tp1": next((i for i, (a, b) in enumerate(zip(tp_gen, aerie_gen)) if a != b),
                                                                       min(len(tp_gen), len(aerie_gen)))})
-            # TP changes only the order of bf16 sums: within bf16 tolerance of the reference, as one GPU is.
-            shape_ok = shape_ok and err_tp < max(2.0 * err_hf, 1e-2) and r[f"argmax_agree_aerie_tp{args.tp}_vs_fp32"] >= 0.9
+            # TP changes only the order of bf16 sums: within bf16 tolerance of the reference, as one GPU is,
+            # and greedy agreement with fp32 as good as transformers' own bf16 run's (or 0.9), give or take
+            # one near-tie of the 64 positions.
+            agree_floor = min(0.9, hf_vs_ref) - 1.5 / len(prompt)
+            shape_ok = shape_ok and err_tp < max(2.0 * err_hf, 1e-2) and r[f"argmax_agree_aerie_tp{args.tp}_vs_fp32"] >= agree_floor
         report[shape] = r
         print(shape, json.dumps(r), flush=True)
         ok = ok and shape_ok

@@ -59,6 +59,9 @@ def main():
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "5"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE"]),
+        (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--speculative-draft-tensor-parallel-size", "1"]),
+        (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "5",
+             "--speculative-draft-tensor-parallel-size", "1"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "5"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "STANDALONE"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "STANDALONE", "--speculative-eagle-topk", "2",
@@ -84,6 +87,8 @@ def main():
         (2, ["--tp-size", "2", "--dp-size", "2"], "mpirun -np 4"),
         (3, ["--tp-size", "3"], "4 attention heads do not divide over 3 ranks"),
         (2, ["--tp-size", "2", "--device", "cuda"], "no usable CUDA device"),
+        (2, ["--tp-size", "2", "--speculative-algorithm", "STANDALONE", "--speculative-draft-tensor-parallel-size", "1"],
+         "is for EAGLE heads"),
     ]
     for np, flags, message in bad:
         rc, out, err = run(mpi(np) + [args.generate, "--load-format", "dummy", "--input-ids", "1,2,3", "--max-new-tokens", "2"] + flags)

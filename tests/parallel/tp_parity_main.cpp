@@ -64,12 +64,6 @@ std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
   return out;
 }
 
-double agreement(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  size_t same = 0;
-  for (size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
-  return a.empty() ? 1.0 : static_cast<double>(same) / static_cast<double>(a.size());
-}
-
 // Two prompts of different lengths (a ragged prefill) into pages from slot 4 on, logits at
 // every position.
 model::ForwardBatch ragged_prefill(int64_t vocab, uint32_t seed) {
@@ -189,14 +183,14 @@ TEST(Communicator, CollectivesGiveEveryRankTheSameAnswer) {
   for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>((n - 1) * 10 + i));
 }
 
-// The IPC one-shot all-reduce (small messages) against NCCL alone, and sizes it hands to
-// NCCL (not a multiple of 16 bytes, larger than its buffer).
+// The IPC one-shot all-reduce (256 KB to 2 MB) against NCCL alone, and sizes it hands to
+// NCCL (small, not a multiple of 16 bytes, larger than its buffer).
 TEST(Communicator, IpcAllReduceMatchesNccl) {
   if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA IPC is CUDA's";
   auto nccl = parallel::make_communicator(*g_tp->world, Device::kCuda, {.custom_all_reduce = false});
   auto& ipc = *g_tp->tp;
   OwnedStream s(Device::kCuda);
-  for (int64_t n : {int64_t{8}, int64_t{4096}, int64_t{4096 * 33}, int64_t{4103}, int64_t{4096 * 1100}}) {
+  for (int64_t n : {int64_t{8}, int64_t{4096}, int64_t{4096 * 33}, int64_t{4096 * 256}, int64_t{4096 * 33 + 7}, int64_t{4096 * 1100}}) {
     for (DType dt : {DType::kBF16, DType::kF32}) {
       Buffer a(Device::kCuda, dt, {n}), b(Device::kCuda, dt, {n});
       std::vector<float> h(static_cast<size_t>(n));
@@ -217,26 +211,30 @@ TEST(Communicator, IpcAllReduceMatchesNccl) {
   }
 }
 
+// Replayed graphs of all-reduces: NCCL's (8 KB) and the IPC kernel's (512 KB), whose
+// flags and double buffers advance on the device from replay to replay.
 TEST(Communicator, AllReduceInsideACudaGraph) {
   if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA graphs are CUDA's";
   auto& c = *g_tp->tp;
   OwnedStream s(Device::kCuda);
-  Buffer x(Device::kCuda, DType::kBF16, {4096});
-  c.all_reduce_sum(x.view(), s.get());  // warm-up outside the capture
-  synchronize(s.get());
-  cuda_runtime::begin_capture(s.get().handle());
-  c.all_reduce_sum(x.view(), s.get());
-  void* graph = cuda_runtime::end_capture(s.get().handle());
-  for (float v : {1.0f, 3.0f}) {
-    std::vector<uint16_t> h(4096, float_to_bf16(v * static_cast<float>(c.rank() + 1)));
-    x.copy_from_host(h.data(), x.nbytes());
-    cuda_runtime::launch_graph(graph, s.get().handle());
-    const auto got = host_of(x.view(), s.get());
-    const double want = v * c.size() * (c.size() + 1) / 2.0;
-    EXPECT_EQ(got.front(), want);
-    EXPECT_EQ(got.back(), want);
+  for (int64_t n : {int64_t{4096}, int64_t{4096 * 64}}) {
+    Buffer x(Device::kCuda, DType::kBF16, {n});
+    c.all_reduce_sum(x.view(), s.get());  // warm-up outside the capture
+    synchronize(s.get());
+    cuda_runtime::begin_capture(s.get().handle());
+    c.all_reduce_sum(x.view(), s.get());
+    void* graph = cuda_runtime::end_capture(s.get().handle());
+    for (float v : {1.0f, 3.0f, 5.0f}) {
+      std::vector<uint16_t> h(static_cast<size_t>(n), float_to_bf16(v * static_cast<float>(c.rank() + 1)));
+      x.copy_from_host(h.data(), x.nbytes());
+      cuda_runtime::launch_graph(graph, s.get().handle());
+      const auto got = host_of(x.view(), s.get());
+      const double want = v * c.size() * (c.size() + 1) / 2.0;
+      EXPECT_EQ(got.front(), want) << n;
+      EXPECT_EQ(got.back(), want) << n;
+    }
+    cuda_runtime::destroy_graph(graph);
   }
-  cuda_runtime::destroy_graph(graph);
 }
 
 TEST(VocabParallel, EmbeddingAndLmHeadMatchTheWholeTable) {
@@ -308,15 +306,17 @@ TEST(Model, CapturedHiddenStatesMatch) {
   EXPECT_LT(rel_error(b, a), tolerance());
 }
 
-class EagleHeads : public ::testing::TestWithParam<model::EagleKind> {};
+// (kind, replicated): the head sharded like the target, or whole on every rank.
+class EagleHeads : public ::testing::TestWithParam<std::tuple<model::EagleKind, bool>> {};
 
 TEST_P(EagleHeads, HeadLogitsMatch) {
   Pair p(tiny());
-  const auto kind = GetParam();
+  const auto [kind, replicated] = GetParam();
   // EAGLE3 with a reduced draft vocabulary (vocab-parallel over 200 rows).
-  const auto hc = model::EagleHeadConfig::for_target(kind, p.config, kind == model::EagleKind::kEagle3 ? 200 : 0);
+  auto hc = model::EagleHeadConfig::for_target(kind, p.config, kind == model::EagleKind::kEagle3 ? 200 : 0);
   model::EagleHead whole(hc, model::random_eagle_head(hc, 5, g_device, act()), *p.whole);
-  model::EagleHead shard(hc, model::random_eagle_head(hc, 5, g_device, act(), g_tp->shard), *p.shard);
+  hc.replicated = replicated;
+  model::EagleHead shard(hc, model::random_eagle_head(hc, 5, g_device, act(), replicated ? model::TpShard{} : g_tp->shard), *p.shard);
   model::KvCache wkv(whole.local_layer(), model::kv_shape_for_tokens(512, 4), g_device, act());
   model::KvCache skv(shard.local_layer(), model::kv_shape_for_tokens(512, 4), g_device, act());
   const auto b = ragged_prefill(p.config.vocab_size, 5);
@@ -328,7 +328,8 @@ TEST_P(EagleHeads, HeadLogitsMatch) {
   EXPECT_LT(rel_error(host_of(shard.out_hidden(), p.stream.get()), host_of(whole.out_hidden(), p.stream.get())), tolerance());
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, EagleHeads, ::testing::Values(model::EagleKind::kEagle1, model::EagleKind::kEagle3));
+INSTANTIATE_TEST_SUITE_P(Kinds, EagleHeads,
+                         ::testing::Combine(::testing::Values(model::EagleKind::kEagle1, model::EagleKind::kEagle3), ::testing::Bool()));
 
 // A TP decode step captured in a CUDA graph (its all-reduces and gathers inside) gives the
 // eager step's logits, on the Llama-3.2-1B shape cut to 4 layers.
