@@ -24,7 +24,8 @@ class Buffer {
   int64_t nbytes() const { return view_.nbytes(); }
   // Fills with zeros (device memset for CUDA buffers).
   void zero();
-  // Copies host bytes in / out (cudaMemcpy for CUDA buffers).
+  // Copies host bytes in / out (cudaMemcpy for CUDA buffers), complete when it returns: work
+  // on any stream may read the bytes next.
   void copy_from_host(const void* src, int64_t bytes, int64_t offset_bytes = 0);
   void copy_to_host(void* dst, int64_t bytes, int64_t offset_bytes = 0) const;
 

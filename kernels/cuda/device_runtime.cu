@@ -64,7 +64,12 @@ void* malloc_host_pinned(size_t bytes) {
 void free_host_pinned(void* p) { cudaFreeHost(p); }
 void memset_device(void* p, int value, size_t bytes) { AERIE_CUDA_CHECK(cudaMemset(p, value, bytes)); }
 void memset_async(void* p, int value, size_t bytes, void* stream) { AERIE_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, S(stream))); }
-void copy_host_to_device(void* dst, const void* src, size_t bytes) { AERIE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)); }
+// cudaMemcpy from pageable memory may return before its DMA has landed; the legacy stream's
+// sync waits for it, so work on any stream (Aerie's are non-blocking) reads the new bytes.
+void copy_host_to_device(void* dst, const void* src, size_t bytes) {
+  AERIE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  AERIE_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
 void copy_device_to_host(void* dst, const void* src, size_t bytes) { AERIE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
 void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   AERIE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));

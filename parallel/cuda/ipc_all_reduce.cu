@@ -80,8 +80,10 @@ __device__ __forceinline__ void barrier(const Channel& c, int rank, int ranks, u
   __syncthreads();
   if (threadIdx.x < ranks) {
     store_release(&c.flags[threadIdx.x]->start[blockIdx.x][rank], flag);
+    // At least `flag`: a peer that has passed this barrier may already have raised the
+    // next call's flag here (flags only grow; the difference is taken mod 2^32).
     const uint32_t* mine = &c.flags[rank]->start[blockIdx.x][threadIdx.x];
-    while (load_acquire(mine) != flag) {
+    while (static_cast<int32_t>(load_acquire(mine) - flag) < 0) {
     }
   }
   __syncthreads();
