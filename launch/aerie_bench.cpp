@@ -1,6 +1,8 @@
 // aerie-bench: benchmarks. `one-batch` measures prefill and decode of one static batch
-// against the bandwidth floor measured in the same run; `kernels` times each op of a decode
-// step; `serving` is an HTTP load generator for a running server.
+// against the bandwidth floor measured in the same run (tensor-parallel under mpirun with
+// --tp-size); `kernels` times each op of a decode step; `collectives` times all-reduces
+// across GPUs; `serving` is an HTTP load generator for a running server; `speculative` the
+// parts of a speculative round.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
