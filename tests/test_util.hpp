@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the C++ tests: seeded random host tensors and error measures.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -30,6 +31,15 @@ inline double rel_error(const std::vector<double>& a, const std::vector<double>&
     den += b[i] * b[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1.0));
+}
+
+// The index of each row's largest value, for rows of `vocab` logits.
+inline std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < l.size() / static_cast<size_t>(vocab); ++r)
+    out.push_back(std::max_element(l.begin() + static_cast<int64_t>(r) * vocab, l.begin() + static_cast<int64_t>(r + 1) * vocab) -
+                  (l.begin() + static_cast<int64_t>(r) * vocab));
+  return out;
 }
 
 }  // namespace aerie::testing

@@ -11,6 +11,7 @@
 
 using namespace aerie;
 using aerie::testing::rel_error;
+using aerie::testing::row_argmax;
 
 namespace {
 
@@ -33,14 +34,6 @@ std::vector<double> host_copy(const TensorView& t, const Stream& s) {
   copy_async(h.data(), t.data, h.size() * 4, s);
   synchronize(s);
   return std::vector<double>(h.begin(), h.end());
-}
-
-std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
-  std::vector<int64_t> out;
-  for (size_t r = 0; r < l.size() / static_cast<size_t>(vocab); ++r)
-    out.push_back(std::max_element(l.begin() + static_cast<int64_t>(r) * vocab, l.begin() + static_cast<int64_t>(r + 1) * vocab) -
-                  (l.begin() + static_cast<int64_t>(r) * vocab));
-  return out;
 }
 
 // A prefill of one prompt into pages 1.., logits of every position.

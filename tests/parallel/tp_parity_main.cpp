@@ -31,6 +31,7 @@
 
 using namespace aerie;
 using aerie::testing::rel_error;
+using aerie::testing::row_argmax;
 
 namespace {
 
@@ -54,14 +55,6 @@ std::vector<double> host_of(const TensorView& t, const Stream& s) {
     for (size_t i = 0; i < raw.size(); ++i) h[i] = load_as_float(raw.data(), t.dtype, static_cast<int64_t>(i));
   }
   return {h.begin(), h.end()};
-}
-
-std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t vocab) {
-  std::vector<int64_t> out;
-  for (size_t r = 0; r < l.size() / static_cast<size_t>(vocab); ++r)
-    out.push_back(std::max_element(l.begin() + static_cast<int64_t>(r) * vocab, l.begin() + static_cast<int64_t>(r + 1) * vocab) -
-                  (l.begin() + static_cast<int64_t>(r) * vocab));
-  return out;
 }
 
 // Two prompts of different lengths (a ragged prefill) into pages from slot 4 on, logits at
