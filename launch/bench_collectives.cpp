@@ -56,7 +56,7 @@ int run_collective_bench(const CollectiveBenchOptions& o) {
   const bool report = tp.rank0();
   nlohmann::json results = nlohmann::json::array();
   if (report)
-    std::printf("all-reduce over %d GPUs, bf16, %lld calls per graph; ipc: Aerie's communicator (the IPC kernel from 256 KB)\n"
+    std::printf("all-reduce over %d GPUs, bf16, %lld calls per graph; ipc: Aerie's communicator (the IPC kernel for bf16 up to 2 MB)\n"
                 "%6s %10s %10s %11s %10s %11s %6s\n",
                 tp.world->size(), static_cast<long long>(o.calls), "rows", "bytes", "nccl_us", "nccl_graph", "ipc_us", "ipc_graph", "same");
   for (int64_t rows : o.rows) {

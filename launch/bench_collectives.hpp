@@ -1,9 +1,9 @@
 #pragma once
 // aerie-bench collectives: the time of one all-reduce over the ranks of an mpirun launch
-// (one GPU each), NCCL alone against Aerie's communicator (NCCL, and the IPC one-shot kernel
-// from 256 KB), for the message sizes a decode step sends (rows x hidden in bf16), issued
+// (one GPU each), NCCL alone against Aerie's communicator (the IPC one-shot kernel for bf16
+// up to 2 MB), for the message sizes a decode step sends (rows x hidden in bf16), issued
 // eagerly and replayed from a CUDA graph of many back-to-back calls (as a decode graph issues
-// them). Also checks that both give the same sums. What decides where the IPC all-reduce
+// them). Also checks that both give the same sums. What decided that the IPC all-reduce
 // pays (docs/performance.md).
 #include <cstdint>
 #include <string>

@@ -18,7 +18,7 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}));
   app.add_option("--tp-size", d.tp_size, "tensor-parallel ranks per DP group (under mpirun, one GPU per rank)")->check(CLI::PositiveNumber);
   app.add_flag("--disable-custom-all-reduce", d.disable_custom_all_reduce,
-               "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for 256 KB-2 MB ones)");
+               "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for bf16 ones up to 2 MB)");
   app.add_option("--dp-size", d.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(CLI::PositiveNumber);
   app.add_option("--max-running-requests", d.max_running_requests, "requests decoded together per replica")->check(CLI::PositiveNumber);
   app.add_option("--max-total-tokens", d.max_total_tokens, "KV pool size in tokens per replica (" + max_total_tokens_help + ")")

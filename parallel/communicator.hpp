@@ -34,8 +34,8 @@ class Communicator {
   virtual void broadcast(const TensorView& x, int root, const Stream& stream) = 0;
   // What follows a row-parallel layer: x = sum of x over ranks; residual += x;
   // y = rmsnorm(residual) * weight (kernels/rms_norm.hpp's numbers). x, residual, y
-  // [rows, hidden], weight [hidden]. all_reduce_sum then the rms_norm op: the one place a
-  // communicator may fuse them (measured for the IPC kernel, not faster than NCCL + norm).
+  // [rows, hidden], weight [hidden]. By default all_reduce_sum then the rms_norm op; the IPC
+  // communicator fuses them into one kernel.
   virtual void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y,
                                             float eps, const Stream& stream);
   // Gives up on the group after a fault: pending and later collectives fail instead of
@@ -53,15 +53,16 @@ std::unique_ptr<Communicator> make_host_communicator(ProcessGroup& group);
 // build has no NCCL.
 std::unique_ptr<Communicator> make_nccl_communicator(ProcessGroup& group, std::chrono::milliseconds timeout);
 bool nccl_available();
-// `nccl` with mid-size all-reduces (256 KB to 2 MB: decode at batch 32-256) done by a
-// one-shot kernel over CUDA IPC and NVLink (sglang's custom all-reduce): when every rank of
-// `group` is on this node and reaches every other's GPU, else `nccl` itself. Collective
-// over `group`.
+// `nccl` with bf16 / f16 all-reduces up to 2 MB (every decode step's) done by one-shot
+// kernels over CUDA IPC and NVLink (TensorRT-LLM's Lamport all-reduce, sglang's custom
+// all-reduce), the residual add and RMSNorm after a row-parallel layer fused in: when every
+// rank of `group` is on this node and reaches every other's GPU, else `nccl` itself.
+// Collective over `group`.
 std::unique_ptr<Communicator> make_ipc_communicator(ProcessGroup& group, std::unique_ptr<Communicator> nccl);
 
 struct CommunicatorOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // NCCL creation deadline
-  bool custom_all_reduce = true;  // CUDA: the IPC one-shot all-reduce for mid-size messages
+  bool custom_all_reduce = true;  // CUDA: the IPC one-shot all-reduce for decode-size messages
 };
 // The communicator for tensors of `device` over `group`: single for a group of one, NCCL
 // (with the IPC all-reduce unless disabled) for CUDA, host (MPI) for CPU.

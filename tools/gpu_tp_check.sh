@@ -52,6 +52,12 @@ for s in $steps; do
     kernels)  # each op of a decode step at one GPU's shapes: the whole model, and one TP2 rank's shard
       step kernels_tp1 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544
       step kernels_tp2 120 "$B/aerie-bench" kernels --model-shape llama-3.1-8b --batch-size 1,8 --context 544 --tp-size 2;;
+    spec)  # a speculative round under TP: EAGLE3 head sharded like the target, or whole on every rank
+      SPEC=(speculative --model-shape llama-3.1-8b --batch-size 1,8 --speculative-num-steps 3 --rounds 12)
+      step spec_tp1 180 "$B/aerie-bench" "${SPEC[@]}" --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_tp1.json"
+      step spec_tp2 180 "${MPI[@]}" "$B/aerie-bench" "${SPEC[@]}" --tp-size 2 --algorithm EAGLE3,STANDALONE --json "$LOGS/spec_tp2.json"
+      step spec_tp2_replicated 180 "${MPI[@]}" "$B/aerie-bench" "${SPEC[@]}" --tp-size 2 --algorithm EAGLE3 \
+        --speculative-draft-tensor-parallel-size 1 --json "$LOGS/spec_tp2_replicated.json";;
     collectives) step collectives 120 "${MPI[@]}" "$B/aerie-bench" collectives --rows 1,2,4,8,16,32,64,128,256 --json "$LOGS/collectives.json";;
     bench)
       ONE=(one-batch --load-format dummy --model-shape llama-3.1-8b --batch-size 1,8,32 --input-len 512 --output-len 64 --cuda-graph on)

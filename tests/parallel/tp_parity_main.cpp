@@ -176,8 +176,8 @@ TEST(Communicator, CollectivesGiveEveryRankTheSameAnswer) {
   for (int64_t i = 0; i < len; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], static_cast<double>((n - 1) * 10 + i));
 }
 
-// The IPC one-shot all-reduce (256 KB to 2 MB) against NCCL alone, and sizes it hands to
-// NCCL (small, not a multiple of 16 bytes, larger than its buffer).
+// The IPC one-shot all-reduce (bf16 up to 2 MB) against NCCL alone, and what it hands to
+// NCCL (f32, not a multiple of 16 bytes, larger than its buffer).
 TEST(Communicator, IpcAllReduceMatchesNccl) {
   if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA IPC is CUDA's";
   auto nccl = parallel::make_communicator(*g_tp->world, Device::kCuda, {.custom_all_reduce = false});
@@ -204,8 +204,37 @@ TEST(Communicator, IpcAllReduceMatchesNccl) {
   }
 }
 
-// Replayed graphs of all-reduces: NCCL's (8 KB) and the IPC kernel's (512 KB), whose
-// flags and double buffers advance on the device from replay to replay.
+// Replayed graphs of the IPC all-reduce (8 KB and 512 KB), whose call counter and buffer
+// phases advance on the device from replay to replay.
+// The fused all-reduce + residual add + RMSNorm against NCCL followed by the norm kernel.
+TEST(Communicator, FusedAllReduceNormMatchesNcclThenNorm) {
+  if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA IPC is CUDA's";
+  auto nccl = parallel::make_communicator(*g_tp->world, Device::kCuda, {.custom_all_reduce = false});
+  auto& ipc = *g_tp->tp;
+  OwnedStream s(Device::kCuda);
+  for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{200}}) {
+    const int64_t hidden = 4096;
+    auto make = [&](uint64_t seed, float std, bool same_on_every_rank) {
+      return model::random_buffer(seed + (same_on_every_rank ? 0 : 100 * static_cast<uint64_t>(g_tp->world->rank())), {rows, hidden}, std,
+                                  Device::kCuda, DType::kBF16);
+    };
+    Buffer xa = make(1, 1.0f, false), xb = make(1, 1.0f, false), ra = make(2, 1.0f, true), rb = make(2, 1.0f, true);
+    Buffer w = model::random_buffer(3, {hidden}, 0.0f, Device::kCuda, DType::kBF16, 1.5f);
+    Buffer ya(Device::kCuda, DType::kBF16, {rows, hidden}), yb(Device::kCuda, DType::kBF16, {rows, hidden});
+    for (int rep = 0; rep < 3; ++rep) {  // the channel's phases turn over
+      nccl->all_reduce_residual_rms_norm(xa.view(), ra.view(), w.view(), ya.view(), 1e-5f, s.get());
+      ipc.all_reduce_residual_rms_norm(xb.view(), rb.view(), w.view(), yb.view(), 1e-5f, s.get());
+    }
+    const auto x1 = host_of(xa.view(), s.get()), x2 = host_of(xb.view(), s.get());
+    const auto r1 = host_of(ra.view(), s.get()), r2 = host_of(rb.view(), s.get());
+    if (g_tp->world->size() == 2) {
+      EXPECT_EQ(x1, x2) << rows;
+      EXPECT_EQ(r1, r2) << rows;
+    }
+    EXPECT_LT(rel_error(host_of(yb.view(), s.get()), host_of(ya.view(), s.get())), 1e-2) << rows;
+  }
+}
+
 TEST(Communicator, AllReduceInsideACudaGraph) {
   if (g_device != Device::kCuda) GTEST_SKIP() << "CUDA graphs are CUDA's";
   auto& c = *g_tp->tp;
