@@ -27,12 +27,18 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/error.hpp"
 #include "parallel/communicator.hpp"
 
 namespace aerie::parallel {
 
 namespace {
+
+using kernels::cuda::block_sum;
+using kernels::cuda::launch_pdl;
+using kernels::cuda::pdl_trigger;
+using kernels::cuda::pdl_wait;
 
 constexpr int kMaxRanks = 8;
 constexpr int kThreads = 512;
@@ -89,9 +95,6 @@ __device__ __forceinline__ uint4 sentinels() {
   const uint32_t s = (static_cast<uint32_t>(kSentinel) << 16) | kSentinel;
   return make_uint4(s, s, s, s);
 }
-
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 template <class T>
 struct Vec {
@@ -160,22 +163,12 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce(uint4* x, Channel
   finish(c, rank, ranks, call, prev_vecs, vecs);
 }
 
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) s += part[w];
-  __syncthreads();
-  return s;
-}
-
 // Rows r = blockIdx.x, + gridDim.x, ...: x = sum over ranks; residual += x; y = norm(residual) * w.
 template <class T>
 __global__ void __launch_bounds__(kThreads) lamport_all_reduce_norm(uint4* x, uint4* residual, const uint4* weight, uint4* y, Channel c,
                                                                     int rank, int ranks, int64_t rows, int64_t row_vecs, int64_t hidden,
                                                                     float eps) {
+  __shared__ float scratch[32];
   pdl_wait();
   pdl_trigger();
   const uint32_t call = *reinterpret_cast<volatile uint32_t*>(&c.state->call);
@@ -203,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_norm(uint4* x, ui
 #pragma unroll
       for (int k = 0; k < 8; ++k) ss += back.v[k] * back.v[k];
     }
-    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+    const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
     for (int64_t j = threadIdx.x; j < row_vecs; j += blockDim.x) {
       const int64_t i = r * row_vecs + j;
       Vec<T> v{}, w{};
@@ -220,20 +213,6 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_norm(uint4* x, ui
 __global__ void fill_sentinels(uint4* p, int64_t vecs) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < vecs; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     p[i] = sentinels();
-}
-
-template <class... KernelArgs, class... Args>
-void launch_pdl(void (*kernel)(KernelArgs...), unsigned blocks, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  AERIE_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(args)...));
 }
 
 // A channel's memory on this rank, and its peers' mapped.
@@ -308,8 +287,9 @@ class IpcCommunicator final : public Communicator {
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(kMaxBlocks, (vecs + kThreads - 1) / kThreads));
     auto* v = static_cast<uint4*>(x.data);
     auto s = static_cast<cudaStream_t>(stream.handle());
-    if (x.dtype == DType::kBF16) launch_pdl(lamport_all_reduce<__nv_bfloat16>, blocks, s, v, plain_.view(), rank_, size_, vecs);
-    else launch_pdl(lamport_all_reduce<__half>, blocks, s, v, plain_.view(), rank_, size_, vecs);
+    if (x.dtype == DType::kBF16) launch_pdl(lamport_all_reduce<__nv_bfloat16>, dim3(blocks), dim3(kThreads), 0, s, v, plain_.view(), rank_, size_, vecs);
+    else launch_pdl(lamport_all_reduce<__half>, dim3(blocks), dim3(kThreads), 0, s, v, plain_.view(), rank_, size_, vecs);
+    AERIE_CUDA_OK(cudaGetLastError());
   }
 
   void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y, float eps,
@@ -327,10 +307,12 @@ class IpcCommunicator final : public Communicator {
     auto* pr = static_cast<uint4*>(residual.data);
     auto* pw = static_cast<const uint4*>(weight.data);
     auto* py = static_cast<uint4*>(y.data);
+    const dim3 grid(blocks), block(kThreads);
     if (x.dtype == DType::kBF16)
-      launch_pdl(lamport_all_reduce_norm<__nv_bfloat16>, blocks, s, px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
+      launch_pdl(lamport_all_reduce_norm<__nv_bfloat16>, grid, block, 0, s, px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
     else
-      launch_pdl(lamport_all_reduce_norm<__half>, blocks, s, px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
+      launch_pdl(lamport_all_reduce_norm<__half>, grid, block, 0, s, px, pr, pw, py, rows_.view(), rank_, size_, rows, row_vecs, hidden, eps);
+    AERIE_CUDA_OK(cudaGetLastError());
   }
 
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override { nccl_->all_gather(in, out, stream); }
