@@ -30,13 +30,7 @@ void serve_stdin_json(launch::Deployment& deployment) {
   };
   const launch::RequestLimits limits = launch::request_limits(deployment, nullptr);
   auto parse = [limits](const std::string& text) {
-    nlohmann::json body;
-    try {
-      body = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      AERIE_FAIL("malformed JSON: " << e.what());
-    }
-    auto p = launch::parse_generate_request(body, limits);
+    auto p = launch::parse_generate_request(launch::parse_client_json(text), limits);
     // The JSON-lines frontend writes whole results: what needs the HTTP layer is refused, not ignored.
     AERIE_CHECK(p.stop.empty(), "'stop' strings are served by the HTTP API; use stop_token_ids here");
     AERIE_CHECK(!p.stream, "'stream' is served by the HTTP API");

@@ -30,12 +30,13 @@ void send_json(httplib::Response& res, int status, const std::string& body) {
   res.set_content(body, "application/json");
 }
 
-// Parses a body as JSON, or answers 400 itself (invalid UTF-8 and NaN are malformed JSON).
+// Parses a body as JSON, or answers 400 itself (invalid UTF-8 and NaN are malformed JSON;
+// nesting past kMaxJsonDepth is refused while parsing).
 std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
   try {
-    return json::parse(req.body);
-  } catch (const json::exception& e) {
-    send_json(res, 400, error_body("invalid_json", std::string("malformed JSON: ") + e.what()));
+    return parse_client_json(req.body);
+  } catch (const std::exception& e) {
+    send_json(res, 400, error_body("invalid_json", e.what()));
     return std::nullopt;
   }
 }

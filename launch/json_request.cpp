@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
@@ -23,6 +24,11 @@ T field(const json& obj, const char* key, T fallback) {
     AERIE_CHECK(v.is_boolean(), "'" << key << "' must be true or false");
   } else if constexpr (std::is_integral_v<T>) {
     AERIE_CHECK(v.is_number_integer(), "'" << key << "' must be an integer");
+    // Out of the field's range is an error, never a silent truncation (2^32 + 1 is not 1).
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                             : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                                   v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    AERIE_CHECK(fits, "'" << key << "' is out of range [" << +std::numeric_limits<T>::min() << ", " << +std::numeric_limits<T>::max() << "]");
   } else {
     AERIE_CHECK(v.is_number(), "'" << key << "' must be a number");
     AERIE_CHECK(std::isfinite(v.get<double>()), "'" << key << "' must be a finite number");
@@ -76,7 +82,8 @@ void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   AERIE_CHECK(prompt < limits.max_total_tokens,
               "the prompt has " << prompt << " tokens; this server takes at most " << limits.max_total_tokens - 1);
-  AERIE_CHECK(prompt + r.max_new_tokens <= limits.max_total_tokens, "'" << max_key << "' (" << r.max_new_tokens << ") + the prompt ("
+  // prompt < max_total_tokens: the difference cannot overflow, a sum with a huge count could.
+  AERIE_CHECK(r.max_new_tokens <= limits.max_total_tokens - prompt, "'" << max_key << "' (" << r.max_new_tokens << ") + the prompt ("
                                                                         << prompt << " tokens) exceeds " << limits.max_total_tokens
                                                                         << " tokens");
 }
@@ -115,6 +122,20 @@ void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limi
 }
 
 }  // namespace
+
+json parse_client_json(const std::string& text) {
+  // The parser keeps its own stack, but copies and walks of a parsed value recurse: a value
+  // deeper than the cap is refused while it is being read.
+  const json::parser_callback_t cap = [](int depth, json::parse_event_t, json&) {
+    AERIE_CHECK(depth <= kMaxJsonDepth, "JSON nested deeper than " << kMaxJsonDepth << " levels");
+    return true;
+  };
+  try {
+    return json::parse(text, cap);
+  } catch (const json::exception& e) {
+    AERIE_FAIL("malformed JSON: " << e.what());
+  }
+}
 
 RequestLimits request_limits(const Deployment& deployment, const model::TextTokenizer* tokenizer) {
   // The scheduler needs prompt + max_new_tokens - 1 KV slots and at most the context.

@@ -37,6 +37,13 @@ struct RequestLimits {
   const model::TextTokenizer* tokenizer = nullptr;  // for text prompts; may be null
 };
 
+// Client JSON nested deeper than this is refused while it is parsed (before any copy or walk
+// of it could recurse that deep).
+constexpr int kMaxJsonDepth = 64;
+// Parses a client's body. Throws aerie::Error "malformed JSON: ..." (invalid JSON, invalid
+// UTF-8, NaN) or naming the depth cap.
+nlohmann::json parse_client_json(const std::string& text);
+
 // The limits of a running deployment (rank 0's model and KV pool).
 RequestLimits request_limits(const Deployment& deployment, const model::TextTokenizer* tokenizer);
 

@@ -155,6 +155,14 @@ def main():
             ("prompt longer than the context", {"input_ids": [1] * 5000}, None, 400, "invalid_request"),
             ("max_new_tokens too large", {"input_ids": [1], "sampling_params": {"max_new_tokens": 10 ** 9}}, None, 400, "invalid_request"),
             ("oversized body", None, b"[" + b"1," * (9 << 20) + b"1]", 413, "payload_too_large"),
+            # hostile: nesting that crashed a recursive walk, a count that overflowed the length check,
+            # an integer past its field's range (was truncated)
+            ("150,000 nested levels", None, b'{"input_ids": [1], "sampling_params": ' + b"[" * 150000 + b"]" * 150000 + b"}", 400,
+             "invalid_json"),
+            ("max_new_tokens 2^63-1", {"input_ids": [1], "sampling_params": {"max_new_tokens": 2 ** 63 - 1}}, None, 400,
+             "invalid_request"),
+            ("top_logprobs_num 2^32+1", {"input_ids": [1], "return_logprob": True, "top_logprobs_num": 2 ** 32 + 1}, None, 400,
+             "invalid_request"),
             # the OpenAI endpoints share the checks
             ("completions: max_tokens <= 0", {"prompt": [1, 2], "max_tokens": 0}, None, 400, "invalid_request", "/v1/completions"),
             ("completions: max_tokens too large", {"prompt": [1, 2], "max_tokens": 10 ** 6}, None, 400, "invalid_request",

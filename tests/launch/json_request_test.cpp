@@ -64,3 +64,42 @@ TEST(JsonRequest, RejectsEveryBadFieldClearly) {
   bad(R"({"input_ids": [1], "sampling_params": []})", "must be an object");
   bad(R"({"input_ids": [1], "rid": [1]})", "'rid'");
 }
+
+// Hostile bodies: nesting that would overflow a recursive walk, counts that would overflow
+// the length check, integers past their field's range.
+TEST(JsonRequest, DeepNestingIsRefusedWhileParsing) {
+  const int levels = 150000;
+  for (const char* wrap : {"{\"input_ids\": [1], \"sampling_params\": ", "{\"input_ids\": "}) {
+    std::string text = wrap;
+    for (int i = 0; i < levels; ++i) text += "[";
+    for (int i = 0; i < levels; ++i) text += "]";
+    text += "}";
+    try {
+      launch::parse_client_json(text);
+      FAIL() << "accepted " << levels << " levels";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than"), std::string::npos) << e.what();
+    }
+  }
+  // At the cap it parses.
+  std::string ok = "{\"a\": ";
+  for (int i = 0; i < launch::kMaxJsonDepth - 1; ++i) ok += "[";
+  for (int i = 0; i < launch::kMaxJsonDepth - 1; ++i) ok += "]";
+  ok += "}";
+  EXPECT_NO_THROW(launch::parse_client_json(ok));
+  EXPECT_THROW(launch::parse_client_json("{\"a\": "), Error);
+}
+
+TEST(JsonRequest, HugeCountsAndOutOfRangeIntegersAreRefused) {
+  auto parse = [](const std::string& sampling) {
+    return launch::parse_generate_request(json::parse(R"({"input_ids": [1, 2], "sampling_params": )" + sampling + "}"), kLimits);
+  };
+  for (const char* n : {"9223372036854775807", "9223372036854775806", "18446744073709551615"})
+    EXPECT_THROW(parse(std::string(R"({"max_new_tokens": )") + n + "}"), Error) << n;
+  EXPECT_THROW(parse(R"({"top_k": 4294967297})"), Error);
+  EXPECT_THROW(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "return_logprob": true, "top_logprobs_num": 4294967297})"),
+                                              kLimits),
+               Error);
+  EXPECT_NO_THROW(parse(R"({"max_new_tokens": 62})"));  // 2 + 62 = 64, the limit
+  EXPECT_THROW(parse(R"({"max_new_tokens": 63})"), Error);
+}
