@@ -6,6 +6,10 @@ namespace aerie::actors {
 
 namespace {
 
+// One reply line. Text from the client (echoed in an error) need not be valid UTF-8: what is
+// not is replaced (U+FFFD) rather than failing the dump and, with it, this actor.
+std::string line_of(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 void maybe_drained(caf::stateful_actor<FrontendState>* self) {
   if (self->state.in_progress != 0) return;
   for (auto& p : self->state.drains) p.deliver(true);
@@ -27,7 +31,7 @@ caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::acto
         try {
           parsed = st.parse(line.text);
         } catch (const std::exception& e) {
-          st.write(nlohmann::json{{"error", {{"code", "invalid_request"}, {"message", e.what()}}}}.dump());
+          st.write(line_of(nlohmann::json{{"error", {{"code", "invalid_request"}, {"message", e.what()}}}}));
           return;
         }
         const uint64_t rid = st.next_rid++;
@@ -46,12 +50,12 @@ caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::acto
                                       {"prompt_tokens", d.result.prompt_tokens},
                                       {"completion_tokens", d.result.output_ids.size()}};
                   }
-                  self->state.write(j.dump());
+                  self->state.write(line_of(j));
                   --self->state.in_progress;
                   maybe_drained(self);
                 },
                 [self, client_id](caf::error& e) {
-                  self->state.write(nlohmann::json{{"rid", client_id}, {"error", {{"code", "internal"}, {"message", self->system().render(e)}}}}.dump());
+                  self->state.write(line_of(nlohmann::json{{"rid", client_id}, {"error", {{"code", "internal"}, {"message", self->system().render(e)}}}}));
                   --self->state.in_progress;
                   maybe_drained(self);
                 });

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """aerie-serve end to end: sglang /generate bodies as JSON lines on stdin give the same
 tokens as aerie-generate, in one process and under mpirun -np 2 --dp-size 2; malformed
-lines get an error line with a code and the service keeps answering.
+lines (invalid UTF-8 among them) get an error line with a code and the service keeps
+answering.
 
   serve_test.py --serve BIN/aerie-serve --generate BIN/aerie-generate --mpirun MPIRUN
 """
@@ -34,24 +35,25 @@ def main():
             lines += ["{not json", json.dumps({"input_ids": []}), json.dumps({"input_ids": [1, 10**6]}),
                       json.dumps({"input_ids": [1], "sampling_params": {"temperature": -1}}),
                       json.dumps({"input_ids": [1], "sampling_params": {"max_new_tokens": "many"}})]
-    stdin = "\n".join(lines) + "\n"
+    # Invalid UTF-8 in the middle (the frontend used to die writing its error, losing the rest).
+    stdin = ("\n".join(lines[:6]) + "\n").encode() + b'{"text": "\xff\xfe"}\n' + ("\n".join(lines[6:]) + "\n").encode()
     mpi = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     for name, cmd in (("one process", [args.serve, "--stdin-json", "--load-format", "dummy", "--max-total-tokens", "2048"]),
                       ("mpirun -np 2 --dp-size 2", mpi + [args.serve, "--stdin-json", "--load-format", "dummy", "--dp-size", "2",
                                                            "--max-total-tokens", "512"])):
-        res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, f"{name}: exit {res.returncode}: {res.stderr}"
-        replies = [json.loads(l) for l in res.stdout.splitlines() if l.strip()]
+        res = subprocess.run(cmd, input=stdin, capture_output=True, timeout=300)
+        assert res.returncode == 0, f"{name}: exit {res.returncode}: {res.stderr.decode(errors='replace')}"
+        replies = [json.loads(l) for l in res.stdout.decode().splitlines() if l.strip()]
         errors = [r for r in replies if "error" in r]
         ok = {r["rid"]: r for r in replies if "error" not in r}
-        assert len(errors) == 5, f"{name}: {len(errors)} error lines, expected 5: {errors}"
+        assert len(errors) == 6, f"{name}: {len(errors)} error lines, expected 6: {errors}"
         assert all(e["error"]["code"] == "invalid_request" for e in errors), errors
         assert len(ok) == len(prompts), f"{name}: {len(ok)} results for {len(prompts)} requests"
         for i, exp in enumerate(expected):
             r = ok[f"r{i}"]
             assert r["output_ids"] == exp, f"{name}: request {i}: {r['output_ids']} != {exp}"
             assert r["meta_info"]["finish_reason"] == "length" and r["meta_info"]["completion_tokens"] == 10
-        print(f"{name}: {len(ok)} results equal aerie-generate, 5 malformed lines answered with errors")
+        print(f"{name}: {len(ok)} results equal aerie-generate, 6 malformed lines answered with errors")
     print("serve_test: all checks passed")
 
 
