@@ -9,6 +9,7 @@
 
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
+#include "launch/serving/request_id.hpp"
 #include "launch/serving/request_session.hpp"
 #include "launch/serving/response_writer.hpp"
 
@@ -157,14 +158,14 @@ HttpServer::~HttpServer() = default;
 
 RequestLimits HttpServer::limits() const { return request_limits(deployment_, tokenizer_.get()); }
 
-std::string HttpServer::client_id(const ParsedRequest& p, uint64_t rid) const {
+std::string HttpServer::client_id(const ParsedRequest& p) {
   if (!p.rid.empty()) return p.rid;
   switch (p.kind) {
-    case ApiKind::kCompletion: return "cmpl-" + std::to_string(rid);
-    case ApiKind::kChat: return "chatcmpl-" + std::to_string(rid);
+    case ApiKind::kCompletion: return "cmpl-" + random_request_id();
+    case ApiKind::kChat: return "chatcmpl-" + random_request_id();
     case ApiKind::kGenerate: break;
   }
-  return std::to_string(rid);
+  return random_request_id();
 }
 
 EngineLoad HttpServer::load() {
@@ -177,9 +178,15 @@ EngineLoad HttpServer::load() {
 }
 
 void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
-  if (p.stream) return stream(std::move(p), res);
+  const std::string id = client_id(p);
+  if (!reserve(id)) return send_json(res, 409, error_body("rid_in_use", "a request with rid '" + id + "' is still in progress"));
+  if (p.stream) return stream(std::move(p), id, res);  // its resource releaser gives the rid back
+  struct GiveBack {
+    HttpServer* server;
+    const std::string& id;
+    ~GiveBack() { server->untrack(id); }
+  } give_back{this, id};  // also when the session throws
   const uint64_t rid = next_rid_++;
-  const std::string id = client_id(p, rid);
   RequestSession session(deployment_, tokenizer_.get(), metrics_, rid, p);
   track(id, session.handle());
   ResponseWriter writer(p, id, options_.model_name, tokenizer_.get());
@@ -188,7 +195,6 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
     u = session.next();
     writer.absorb(u);
   } while (!u.finished);
-  untrack(id);
   if (!u.error.empty()) return send_json(res, 400, error_body("rejected", u.error));
   send_json(res, 200, dump(writer.body(u, session.seconds_since_arrival())));
 }
@@ -196,7 +202,7 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
 // Server-sent events: `data: {...}` per update, then `data: [DONE]`. The session (and its
 // scoped actor) is made on the first call of the content provider, in the connection's
 // thread, which makes every later call too. A client that goes away aborts its request.
-void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
+void HttpServer::stream(ParsedRequest p, const std::string& id, httplib::Response& res) {
   struct Stream {
     ParsedRequest request;
     uint64_t rid = 0;
@@ -206,7 +212,7 @@ void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
   };
   auto st = std::make_shared<Stream>();
   st->rid = next_rid_++;
-  st->id = client_id(p, st->rid);
+  st->id = id;
   st->request = std::move(p);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -242,6 +248,11 @@ void HttpServer::stream(ParsedRequest p, httplib::Response& res) {
         untrack(st->id);
         st->session.reset();  // aborts the request if it has not ended
       });
+}
+
+bool HttpServer::reserve(const std::string& client_rid) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  return live_.emplace(client_rid, caf::actor{}).second;  // no session yet: not abortable
 }
 
 void HttpServer::track(const std::string& client_rid, caf::actor session) {

@@ -59,10 +59,11 @@ class HttpServer {
     std::string body;
   };
   void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
-  void stream(ParsedRequest p, httplib::Response& res);
+  void stream(ParsedRequest p, const std::string& id, httplib::Response& res);
   Reply health_generate();
   EngineLoad load();
-  std::string client_id(const ParsedRequest& p, uint64_t rid) const;
+  // The request's id: the client's rid, or a random one.
+  static std::string client_id(const ParsedRequest& p);
   RequestLimits limits() const;
 
   Deployment& deployment_;
@@ -77,6 +78,8 @@ class HttpServer {
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
   std::map<std::string, caf::actor> live_;  // client rid -> its session, while in progress
+  // Claims a rid for a new request: false when a request with it is still in progress.
+  bool reserve(const std::string& client_rid);
   void track(const std::string& client_rid, caf::actor session);
   void untrack(const std::string& client_rid);
   int bound_port_ = 0;

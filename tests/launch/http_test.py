@@ -10,6 +10,7 @@ afterwards, and SIGTERM stops the server cleanly.
 import argparse
 import concurrent.futures
 import json
+import re
 import os
 import random
 import socket
@@ -109,11 +110,21 @@ def main():
         assert status == 200 and r["output_ids"] == expected[0], r
         print("disconnected streams were dropped; the server still answers")
 
-        # /abort_request ends a long request early; unknown ids are 404.
+        # /abort_request ends a long request early; unknown ids are 404; a second request with the
+        # rid of one in progress is refused (409), not mixed up with it.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             long = pool.submit(call, base + "/generate", {"rid": "long-one", "input_ids": [1, 2, 3],
                                                          "sampling_params": {"max_new_tokens": 3000, "temperature": 0,
                                                                              "ignore_eos": True}})
+            # Only once the long request runs (a duplicate sent earlier would take the rid first).
+            for _ in range(500):
+                running = re.search(r"^aerie:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
+                if running and float(running.group(1)) >= 1:
+                    break
+                time.sleep(0.01)
+            assert running and float(running.group(1)) >= 1, "the long request never showed as running"
+            status, r = call(base + "/generate", {"rid": "long-one", "input_ids": [4], "sampling_params": {"max_new_tokens": 1}})
+            assert status == 409 and r["error"]["code"] == "rid_in_use", f"a duplicate rid was not refused: {status} {r}"
             for _ in range(200):
                 status, _ = call(base + "/abort_request", {"rid": "long-one"})
                 if status == 200:
@@ -124,7 +135,11 @@ def main():
         assert status == 200 and r["meta_info"]["finish_reason"]["type"] == "abort", r
         assert r["meta_info"]["completion_tokens"] < 3000, r["meta_info"]
         assert call(base + "/abort_request", {"rid": "nobody"})[0] == 404
-        print(f"/abort_request ended a request after {r['meta_info']['completion_tokens']} of 3000 tokens")
+        print(f"/abort_request ended a request after {r['meta_info']['completion_tokens']} of 3000 tokens; a duplicate rid got 409")
+        # Ids the server makes are unguessable (128 random bits), not a counter.
+        ids = {call(base + "/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 1}})[1]["meta_info"]["id"]
+               for _ in range(3)}
+        assert len(ids) == 3 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids), ids
 
         status, metrics = call_text(base + "/metrics")
         assert status == 200, metrics

@@ -3,6 +3,10 @@
 // a real byte-level BPE tokenizer.json written here (all 256 bytes plus Llama-3's special
 // tokens, no merges), so every string round-trips.
 #include <gtest/gtest.h>
+
+#include <set>
+
+#include "launch/serving/request_id.hpp"
 #include <unistd.h>
 
 #include <filesystem>
@@ -259,4 +263,15 @@ TEST(ServingMetrics, ReportsTheEngineAcceptLengthAndRate) {
   has("aerie:spec_accept_length_avg{model_name=\"tiny\"} 3");
   has("aerie:spec_accept_rate{model_name=\"tiny\"} 0.6666");
   has("aerie:spec_accept_length_count{model_name=\"tiny\"} 1");
+}
+
+TEST(RequestId, RandomHexNeverRepeats) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string id = aerie::launch::random_request_id();
+    ASSERT_EQ(id.size(), 32u);
+    ASSERT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    seen.insert(id);
+  }
+  EXPECT_EQ(seen.size(), 2000u);
 }
