@@ -22,10 +22,14 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
               "top log-probabilities must be between 0 and " << kMaxTopLogprobs << ", got " << r.logprobs);
   for (int32_t id : r.prompt)
     AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
+  // Compared with the room left, never summed first: a huge max_new_tokens would wrap past the
+  // check and leave a request that can never finish holding the pool.
+  const auto prompt = static_cast<int64_t>(r.prompt.size());
+  AERIE_CHECK(prompt <= options_.context_length && r.max_new_tokens <= options_.context_length - prompt,
+              "prompt (" << prompt << " tokens) + max_new_tokens (" << r.max_new_tokens << ") exceeds the context length "
+                         << options_.context_length);
   // A verify holds slots for its draft tokens (and the draft's scratch rows) beyond the output.
-  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens + (speculative() ? spec_reserve() - 1 : 0);
-  AERIE_CHECK(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens <= options_.context_length, "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens
-                                                          << ") exceeds the context length " << options_.context_length);
+  const int64_t total = prompt + r.max_new_tokens + (speculative() ? spec_reserve() - 1 : 0);
   // The last sampled token is never fed back, so a request needs total - 1 slots.
   AERIE_CHECK(total - 1 <= kv_shape_.usable_tokens(),
               "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens << ") can never fit in the KV cache of "

@@ -2,6 +2,8 @@
 // worker stand-in that answers every sampled row with (position of the row + 1).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 #include "actors/core/scheduler_core.hpp"
@@ -94,6 +96,11 @@ TEST(SchedulerCore, RejectsWhatCanNeverRunWithClearErrors) {
   EXPECT_THROW(s.submit(1, bad), Error);
   auto nan = request(3, 3, std::nanf(""));
   EXPECT_THROW(s.submit(1, nan), Error);
+  auto huge = request(3, 0);
+  huge.max_new_tokens = std::numeric_limits<int64_t>::max();  // used to wrap past the length check
+  EXPECT_THROW(s.submit(1, huge), Error);
+  huge.max_new_tokens = std::numeric_limits<int64_t>::max() - 2;
+  EXPECT_THROW(s.submit(1, huge), Error);
   s.submit(1, request(3, 3));
   EXPECT_THROW(s.submit(1, request(3, 3)), Error);  // id in use
 }
