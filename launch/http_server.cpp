@@ -145,6 +145,29 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   s.Post("/generate", endpoint([this](const json& j) { return parse_generate_request(j, limits()); }));
   s.Post("/v1/completions", endpoint([this](const json& j) { return parse_completion_request(j, limits()); }));
   s.Post("/v1/chat/completions", endpoint([this](const json& j) { return parse_chat_request(j, limits(), chat_ ? &*chat_ : nullptr); }));
+  // Bodies the size cap cannot see coming are refused before they are read: compressed ones
+  // (cpp-httplib inflates them first: 1 MB of gzip became 1 GB) and chunked ones (0.11 checks
+  // the cap only against Content-Length). JSON clients send a plain body with a length.
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    const std::string transfer = req.get_header_value("Transfer-Encoding");
+    if (!encoding.empty() && encoding != "identity") {
+      res.status = 415;
+      res.set_content(error_body("unsupported_encoding", "Content-Encoding '" + encoding + "' is not accepted; send the body uncompressed"),
+                      "application/json");
+    } else if (!transfer.empty() && transfer != "identity") {
+      res.status = 411;
+      res.set_content(error_body("length_required", "send the body with a Content-Length (Transfer-Encoding '" + transfer + "' is refused)"),
+                      "application/json");
+    } else {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    // The body is never read: cpp-httplib 0.11 ignores this header and reads what follows as
+    // requests (each refused, 414) until its keep-alive count of 5 ends the connection, so the
+    // cost stays a few 8 KB lines whatever the body's size.
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // cpp-httplib answers an oversized body with 413 itself; make every other failure JSON too.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty())

@@ -9,6 +9,7 @@ afterwards, and SIGTERM stops the server cleanly.
 """
 import argparse
 import concurrent.futures
+import gzip
 import json
 import re
 import os
@@ -198,6 +199,37 @@ def main():
             status, _ = call(base + "/health_generate")
             assert status == 200, f"unhealthy after {name}"
         print(f"{len(bad)} malformed requests answered with 4xx JSON errors; /health_generate stayed 200")
+
+        # Bodies the size cap cannot see coming are refused before they are read: gzip (20 KB here
+        # that inflate past the 16 MB cap; the issue's 1 MB inflated to 1 GB) and chunked.
+        gz = gzip.compress(b'{"input_ids": [' + b" " * (20 << 20) + b'1]}', compresslevel=1)
+        raw_requests = [
+            (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+             + f"Content-Length: {len(gz)}\r\n\r\n".encode() + gz, 415, "unsupported_encoding"),
+            (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+             + b"".join(b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n" for _ in range(20)) + b"0\r\n\r\n", 411, "length_required"),
+        ]
+        for raw, want, code in raw_requests:
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+                try:
+                    sock.sendall(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the server may answer and close before all of it is sent
+                reply = b""
+                while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                    try:
+                        chunk = sock.recv(65536)
+                    except ConnectionResetError:
+                        break
+                    if not chunk:
+                        break
+                    reply += chunk
+            head, _, body = reply.partition(b"\r\n\r\n")
+            length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+            assert head.startswith(f"HTTP/1.1 {want}".encode()) and json.loads(body[:length])["error"]["code"] == code, reply[:400]
+            assert b"Connection: close" in head, head
+            assert call(base + "/health_generate")[0] == 200
+        print("gzip and chunked bodies are refused before they are read (415, 411)")
     print("http_test: all checks passed")
 
 
