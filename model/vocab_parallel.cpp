@@ -26,7 +26,7 @@ void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t
     return;
   }
   const int64_t rows = x.dim(0), per_rank = table.dim(0);
-  AERIE_CHECK(per_rank * ranks >= vocab && per_rank * (ranks - 1) < vocab + per_rank,
+  AERIE_CHECK(per_rank == (vocab + ranks - 1) / ranks,
               "LM head shard of " << per_rank << " rows over " << ranks << " ranks for a vocabulary of " << vocab);
   AERIE_CHECK(logits.dim(0) == rows && logits.dim(1) == vocab && logits.dtype == DType::kF32, "logits " << logits.describe());
   AERIE_CHECK(scratch.shard_logits.numel() >= rows * per_rank && scratch.gathered.numel() >= ranks * rows * per_rank,

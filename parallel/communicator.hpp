@@ -41,6 +41,11 @@ class Communicator {
   // Gives up on the group after a fault: pending and later collectives fail instead of
   // waiting for a lost peer (NCCL: ncclCommAbort). Idempotent.
   virtual void abort() {}
+
+ protected:
+  // The shapes every implementation takes (throw aerie::Error naming the mismatch).
+  void check_all_gather(const TensorView& in, const TensorView& out) const;
+  void check_reduce_scatter(const TensorView& in, const TensorView& out) const;
 };
 
 // A group of one, on any device.

@@ -16,6 +16,16 @@ void Communicator::all_reduce_residual_rms_norm(const TensorView& x, const Tenso
   AERIE_CHECK_STATUS(kernels::rms_norm({.x = x, .weight = weight, .residual = residual, .y = y, .eps = eps}, stream));
 }
 
+void Communicator::check_all_gather(const TensorView& in, const TensorView& out) const {
+  AERIE_CHECK(in.dtype == out.dtype && out.nbytes() == in.nbytes() * size(),
+              "all_gather: out " << out.describe() << " must hold " << size() << " x in " << in.describe());
+}
+
+void Communicator::check_reduce_scatter(const TensorView& in, const TensorView& out) const {
+  AERIE_CHECK(in.dtype == out.dtype && in.numel() == out.numel() * size(),
+              "reduce_scatter_sum: in " << in.describe() << " must hold " << size() << " x out " << out.describe());
+}
+
 namespace {
 
 void check_float(const TensorView& t, const char* what) {
@@ -28,7 +38,7 @@ class SingleCommunicator final : public Communicator {
   int size() const override { return 1; }
   void all_reduce_sum(const TensorView&, const Stream&) override {}
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override {
-    AERIE_CHECK(in.nbytes() == out.nbytes() && in.dtype == out.dtype, "all_gather: out " << out.describe() << " for in " << in.describe());
+    check_all_gather(in, out);
     if (in.data != out.data) copy_async(out.data, in.data, static_cast<size_t>(in.nbytes()), stream);
   }
   void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) override {
@@ -55,8 +65,7 @@ class HostCommunicator final : public Communicator {
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override {
     check_cpu(in, "all_gather", stream);
     check_cpu(out, "all_gather", stream);
-    AERIE_CHECK(in.dtype == out.dtype && out.nbytes() == in.nbytes() * size(),
-                "all_gather: out " << out.describe() << " must hold " << size() << " x in " << in.describe());
+    check_all_gather(in, out);
     g_.all_gather_bytes({static_cast<const uint8_t*>(in.data), static_cast<size_t>(in.nbytes())},
                         {static_cast<uint8_t*>(out.data), static_cast<size_t>(out.nbytes())});
   }
@@ -64,8 +73,7 @@ class HostCommunicator final : public Communicator {
     check_cpu(in, "reduce_scatter_sum", stream);
     check_cpu(out, "reduce_scatter_sum", stream);
     check_float(in, "reduce_scatter_sum");
-    AERIE_CHECK(in.dtype == out.dtype && in.numel() == out.numel() * size(),
-                "reduce_scatter_sum: in " << in.describe() << " must hold " << size() << " x out " << out.describe());
+    check_reduce_scatter(in, out);
     gather_all(in);
     sum_block(out.numel() * rank(), out);
   }

@@ -76,16 +76,14 @@ class NcclCommunicator final : public Communicator {
   void all_gather(const TensorView& in, const TensorView& out, const Stream& stream) override {
     check(in, "all_gather");
     check(out, "all_gather");
-    AERIE_CHECK(in.dtype == out.dtype && out.nbytes() == in.nbytes() * size_,
-                "all_gather: out " << out.describe() << " must hold " << size_ << " x in " << in.describe());
+    check_all_gather(in, out);
     const bool pending = AERIE_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), nccl_type(in.dtype), comm_, as_stream(stream)));
     if (pending) settle("ncclAllGather");
   }
   void reduce_scatter_sum(const TensorView& in, const TensorView& out, const Stream& stream) override {
     check(in, "reduce_scatter_sum");
     check(out, "reduce_scatter_sum");
-    AERIE_CHECK(in.dtype == out.dtype && in.numel() == out.numel() * size_,
-                "reduce_scatter_sum: in " << in.describe() << " must hold " << size_ << " x out " << out.describe());
+    check_reduce_scatter(in, out);
     const bool pending = AERIE_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()), nccl_type(in.dtype), ncclSum, comm_,
                                        as_stream(stream)));
     if (pending) settle("ncclReduceScatter");
