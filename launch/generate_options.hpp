@@ -14,6 +14,8 @@ struct GenerateOptions {
   DeploymentOptions deployment;  // model, memory, parallelism (max_total_tokens 0: what the prompts need)
   std::vector<std::vector<int32_t>> input_ids;
   std::vector<std::string> prompts;
+  bool chat = false;              // each --prompt is a user message, rendered by the model's chat template
+  std::string chat_template;      // --chat-template: a .jinja file or built-in name (default: the model's)
   int64_t max_new_tokens = 128;
   core::SamplingOptions sampling;
   std::vector<int32_t> stop_token_ids;

@@ -54,9 +54,9 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
       metrics_(options_.model_name, deployment_options_.speculative_algorithm.empty() ? 0 : deployment_options_.speculative_num_steps),
       server_(std::make_unique<httplib::Server>()) {
   if (tokenizer_) {
-    const ChatFamily family = options_.chat_template.empty() ? detect_chat_family(deployment_options_.model_path, tokenizer_.get())
-                                                             : parse_chat_family(options_.chat_template);
-    chat_.emplace(family, *tokenizer_);
+    auto name_of = [&](int32_t id) { return id >= 0 ? tokenizer_->token_text(id) : std::string(); };
+    chat_.emplace(find_chat_template(options_.chat_template, deployment_options_.model_path), *tokenizer_, name_of(config_.bos_token_id),
+                  name_of(config_.eos_token_ids.empty() ? -1 : config_.eos_token_ids.front()));
   }
   auto& s = *server_;
   // cpp-httplib's default pool is max(8, cores - 1) threads: far too few for requests
@@ -95,7 +95,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
                               {"max_running_requests", d.max_running_requests}, {"max_total_tokens", d.max_total_tokens},
                               {"chunked_prefill_size", d.chunked_prefill_size}, {"page_size", d.page_size},
                               {"context_length", config_.max_position_embeddings}, {"vocab_size", config_.vocab_size},
-                              {"chat_template", chat_ ? json(chat_family_name(chat_->family())) : json()},
+                              {"chat_template", chat_ ? json(chat_->name()) : json()},
                               {"speculative_algorithm", d.speculative_algorithm.empty() ? json() : json(d.speculative_algorithm)},
                               {"speculative_num_steps", d.speculative_algorithm.empty() ? json() : json(d.speculative_num_steps)},
                               // sglang's bench_serving reads the accept length from here (null: no speculation yet).

@@ -217,8 +217,12 @@ ParsedRequest parse_chat_request(const json& body, const RequestLimits& limits, 
     AERIE_CHECK(m.is_object() && m.contains("role") && m["role"].is_string(), "each message needs a string 'role'");
     ChatMessage cm{m["role"].get<std::string>(), ""};
     if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for it
+    AERIE_CHECK(cm.role == "system" || cm.role == "user" || cm.role == "assistant" || cm.role == "tool",
+                "message role '" << cm.role << "' is not one of system, developer, user, assistant, tool");
     const json c = m.contains("content") ? m["content"] : json();
-    if (c.is_string()) {
+    if (c.is_null()) {
+      AERIE_CHECK(cm.role == "assistant", "a " << cm.role << " message needs 'content'");  // OpenAI: only assistant turns may omit it
+    } else if (c.is_string()) {
       cm.content = c.get<std::string>();
     } else if (c.is_array()) {  // [{"type": "text", "text": ...}, ...]
       for (const auto& part : c) {

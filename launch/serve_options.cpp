@@ -20,8 +20,9 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
   app.add_option("--host", s.host, "address the HTTP API listens on");
   app.add_option("--port", s.port, "port of the HTTP API")->check(CLI::Range(1, 65535));
   app.add_option("--served-model-name", s.served_model_name, "the model id /v1/models reports");
-  app.add_option("--chat-template", s.chat_template, "chat template family for /v1/chat/completions (default: from the model folder)")
-      ->check(CLI::IsMember({"llama-3", "llama-2", "plain"}));
+  app.add_option("--chat-template", s.chat_template,
+                 "Jinja chat template for /v1/chat/completions: a .jinja file or a built-in (llama-3, llama-2, chatml, plain); "
+                 "default: the model's own (chat_template.jinja, tokenizer_config.json or GGUF metadata), else plain");
   app.add_flag("--stdin-json", s.stdin_json, "read requests as JSON lines on stdin instead of serving HTTP");
   try {
     app.parse(argc, argv);

@@ -12,7 +12,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 30000;
   std::string served_model_name;  // default: the model folder's name
-  std::string chat_template;      // llama-3 | llama-2 | plain; default: detected from the model folder
+  std::string chat_template;      // a .jinja file or a built-in name; default: the model's own template
   bool stdin_json = false;         // read /generate bodies as JSON lines on stdin instead of HTTP
 };
 

@@ -13,15 +13,41 @@
 
 namespace aerie::model {
 
+class GgufFile;
+
+// What a byte-level BPE tokenizer is made of, from tokenizer.json or GGUF metadata.
+struct BpeSpec {
+  std::vector<std::pair<std::string, int32_t>> vocab;  // byte-mapped token text, id
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+  struct Added {
+    std::string content;
+    int32_t id = 0;
+    bool special = false;
+  };
+  std::vector<Added> added;                 // cut out of the text before pre-tokenizing
+  std::vector<std::string> split_patterns;  // pre-tokenizer regexes, applied in turn; matches and gaps are pieces
+  bool ignore_merges = false;
+  std::vector<int32_t> prefix_ids, suffix_ids;  // what encoding adds around a text (BOS, EOS)
+};
+
+// Reads a Hugging Face tokenizer.json with a byte-level BPE model. Throws naming the file and
+// the part Aerie does not implement (a normalizer, an unknown pre-tokenizer, not byte-level).
+BpeSpec read_tokenizer_json(const std::filesystem::path& tokenizer_json);
+// The tokenizer of a GGUF file whose tokenizer.ggml.model is "gpt2" (byte-level BPE), with the
+// pre-tokenizer llama.cpp names in tokenizer.ggml.pre. Throws for other tokenizer models.
+BpeSpec bpe_spec_from_gguf(const GgufFile& file);
+
 class BpeTokenizer {
  public:
   // Throws aerie::Error naming the file when it is missing, malformed, or not byte-level BPE.
   explicit BpeTokenizer(const std::filesystem::path& tokenizer_json);
+  BpeTokenizer(const BpeSpec& spec, const std::string& where);
   ~BpeTokenizer();
   static bool available(const std::filesystem::path& model_dir);
 
-  // Token ids of `text` (no BOS; callers add it). Throws on invalid UTF-8.
-  std::vector<int32_t> encode(const std::string& text) const;
+  // Token ids of `text`, with the tokenizer's own BOS/EOS around it when add_special (as
+  // its post-processor says). Throws on invalid UTF-8.
+  std::vector<int32_t> encode(const std::string& text, bool add_special = true) const;
   // The bytes the ids stand for (may end inside a UTF-8 sequence). With skip_special, added
   // tokens marked "special" (BOS, EOS, chat headers) decode to nothing, as Hugging Face's
   // skip_special_tokens=True.
@@ -39,8 +65,9 @@ class BpeTokenizer {
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left\x01right" -> rank
   std::vector<std::pair<std::string, int32_t>> added_;   // content, id (longest first)
   bool ignore_merges_ = false;
+  std::vector<int32_t> prefix_ids_, suffix_ids_;
   struct Regex;
-  std::unique_ptr<Regex> split_;                    // the pre-tokenizer's pattern, or none
+  std::vector<std::unique_ptr<Regex>> splits_;      // the pre-tokenizer's patterns, in order
   std::string byte_char_[256];                      // byte -> UTF-8 of its printable stand-in
   std::unordered_map<std::string, uint8_t> char_byte_;
 };

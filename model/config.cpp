@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "kernels/error.hpp"
+#include "model/gguf_file.hpp"
+#include "model/gguf_llama.hpp"
 
 namespace aerie::model {
 
@@ -147,6 +149,7 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
 }
 
 LlamaConfig LlamaConfig::load(const std::filesystem::path& dir) {
+  if (GgufFile::is_gguf(dir)) return llama_config_from_gguf(GgufFile(dir));
   const auto path = dir / "config.json";
   std::ifstream in(path);
   AERIE_CHECK(in.good(), path.string() << ": cannot open (is --model-path a Hugging Face model folder?)");

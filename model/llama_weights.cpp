@@ -9,6 +9,8 @@
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
+#include "model/gguf_file.hpp"
+#include "model/gguf_llama.hpp"
 #include "model/safetensors.hpp"
 
 namespace aerie::model {
@@ -24,16 +26,32 @@ int64_t LlamaWeights::total_bytes() const {
 
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype,
                                 const LoadProgress& progress, const TpShard& shard) {
-  CheckpointReader ckpt(dir);
-  auto get = [&](const std::string& name, std::initializer_list<int64_t> shape) {
-    AERIE_CHECK(ckpt.has(name), dir.string() << ": checkpoint has no tensor '" << name << "'");
-    TensorView t = ckpt.get(name, shape);
-    check_float_tensor(ckpt, name, t);
-    return t;
+  // A GGUF file hands out dequantized float32 copies, freed after each layer; a folder of
+  // safetensors hands out views of its mapping.
+  std::unique_ptr<GgufFile> gguf_file;
+  std::unique_ptr<GgufTensorSource> gguf;
+  std::unique_ptr<CheckpointReader> ckpt;
+  TensorGetter get;
+  if (GgufFile::is_gguf(dir)) {
+    gguf_file = std::make_unique<GgufFile>(dir);
+    gguf = std::make_unique<GgufTensorSource>(*gguf_file, c);
+    get = [&](const std::string& name, std::initializer_list<int64_t> shape) { return gguf->get(name, shape); };
+  } else {
+    ckpt = std::make_unique<CheckpointReader>(dir);
+    get = [&](const std::string& name, std::initializer_list<int64_t> shape) {
+      AERIE_CHECK(ckpt->has(name), dir.string() << ": checkpoint has no tensor '" << name << "'");
+      TensorView t = ckpt->get(name, shape);
+      check_float_tensor(*ckpt, name, t);
+      return t;
+    };
+  }
+  auto layer_done = [&] {
+    if (gguf) gguf->release();
   };
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size, d = c.head_dim;
   LlamaWeights w;
   w.embed = vocab_shard_of(get("model.embed_tokens.weight", {c.vocab_size, h}), shard, device, dtype);
+  layer_done();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights L;
@@ -60,6 +78,7 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
       if (shard.adds_row_parallel_bias()) L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
     }
     w.layers.push_back(std::move(L));
+    layer_done();
     if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = copy_of(get("model.norm.weight", {h}), device, dtype);

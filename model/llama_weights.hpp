@@ -39,7 +39,7 @@ struct LlamaWeights {
 // Called after each layer is in place: (layers done, layers in all), for a progress display.
 using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 
-// Loads model.safetensors (or its shards) from dir: the part `shard` holds, reading only
+// Loads model.safetensors (or its shards) from dir, or a llama GGUF file when dir names one: the part `shard` holds, reading only
 // its rows from the memory-mapped files. Weights are stored in `dtype` on `device`.
 // Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,

@@ -1,7 +1,9 @@
 #pragma once
-// Text <-> ids for a model folder, whichever tokenizer it ships: tokenizer.json (byte-level
-// BPE, Llama 3) is preferred, else tokenizer.model (sentencepiece, Llama 1/2). Encoding adds
-// the model's BOS id when it has one, as both tokenizers do for Llama.
+// Text <-> ids for a model, whichever tokenizer it ships: a GGUF file's own (byte-level BPE),
+// a folder's tokenizer.json (byte-level BPE: Llama 3, SmolLM2, GPT-2 style) or, when that is
+// missing or not byte-level (Llama 2's), its tokenizer.model (sentencepiece). BOS/EOS are
+// added as the tokenizer itself says (tokenizer.json's post-processor, tokenizer_config.json's
+// add_bos_token, GGUF's add_bos_token), never from config.json.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,7 +14,9 @@ namespace aerie::model {
 class TextTokenizer {
  public:
   virtual ~TextTokenizer() = default;
-  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  // With add_special, the tokenizer's BOS/EOS around the text (Hugging Face's
+  // add_special_tokens=True); rendered chat templates carry their own, so they pass false.
+  virtual std::vector<int32_t> encode(const std::string& text, bool add_special = true) const = 0;
   // The text of ids, special tokens included (may end inside a UTF-8 character).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   // The text a client sees: special tokens (BOS, EOS, chat headers) left out, as
@@ -20,9 +24,12 @@ class TextTokenizer {
   virtual std::string decode_output(const std::vector<int32_t>& ids) const = 0;
   // The id of a token given by its text (a special token such as "<|eot_id|>"), or -1.
   virtual int32_t token_id(const std::string& token) const = 0;
+  // The text of one id ("<|im_end|>"), or "" when the tokenizer lacks it.
+  virtual std::string token_text(int32_t id) const = 0;
 };
 
-// Nothing when the folder has neither file.
-std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::filesystem::path& model_dir, int32_t bos_token_id);
+// Nothing when the model has no tokenizer; throws naming the file when it has one Aerie
+// cannot read.
+std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::filesystem::path& model_path);
 
 }  // namespace aerie::model

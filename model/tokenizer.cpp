@@ -8,8 +8,7 @@ namespace aerie::model {
 
 bool Tokenizer::available(const std::filesystem::path& dir) { return std::filesystem::exists(dir / "tokenizer.model"); }
 
-Tokenizer::Tokenizer(const std::filesystem::path& dir, int32_t bos_token_id)
-    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), bos_token_id_(bos_token_id) {
+Tokenizer::Tokenizer(const std::filesystem::path& dir) : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   const auto path = dir / "tokenizer.model";
   AERIE_CHECK(std::filesystem::exists(path), path.string() << ": missing (text prompts need a sentencepiece tokenizer)");
   const auto status = sp_->Load(path.string());
@@ -18,13 +17,14 @@ Tokenizer::Tokenizer(const std::filesystem::path& dir, int32_t bos_token_id)
 
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos) const {
   std::vector<int> ids;
   const auto status = sp_->Encode(text, &ids);
   AERIE_CHECK(status.ok(), "tokenizer: cannot encode text (" << status.ToString() << ")");
   std::vector<int32_t> out;
-  if (bos_token_id_ >= 0) out.push_back(bos_token_id_);
+  if (add_bos && sp_->bos_id() >= 0) out.push_back(sp_->bos_id());
   out.insert(out.end(), ids.begin(), ids.end());
+  if (add_eos && sp_->eos_id() >= 0) out.push_back(sp_->eos_id());
   return out;
 }
 
@@ -37,6 +37,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   AERIE_CHECK(status.ok(), "tokenizer: cannot decode (" << status.ToString() << ")");
   return text;
 }
+
+std::string Tokenizer::piece(int32_t id) const { return id >= 0 && id < sp_->GetPieceSize() ? sp_->IdToPiece(id) : ""; }
 
 int64_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 

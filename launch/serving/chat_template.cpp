@@ -5,122 +5,111 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.hpp"
+#include "model/gguf_file.hpp"
 
 namespace aerie::launch {
 
-ChatFamily parse_chat_family(const std::string& name) {
-  if (name == "llama-3") return ChatFamily::kLlama3;
-  if (name == "llama-2") return ChatFamily::kLlama2;
-  if (name == "plain") return ChatFamily::kPlain;
-  AERIE_FAIL("unknown chat template '" << name << "' (llama-3, llama-2 or plain)");
-}
-
-const char* chat_family_name(ChatFamily f) {
-  switch (f) {
-    case ChatFamily::kLlama3: return "llama-3";
-    case ChatFamily::kLlama2: return "llama-2";
-    case ChatFamily::kPlain: return "plain";
-  }
-  return "plain";
-}
-
 namespace {
-// The family a Jinja chat template writes: Llama-3 headers or Llama-2 [INST] blocks.
-std::optional<ChatFamily> family_of_jinja(const std::string& tpl) {
-  if (tpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::kLlama3;
-  if (tpl.find("[INST]") != std::string::npos) return ChatFamily::kLlama2;
-  return std::nullopt;
+
+// Built-ins for models that ship no template, written as those families' templates write them.
+struct Builtin {
+  const char* name;
+  const char* text;
+};
+constexpr Builtin kBuiltins[] = {
+    {"llama-3",
+     "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>"
+     "{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"},
+    {"llama-2",
+     "{% if messages[0].role == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0].content %}"
+     "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+     "{% for message in loop_messages %}{% if (message.role == 'user') != (loop.index0 % 2 == 0) %}"
+     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+     "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message.content %}"
+     "{% else %}{% set content = message.content %}{% endif %}"
+     "{% if message.role == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+     "{% elif message.role == 'assistant' %}{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"},
+    {"chatml",
+     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+    {"plain",
+     "{{ bos_token }}{% for m in messages %}{{ m.role | capitalize }}: {{ m.content }}\n{% endfor %}"
+     "{% if add_generation_prompt %}Assistant:{% endif %}"},
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  AERIE_CHECK(in.good(), p.string() << ": cannot open the chat template");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
+
+// tokenizer_config.json's chat_template: a string, or a list of named templates ("default").
+std::string template_in_tokenizer_config(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  if (!in) return "";
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("chat_template")) return "";
+  const auto& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array())
+    for (const auto& e : t)
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        return e["template"].get<std::string>();
+  return "";
+}
+
 }  // namespace
 
-ChatFamily detect_chat_family(const std::filesystem::path& dir, const model::TextTokenizer* tokenizer) {
-  // transformers 5 saves the template as chat_template.jinja next to the config.
-  if (std::ifstream jinja(dir / "chat_template.jinja"); jinja)
-    if (auto f = family_of_jinja(std::string(std::istreambuf_iterator<char>(jinja), std::istreambuf_iterator<char>()))) return *f;
-  std::ifstream in(dir / "tokenizer_config.json");
-  if (in) {
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("chat_template")) {
-      std::string tpl;
-      if (j["chat_template"].is_string()) tpl = j["chat_template"].get<std::string>();
-      else if (j["chat_template"].is_array())  // [{"name": "default", "template": ...}, ...]
-        for (const auto& t : j["chat_template"])
-          if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
-            tpl = t["template"].get<std::string>();
-      if (auto f = family_of_jinja(tpl)) return *f;
-    }
+std::vector<std::string> builtin_chat_templates() {
+  std::vector<std::string> out;
+  for (const auto& b : kBuiltins) out.emplace_back(b.name);
+  return out;
+}
+
+ChatTemplateSource find_chat_template(const std::string& choice, const std::filesystem::path& model) {
+  if (!choice.empty()) {
+    for (const auto& b : kBuiltins)
+      if (choice == b.name) return {b.name, b.text};
+    if (std::filesystem::is_regular_file(choice)) return {choice, read_file(choice)};
+    std::string names;
+    for (const auto& n : builtin_chat_templates()) names += (names.empty() ? "" : ", ") + n;
+    AERIE_FAIL("--chat-template '" << choice << "' is neither a file nor a built-in template (" << names << ")");
   }
-  if (tokenizer && tokenizer->token_id("<|start_header_id|>") >= 0 && tokenizer->token_id("<|eot_id|>") >= 0) return ChatFamily::kLlama3;
-  return ChatFamily::kPlain;
+  if (model::GgufFile::is_gguf(model)) {
+    model::GgufFile f(model);
+    if (f.has("tokenizer.chat_template")) return {model.string() + " (tokenizer.chat_template)", f.get_string("tokenizer.chat_template")};
+  } else if (!model.empty()) {
+    // transformers 5 saves the template as chat_template.jinja next to the config.
+    if (std::filesystem::exists(model / "chat_template.jinja")) return {(model / "chat_template.jinja").string(), read_file(model / "chat_template.jinja")};
+    if (auto t = template_in_tokenizer_config(model / "tokenizer_config.json"); !t.empty())
+      return {(model / "tokenizer_config.json").string(), t};
+  }
+  return {"plain", kBuiltins[3].text};
 }
 
-ChatTemplate::ChatTemplate(ChatFamily family, const model::TextTokenizer& tokenizer) : family_(family), tok_(tokenizer) {
-  if (family_ == ChatFamily::kLlama3)
-    AERIE_CHECK(tok_.token_id("<|start_header_id|>") >= 0 && tok_.token_id("<|end_header_id|>") >= 0 && tok_.token_id("<|eot_id|>") >= 0,
-                "the llama-3 chat template needs <|start_header_id|>, <|end_header_id|> and <|eot_id|> in the tokenizer");
-}
+ChatTemplate::ChatTemplate(const ChatTemplateSource& source, const model::TextTokenizer& tokenizer, std::string bos_token,
+                           std::string eos_token)
+    : name_(source.name), template_(source.text), tok_(tokenizer), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {}
 
-std::vector<int32_t> ChatTemplate::stop_token_ids() const {
-  if (family_ == ChatFamily::kLlama3) return {tok_.token_id("<|eot_id|>")};
-  return {};
+std::string ChatTemplate::render_text(const std::vector<ChatMessage>& messages) const {
+  AERIE_CHECK(!messages.empty(), "'messages' is empty");
+  jinja::Value ms = jinja::Value::array();
+  for (const auto& m : messages) ms.push_back({{"role", m.role}, {"content", m.content}});
+  const jinja::Value ctx = {{"messages", ms}, {"add_generation_prompt", true}, {"bos_token", bos_}, {"eos_token", eos_}};
+  return template_.render(ctx);
 }
 
 std::vector<int32_t> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
-  AERIE_CHECK(!messages.empty(), "'messages' is empty");
-  for (const auto& m : messages)
-    AERIE_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant",
-                "message role '" << m.role << "' is not one of system, user, assistant");
-  switch (family_) {
-    case ChatFamily::kLlama3: {
-      // <|begin_of_text|> comes from the tokenizer's BOS.
-      std::string text;
-      for (const auto& m : messages) text += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-      text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return tok_.encode(text);
-    }
-    case ChatFamily::kLlama2: {
-      // <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
-      // Each [INST] block is encoded on its own so it gets its BOS; answers end with EOS.
-      std::string system;
-      size_t i = 0;
-      if (messages[0].role == "system") system = messages[0].content, i = 1;
-      const int32_t eos = tok_.token_id("</s>");
-      std::vector<int32_t> ids;
-      bool first = true;
-      for (; i < messages.size(); ++i) {
-        const auto& m = messages[i];
-        if (m.role == "user") {
-          std::string block = "[INST] ";
-          if (first && !system.empty()) block += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-          block += m.content + " [/INST]";
-          const auto part = tok_.encode(block);
-          ids.insert(ids.end(), part.begin(), part.end());
-          first = false;
-        } else {
-          AERIE_CHECK(m.role == "assistant", "llama-2 chats allow one system message, first");
-          AERIE_CHECK(!first, "a llama-2 chat starts with a user message");
-          auto part = tok_.encode(" " + m.content + " ");
-          // The answer continues the [INST] block: drop the BOS the tokenizer added.
-          if (!part.empty() && !ids.empty() && part.front() == ids.front()) part.erase(part.begin());
-          ids.insert(ids.end(), part.begin(), part.end());
-          if (eos >= 0) ids.push_back(eos);
-        }
-      }
-      AERIE_CHECK(!ids.empty(), "a llama-2 chat needs a user message");
-      return ids;
-    }
-    case ChatFamily::kPlain: {
-      std::string text;
-      for (const auto& m : messages) {
-        std::string role = m.role;
-        role[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(role[0])));
-        text += role + ": " + m.content + "\n";
-      }
-      text += "Assistant:";
-      return tok_.encode(text);
-    }
-  }
-  return {};
+  // The template writes BOS itself where the model wants one (transformers encodes the
+  // rendered text with add_special_tokens=False).
+  return tok_.encode(render_text(messages), /*add_special=*/false);
+}
+
+std::vector<int32_t> ChatTemplate::stop_token_ids() const {
+  std::vector<int32_t> out;
+  for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"})
+    if (const int32_t id = tok_.token_id(t); id >= 0) out.push_back(id);
+  return out;
 }
 
 }  // namespace aerie::launch

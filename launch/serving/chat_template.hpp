@@ -1,45 +1,54 @@
 #pragma once
-// Chat templates: OpenAI chat messages -> prompt ids, for the three families Aerie serves.
-// The family is read from the checkpoint (the Jinja template in chat_template.jinja or
-// tokenizer_config.json's "chat_template":
-// Llama-3 headers, Llama-2 [INST] blocks) or the tokenizer's special tokens, unless the
-// user names one (--chat-template). Rendering is written out per family instead of
-// interpreting Jinja; it produces what those templates produce for text messages.
+// Chat templates: OpenAI chat messages -> prompt ids, by rendering the checkpoint's own Jinja
+// chat template (launch/jinja) the way transformers' apply_chat_template does, then encoding
+// the text without adding BOS/EOS (the template writes its own). The template comes from
+// --chat-template (a built-in name or a .jinja file), else the model: chat_template.jinja,
+// tokenizer_config.json's "chat_template", or a GGUF file's tokenizer.chat_template; a model
+// without one gets the built-in "plain" template.
 #include <filesystem>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "launch/jinja/template.hpp"
 #include "model/text_tokenizer.hpp"
 
 namespace aerie::launch {
 
-enum class ChatFamily { kLlama3, kLlama2, kPlain };
-
 struct ChatMessage {
-  std::string role;  // system | user | assistant
+  std::string role;  // system | user | assistant | tool ...: what the template accepts
   std::string content;
 };
 
-// "llama-3" | "llama-2" | "plain"; throws aerie::Error for other names.
-ChatFamily parse_chat_family(const std::string& name);
-const char* chat_family_name(ChatFamily f);
-// The family of a model folder (see above); kPlain when nothing identifies one.
-ChatFamily detect_chat_family(const std::filesystem::path& model_dir, const model::TextTokenizer* tokenizer);
+// The names --chat-template accepts besides a file: llama-3, llama-2, chatml, plain.
+std::vector<std::string> builtin_chat_templates();
+
+struct ChatTemplateSource {
+  std::string name;  // the built-in's name, the file, or where in the model it was found
+  std::string text;  // Jinja source
+};
+// `choice` is --chat-template (empty: the model's own). Throws aerie::Error for an unknown
+// name or an unreadable file.
+ChatTemplateSource find_chat_template(const std::string& choice, const std::filesystem::path& model_path);
 
 class ChatTemplate {
  public:
-  ChatTemplate(ChatFamily family, const model::TextTokenizer& tokenizer);
-  // The prompt for `messages`, ending where the assistant's reply begins. The tokenizer adds
-  // BOS as it does for any prompt. Throws aerie::Error for an empty list or an unknown role.
+  // Throws aerie::Error naming the line of a template the Jinja subset cannot parse.
+  ChatTemplate(const ChatTemplateSource& source, const model::TextTokenizer& tokenizer, std::string bos_token, std::string eos_token);
+  // The text of the prompt for `messages`, ending where the assistant's reply begins.
+  std::string render_text(const std::vector<ChatMessage>& messages) const;
+  // Its ids. Throws aerie::Error for an empty list or what the template rejects
+  // (raise_exception's message, e.g. roles that do not alternate).
   std::vector<int32_t> render(const std::vector<ChatMessage>& messages) const;
-  // Ids that end the assistant's turn besides the model's EOS (Llama-3: <|eot_id|>).
+  // End-of-turn ids the tokenizer has besides the model's EOS (<|eot_id|>, <|im_end|>, ...).
   std::vector<int32_t> stop_token_ids() const;
-  ChatFamily family() const { return family_; }
+  const std::string& name() const { return name_; }
 
  private:
-  ChatFamily family_;
+  std::string name_;
+  jinja::Template template_;
   const model::TextTokenizer& tok_;
+  std::string bos_, eos_;
 };
 
 }  // namespace aerie::launch

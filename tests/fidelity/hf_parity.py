@@ -156,7 +156,7 @@ def check_text_prompt(args, workdir, seed):
     model, cfg = make_checkpoint(path, seed + 1, dict(vocab_size=max(320, bpe.get_vocab_size()), num_attention_heads=4,
                                                       num_key_value_heads=2, hidden_size=64))
     bpe.save(os.path.join(path, "tokenizer.json"))
-    ids = [1] + bpe.encode(text).ids
+    ids = bpe.encode(text).ids  # this tokenizer adds no BOS (no post-processor), so neither does Aerie
     ref = hf_greedy(model, ids, 12, cfg["eos_token_id"])
     got = run_json([args.generate, "--model-path", path, "--prompt", text, "--max-new-tokens", "12",
                     "--temperature", "0", "--output", "json"])[0]

@@ -50,7 +50,15 @@ fs::path make_model_dir(const std::string& name, const std::string& chat_templat
   json added = json::array();
   const char* specials[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
   for (int i = 0; i < 4; ++i) added.push_back({{"id", 256 + i}, {"content", specials[i]}, {"special", true}});
-  json tok{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}, {"added_tokens", added}};
+  // Llama 3's shape: byte-level, and a post-processor that puts <|begin_of_text|> first.
+  json post{{"type", "TemplateProcessing"},
+            {"single", json::array({{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+            {"special_tokens", {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {256}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+  json tok{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+           {"added_tokens", added},
+           {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+           {"decoder", {{"type", "ByteLevel"}}},
+           {"post_processor", post}};
   std::ofstream(dir / "tokenizer.json") << tok.dump();
   if (!chat_template.empty()) std::ofstream(dir / "tokenizer_config.json") << json{{"chat_template", chat_template}}.dump();
   return dir;
@@ -86,7 +94,7 @@ TEST(StopMatcher, HoldsBackPossibleStartsAndCutsBeforeTheStop) {
 
 TEST(IncrementalText, ReleasesWholeCharactersAndSkipsSpecialTokens) {
   const auto dir = make_model_dir("inc", "");
-  auto tok = model::load_text_tokenizer(dir, 256);
+  auto tok = model::load_text_tokenizer(dir);
   ASSERT_TRUE(tok);
   IncrementalText t(*tok);
   std::string out;
@@ -105,20 +113,25 @@ TEST(IncrementalText, ReleasesWholeCharactersAndSkipsSpecialTokens) {
   EXPECT_EQ(valid_utf8("a\xC3(b"), "a\xEF\xBF\xBD(b");
 }
 
-TEST(ChatTemplate, DetectsTheFamilyAndRendersItsPrompt) {
-  const auto l3 = make_model_dir("l3", "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>...");
-  const auto l2 = make_model_dir("l2", "{{ bos_token + '[INST] ' + content + ' [/INST]' }}");
-  const auto none = make_model_dir("none", "");
-  auto tok = model::load_text_tokenizer(l3, 256);
-  EXPECT_EQ(detect_chat_family(l3, tok.get()), ChatFamily::kLlama3);
-  EXPECT_EQ(detect_chat_family(l2, tok.get()), ChatFamily::kLlama2);
-  EXPECT_EQ(detect_chat_family(none, tok.get()), ChatFamily::kLlama3);  // from the tokenizer's special tokens
-  EXPECT_EQ(detect_chat_family(none, nullptr), ChatFamily::kPlain);
-  EXPECT_THROW(parse_chat_family("jinja"), Error);
+constexpr const char* kLlama3Template =
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
 
-  ChatTemplate chat(ChatFamily::kLlama3, *tok);
+TEST(ChatTemplate, FindsTheModelsTemplateAndRendersIt) {
+  const auto l3 = make_model_dir("l3", kLlama3Template);
+  const auto none = make_model_dir("none", "");
+  auto tok = model::load_text_tokenizer(l3);
+  EXPECT_EQ(find_chat_template("", l3).text, kLlama3Template);  // tokenizer_config.json's
+  std::ofstream(none / "chat_template.jinja") << "{{ messages[0].content }}";
+  EXPECT_EQ(find_chat_template("", none).text, "{{ messages[0].content }}");  // transformers 5's file wins
+  fs::remove(none / "chat_template.jinja");
+  EXPECT_EQ(find_chat_template("", none).name, "plain");  // nothing in the folder
+  EXPECT_EQ(find_chat_template("chatml", l3).name, "chatml");
+  EXPECT_THROW(find_chat_template("no-such-template", l3), Error);
+
+  ChatTemplate chat(find_chat_template("", l3), *tok, "<|begin_of_text|>", "<|eot_id|>");
   const auto ids = chat.render({{"system", "Be brief."}, {"user", "Hi"}});
-  std::vector<int32_t> want{256, 257};
+  std::vector<int32_t> want{256, 257};  // BOS once: the template writes it, encoding adds none
   auto add = [&](const std::string& s) { for (int32_t b : bytes_of(s)) want.push_back(b); };
   add("system"), want.push_back(258), add("\n\nBe brief."), want.push_back(259);
   want.push_back(257), add("user"), want.push_back(258), add("\n\nHi"), want.push_back(259);
@@ -126,18 +139,25 @@ TEST(ChatTemplate, DetectsTheFamilyAndRendersItsPrompt) {
   EXPECT_EQ(ids, want);
   EXPECT_EQ(chat.stop_token_ids(), std::vector<int32_t>{259});
   EXPECT_THROW(chat.render({}), Error);
-  EXPECT_THROW(chat.render({{"tool", "x"}}), Error);
 
-  ChatTemplate plain(ChatFamily::kPlain, *tok);
+  ChatTemplate plain(find_chat_template("plain", l3), *tok, "<|begin_of_text|>", "<|eot_id|>");
   EXPECT_EQ(tok->decode(plain.render({{"user", "Hi"}})), "<|begin_of_text|>User: Hi\nAssistant:");
-  ChatTemplate llama2(ChatFamily::kLlama2, *tok);
-  EXPECT_EQ(tok->decode(llama2.render({{"system", "S"}, {"user", "Q1"}, {"assistant", "A1"}, {"user", "Q2"}})),
-            "<|begin_of_text|>[INST] <<SYS>>\nS\n<</SYS>>\n\nQ1 [/INST] A1 <|begin_of_text|>[INST] Q2 [/INST]");
+  ChatTemplate llama2(find_chat_template("llama-2", l3), *tok, "<|begin_of_text|>", "<|eot_id|>");
+  EXPECT_EQ(llama2.render_text({{"system", "S"}, {"user", "Q1"}, {"assistant", "A1"}, {"user", "Q2"}}),
+            "<|begin_of_text|>[INST] <<SYS>>\nS\n<</SYS>>\n\nQ1 [/INST] A1 <|eot_id|><|begin_of_text|>[INST] Q2 [/INST]");
+  try {  // the template's own raise_exception reaches the client
+    llama2.render({{"user", "Q1"}, {"user", "Q2"}});
+    ADD_FAILURE() << "two user turns in a row were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Conversation roles must alternate"), std::string::npos) << e.what();
+  }
+  const auto bad = make_model_dir("bad", "{% for m in messages %}{{ m.content }");
+  EXPECT_THROW(ChatTemplate(find_chat_template("", bad), *tok, "", ""), Error);  // named at start-up, not per request
 }
 
 TEST(OpenAiRequest, ParsesCompletionsAndChats) {
   const auto dir = make_model_dir("oai", "");
-  auto tok = model::load_text_tokenizer(dir, 256);
+  auto tok = model::load_text_tokenizer(dir);
   const RequestLimits limits{.vocab_size = 260, .max_total_tokens = 100, .tokenizer = tok.get()};
   auto c = parse_completion_request(json::parse(R"({"model": "m", "prompt": "ab", "max_tokens": 5, "temperature": 0,
       "stop": ["x"], "logprobs": 2, "stream": true, "stream_options": {"include_usage": true}, "seed": 3})"), limits);
@@ -150,7 +170,7 @@ TEST(OpenAiRequest, ParsesCompletionsAndChats) {
   EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [[5, 6]]})"), limits).request.prompt, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [5]})"), limits).request.max_new_tokens, 16);  // OpenAI's default
 
-  ChatTemplate chat(ChatFamily::kLlama3, *tok);
+  ChatTemplate chat({"llama", kLlama3Template}, *tok, "<|begin_of_text|>", "<|eot_id|>");
   auto h = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
       "logprobs": true, "top_logprobs": 4})"), limits, &chat);
   EXPECT_EQ(h.request.prompt, chat.render({{"user", "Hi"}}));
@@ -183,7 +203,7 @@ TEST(OpenAiRequest, ParsesCompletionsAndChats) {
 
 TEST(ResponseWriter, ShapesEachEndpointsReply) {
   const auto dir = make_model_dir("resp", "");
-  auto tok = model::load_text_tokenizer(dir, 256);
+  auto tok = model::load_text_tokenizer(dir);
   ParsedRequest p;
   p.kind = ApiKind::kChat;
   p.request.prompt = {256, 'h', 'i'};
