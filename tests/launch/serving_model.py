@@ -30,6 +30,11 @@ def build(path, vocab_size=512):
     tok.train_from_iterator(CORPUS, trainer)
     tok.add_special_tokens(SPECIALS)
     assert tok.get_vocab_size() <= vocab_size, tok.get_vocab_size()
+    # As Llama 3's tokenizer.json: the post-processor puts BOS first (Aerie follows it).
+    from tokenizers import processors
+    bos_id = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
+                                                       special_tokens=[("<|begin_of_text|>", bos_id)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)

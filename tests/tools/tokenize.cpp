@@ -1,4 +1,4 @@
-// aerie-tokenize TOKENIZER_JSON: reads one JSON string per line on stdin and prints
+// aerie-tokenize TOKENIZER_JSON|FILE.gguf: reads one JSON string per line on stdin and prints
 // {"ids": [...], "text": decode(ids), "stream": the incremental detokenizer's pieces joined,
 // "pieces_valid_utf8": bool} per line, for the parity test against the tokenizers package.
 #include <iostream>
@@ -6,12 +6,15 @@
 
 #include "kernels/error.hpp"
 #include "model/bpe_tokenizer.hpp"
+#include "model/gguf_file.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie;
   try {
-    AERIE_CHECK(argc == 2, "usage: aerie-tokenize TOKENIZER_JSON");
-    model::BpeTokenizer tok(argv[1]);
+    AERIE_CHECK(argc == 2, "usage: aerie-tokenize TOKENIZER_JSON|FILE.gguf");
+    const model::BpeTokenizer tok = model::GgufFile::is_gguf(argv[1])
+                                        ? model::BpeTokenizer(model::bpe_spec_from_gguf(model::GgufFile(argv[1])), argv[1])
+                                        : model::BpeTokenizer(argv[1]);
     std::string line;
     while (std::getline(std::cin, line)) {
       const std::string text = nlohmann::json::parse(line).get<std::string>();

