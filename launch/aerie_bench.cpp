@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   OneBatchOptions ob;
   auto* one = app.add_subcommand("one-batch", "prefill and decode latency of one static batch, against the HBM floor");
-  one->add_option("--model-path", ob.model_path, "Hugging Face model folder");
+  one->add_option("--model-path", ob.model_path, "Hugging Face model folder or a llama GGUF file");
   one->add_option("--load-format", ob.load_format, "auto or dummy (seeded random weights)")->check(CLI::IsMember({"auto", "dummy"}));
   one->add_option("--model-shape", ob.model_shape, "with dummy weights: tiny, llama-3.2-1b, llama-3.1-8b");
   one->add_option("--device", ob.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));

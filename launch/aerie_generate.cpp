@@ -25,9 +25,9 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
                                                  : model::LlamaConfig::load(model_path);
   std::unique_ptr<model::TextTokenizer> tokenizer;
   if (!o.prompts.empty()) {
-    AERIE_CHECK(!model_path.empty(), "--prompt needs --model-path with a tokenizer.json or tokenizer.model");
+    AERIE_CHECK(!model_path.empty(), "--prompt needs --model-path with a tokenizer (GGUF, tokenizer.json or tokenizer.model)");
     tokenizer = model::load_text_tokenizer(model_path);
-    AERIE_CHECK(tokenizer, model_path << ": no tokenizer.json or tokenizer.model for --prompt");
+    AERIE_CHECK(tokenizer, model_path << ": no tokenizer (tokenizer.json or tokenizer.model) for --prompt");
   }
   std::vector<core::GenerationRequest> requests;
   auto add = [&](std::vector<int32_t> ids) {

