@@ -53,6 +53,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
       options_(std::move(options)),
       metrics_(options_.model_name, deployment_options_.speculative_algorithm.empty() ? 0 : deployment_options_.speculative_num_steps),
       server_(std::make_unique<httplib::Server>()) {
+  if (!deployment_options_.model_path.empty()) sampling_defaults_ = model::load_generation_config(deployment_options_.model_path).sampling;
   if (tokenizer_) {
     auto name_of = [&](int32_t id) { return id >= 0 ? tokenizer_->token_text(id) : std::string(); };
     chat_.emplace(find_chat_template(options_.chat_template, deployment_options_.model_path), *tokenizer_, name_of(config_.bos_token_id),
@@ -179,7 +180,11 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
 
 HttpServer::~HttpServer() = default;
 
-RequestLimits HttpServer::limits() const { return request_limits(deployment_, tokenizer_.get()); }
+RequestLimits HttpServer::limits() const {
+  RequestLimits l = request_limits(deployment_, tokenizer_.get());
+  l.sampling = sampling_defaults_;
+  return l;
+}
 
 std::string HttpServer::client_id(const ParsedRequest& p) {
   if (!p.rid.empty()) return p.rid;

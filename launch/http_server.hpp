@@ -36,7 +36,7 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 30000;
   std::string model_name = "aerie";
-  std::string chat_template;  // empty: detected from the model folder
+  std::string chat_template;  // a .jinja file or a built-in name; empty: the model's own
   size_t max_body_bytes = 16u << 20;
   int handler_threads = 1024;
   int listen_backlog = 4096;
@@ -70,6 +70,7 @@ class HttpServer {
   model::LlamaConfig config_;
   std::unique_ptr<model::TextTokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_;
+  model::SamplingDefaults sampling_defaults_;  // generation_config.json: for fields a request leaves out
   DeploymentOptions deployment_options_;
   HttpOptions options_;
   ServingMetrics metrics_;

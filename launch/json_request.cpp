@@ -91,10 +91,10 @@ void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits
 // The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
 void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
   auto& r = p.request;
-  r.sampling.temperature = field<float>(obj, "temperature", 1.0f);
-  r.sampling.top_p = field<float>(obj, "top_p", 1.0f);
-  r.sampling.top_k = field<int32_t>(obj, "top_k", -1);
-  r.sampling.min_p = field<float>(obj, "min_p", 0.0f);
+  r.sampling.temperature = field<float>(obj, "temperature", limits.sampling.temperature);
+  r.sampling.top_p = field<float>(obj, "top_p", limits.sampling.top_p);
+  r.sampling.top_k = field<int32_t>(obj, "top_k", limits.sampling.top_k);
+  r.sampling.min_p = field<float>(obj, "min_p", limits.sampling.min_p);
   r.sampling.seed = field<int64_t>(obj, "seed", 0);
   r.ignore_eos = field<bool>(obj, "ignore_eos", false);
   if (present(obj, "stop_token_ids")) r.stop_token_ids = token_list(obj["stop_token_ids"], "stop_token_ids", limits.vocab_size);

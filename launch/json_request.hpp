@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/core/generation_request.hpp"
+#include "model/generation_config.hpp"
 #include "model/text_tokenizer.hpp"
 
 namespace aerie::launch {
@@ -35,6 +36,7 @@ struct RequestLimits {
   int64_t vocab_size = 0;
   int64_t max_total_tokens = 0;  // prompt + output at most (context length, KV pool)
   const model::TextTokenizer* tokenizer = nullptr;  // for text prompts; may be null
+  model::SamplingDefaults sampling;                  // for fields a request leaves out (generation_config.json)
 };
 
 // Client JSON nested deeper than this is refused while it is parsed (before any copy or walk

@@ -1,10 +1,12 @@
 #include "model/config.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kernels/error.hpp"
+#include "model/generation_config.hpp"
 #include "model/gguf_file.hpp"
 #include "model/gguf_llama.hpp"
 
@@ -152,10 +154,17 @@ LlamaConfig LlamaConfig::load(const std::filesystem::path& dir) {
   if (GgufFile::is_gguf(dir)) return llama_config_from_gguf(GgufFile(dir));
   const auto path = dir / "config.json";
   std::ifstream in(path);
-  AERIE_CHECK(in.good(), path.string() << ": cannot open (is --model-path a Hugging Face model folder?)");
+  AERIE_CHECK(in.good(), path.string() << ": cannot open (is --model-path a Hugging Face model folder or a GGUF file?)");
   std::stringstream ss;
   ss << in.rdbuf();
-  return from_json_text(ss.str(), path.string());
+  LlamaConfig c = from_json_text(ss.str(), path.string());
+  // generation_config.json's EOS ids stop generation too (Llama 3 Instruct lists <|eot_id|> there).
+  for (int32_t id : load_generation_config(dir).eos_token_ids)
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      AERIE_CHECK(id < c.vocab_size, (dir / "generation_config.json").string() << ": eos_token_id " << id << " is outside the vocabulary");
+      c.eos_token_ids.push_back(id);
+    }
+  return c;
 }
 
 std::vector<std::string> LlamaConfig::named_shapes() { return {"tiny", "llama-3.2-1b", "llama-3.1-8b"}; }

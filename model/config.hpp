@@ -47,7 +47,8 @@ struct LlamaConfig {
   // Parses config.json text; `source` names the file in error messages. Accepts both the
   // rope_theta + rope_scaling form and transformers 5's rope_parameters form.
   static LlamaConfig from_json_text(const std::string& text, const std::string& source);
-  // model_dir/config.json, or the metadata of a GGUF file when model_dir names one.
+  // model_dir/config.json (with generation_config.json's EOS ids added), or the metadata of a
+  // GGUF file when model_dir names one.
   static LlamaConfig load(const std::filesystem::path& model_dir);
   // Built-in shapes for --load-format dummy: tiny (the embedded default), llama-3.2-1b,
   // llama-3.1-8b.

@@ -36,6 +36,14 @@ TEST(JsonRequest, ParsesSglangGenerateBodies) {
                 .request.max_new_tokens,
             128);  // sglang's defaults
   EXPECT_FLOAT_EQ(d.request.sampling.temperature, 1.0f);
+  // generation_config.json's values fill what a request leaves out, never what it sets.
+  auto limits = kLimits;
+  limits.sampling = {.temperature = 0.6f, .top_p = 0.9f, .top_k = 20, .min_p = 0.05f};
+  auto g = launch::parse_generate_request(json::parse(R"({"input_ids": [5], "sampling_params": {"temperature": 0}})"), limits);
+  EXPECT_FLOAT_EQ(g.request.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(g.request.sampling.top_p, 0.9f);
+  EXPECT_EQ(g.request.sampling.top_k, 20);
+  EXPECT_FLOAT_EQ(g.request.sampling.min_p, 0.05f);
 }
 
 TEST(JsonRequest, RejectsEveryBadFieldClearly) {

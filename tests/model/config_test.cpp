@@ -1,10 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numbers>
 
 #include "kernels/error.hpp"
 #include "model/config.hpp"
+#include "model/generation_config.hpp"
 #include "model/rope_frequencies.hpp"
 
 using namespace aerie;
@@ -93,4 +98,24 @@ TEST(RopeFrequencies, Llama3ScalingMatchesItsDefinition) {
   auto lin = LlamaConfig::named_shape("tiny");
   lin.rope_scaling = {.type = "linear", .factor = 4.0};
   EXPECT_FLOAT_EQ(rope_frequencies(lin).inv_freq[0], 0.25f);
+}
+
+TEST(GenerationConfig, AddsEosIdsAndSamplingDefaults) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("aerie_genconfig_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << with("");
+  EXPECT_EQ(LlamaConfig::load(dir).eos_token_ids, (std::vector<int32_t>{7, 8}));  // no generation_config.json
+  EXPECT_FLOAT_EQ(load_generation_config(dir).sampling.temperature, 1.0f);
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [8, 9], "temperature": 0.6, "top_p": 0.9, "top_k": 0})";
+  EXPECT_EQ(LlamaConfig::load(dir).eos_token_ids, (std::vector<int32_t>{7, 8, 9}));  // merged, no duplicates
+  const auto g = load_generation_config(dir);
+  EXPECT_FLOAT_EQ(g.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(g.sampling.top_p, 0.9f);
+  EXPECT_EQ(g.sampling.top_k, -1);  // transformers' 0 is "off"
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": 500})";
+  EXPECT_THROW(LlamaConfig::load(dir), Error);  // outside the vocabulary
+  std::ofstream(dir / "generation_config.json") << R"({"top_p": "high"})";
+  EXPECT_THROW(load_generation_config(dir), Error);
+  fs::remove_all(dir);
 }
