@@ -36,6 +36,10 @@ BpeSpec read_tokenizer_json(const std::filesystem::path& tokenizer_json);
 // The tokenizer of a GGUF file whose tokenizer.ggml.model is "gpt2" (byte-level BPE), with the
 // pre-tokenizer llama.cpp names in tokenizer.ggml.pre. Throws for other tokenizer models.
 BpeSpec bpe_spec_from_gguf(const GgufFile& file);
+// The sentencepiece model (a serialized ModelProto: pieces, scores, types, BPE with byte
+// fallback, Llama's identity normalizer with a dummy prefix) of a GGUF file whose
+// tokenizer.ggml.model is "llama". Throws for other tokenizer models.
+std::string sentencepiece_model_from_gguf(const GgufFile& file);
 
 class BpeTokenizer {
  public:

@@ -28,6 +28,8 @@ class Bpe final : public TextTokenizer {
 class SentencePiece final : public TextTokenizer {
  public:
   SentencePiece(const std::filesystem::path& dir, bool add_bos, bool add_eos) : tok_(dir), add_bos_(add_bos), add_eos_(add_eos) {}
+  SentencePiece(const std::string& proto, const std::string& where, bool add_bos, bool add_eos)
+      : tok_(proto, where), add_bos_(add_bos), add_eos_(add_eos) {}
   std::vector<int32_t> encode(const std::string& text, bool add_special) const override {
     return tok_.encode(text, add_special && add_bos_, add_special && add_eos_);
   }
@@ -60,6 +62,12 @@ std::pair<bool, bool> sentencepiece_flags(const std::filesystem::path& dir) {
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::filesystem::path& path) {
   if (GgufFile::is_gguf(path)) {
     GgufFile file(path);
+    const std::string kind = file.has("tokenizer.ggml.model") ? file.get_string("tokenizer.ggml.model") : "";
+    if (kind == "llama") {  // sentencepiece-style: BOS by default, as llama.cpp and Llama's tokenizer.model
+      auto flag = [&](const char* key, bool dflt) { return file.has(key) ? file.get_bool(key) : dflt; };
+      return std::make_unique<SentencePiece>(sentencepiece_model_from_gguf(file), path.string(), flag("tokenizer.ggml.add_bos_token", true),
+                                             flag("tokenizer.ggml.add_eos_token", false));
+    }
     return std::make_unique<Bpe>(std::make_unique<BpeTokenizer>(bpe_spec_from_gguf(file), path.string()));
   }
   if (BpeTokenizer::available(path)) {

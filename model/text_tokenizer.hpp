@@ -1,5 +1,6 @@
 #pragma once
-// Text <-> ids for a model, whichever tokenizer it ships: a GGUF file's own (byte-level BPE),
+// Text <-> ids for a model, whichever tokenizer it ships: a GGUF file's own (byte-level BPE or
+// sentencepiece-style),
 // a folder's tokenizer.json (byte-level BPE: Llama 3, SmolLM2, GPT-2 style) or, when that is
 // missing or not byte-level (Llama 2's), its tokenizer.model (sentencepiece). BOS/EOS are
 // added as the tokenizer itself says (tokenizer.json's post-processor, tokenizer_config.json's

@@ -15,6 +15,11 @@ Tokenizer::Tokenizer(const std::filesystem::path& dir) : sp_(std::make_unique<se
   AERIE_CHECK(status.ok(), path.string() << ": cannot load sentencepiece model (" << status.ToString() << ")");
 }
 
+Tokenizer::Tokenizer(const std::string& serialized, const std::string& where) : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  const auto status = sp_->LoadFromSerializedProto(serialized);
+  AERIE_CHECK(status.ok(), where << ": cannot build a sentencepiece model from its vocabulary (" << status.ToString() << ")");
+}
+
 Tokenizer::~Tokenizer() = default;
 
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos) const {

@@ -16,6 +16,8 @@ class Tokenizer {
  public:
   // Loads dir/tokenizer.model; throws naming the file when it is missing or unreadable.
   explicit Tokenizer(const std::filesystem::path& model_dir);
+  // From a serialized ModelProto (a GGUF file's vocabulary); `where` names it in errors.
+  Tokenizer(const std::string& serialized_model, const std::string& where);
   ~Tokenizer();
   static bool available(const std::filesystem::path& model_dir);
 

@@ -3,9 +3,11 @@
 by gguf.GGUFWriter with every tensor type Aerie reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1),
 dequantized by Aerie and by gguf.quants: identical values. Then the same file truncated at
 many points and with random bytes of its header and tensor table changed: Aerie either reads
-it or refuses it with a clear error; it never crashes or hangs.
+it or refuses it with a clear error; it never crashes or hangs. Last, a GGUF "llama"
+(sentencepiece-style) vocabulary made from a sentencepiece BPE model trained here (byte
+fallback, Llama's settings): Aerie's ids and text equal the sentencepiece package's.
 
-  gguf_parity.py --dump BIN/aerie-gguf-dump
+  gguf_parity.py --dump BIN/aerie-gguf-dump [--tokenize BIN/aerie-tokenize]
 """
 import argparse
 import json
@@ -59,9 +61,50 @@ def write_file(path, rng):
     return expected
 
 
+def check_sentencepiece_vocab(tokenize, tmp, rng):
+    import sentencepiece as spm
+    corpus = os.path.join(tmp, "corpus.txt")
+    lines = ["the quick brown fox jumps over the lazy dog", "paged attention keeps the cache in pages",
+             "speculative decoding drafts tokens and verifies them", "naïve café déjà vu", "numbers 12345 and 67"]
+    open(corpus, "w", encoding="utf-8").write("\n".join(lines * 40))
+    prefix = os.path.join(tmp, "sp")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=300, model_type="bpe", byte_fallback=True,
+                                   normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=True,
+                                   bos_id=1, eos_id=2, unk_id=0, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    n = sp.get_piece_size()
+    types = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 5 if sp.is_unused(i) else 1 for i in range(n)]
+    path = os.path.join(tmp, "spm.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", [sp.id_to_piece(i) for i in range(n)])
+    w.add_array("tokenizer.ggml.scores", [float(sp.get_score(i)) for i in range(n)])
+    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_bool("tokenizer.ggml.add_bos_token", True)
+    w.add_tensor("dummy", np.zeros((1, 32), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    texts = lines + ["", " leading", "double  space", "unseen ✓ 日本 😀", "tabs\tand\nnewlines"] + \
+        ["".join(rng.choice("abc xyz éü 日😀 12") for _ in range(rng.randint(1, 30))) for _ in range(100)]
+    out = subprocess.run([tokenize, path], input="".join(json.dumps(t) + "\n" for t in texts), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for text, line in zip(texts, out.stdout.splitlines()):
+        got = json.loads(line)
+        want = [1] + sp.encode(text)
+        assert got.get("ids") == want, f"sentencepiece vocabulary: {text!r}: aerie {got} sentencepiece {want}"
+        assert got["text"] == sp.decode(want), f"sentencepiece vocabulary: decode {got['text']!r} != {sp.decode(want)!r}"
+    print(f"  GGUF llama (sentencepiece) vocabulary: {len(texts)} strings, ids and text identical to sentencepiece")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", required=True)
+    ap.add_argument("--tokenize")
     args = ap.parse_args()
     seed = int(os.environ.get("AERIE_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     print(f"seed {seed} (set AERIE_TEST_SEED to repeat)")
@@ -107,6 +150,8 @@ def main():
             rc, out = dump(args.dump, p)
             outcomes[rc] += 1
         print(f"  300 files with changed header bytes: {outcomes[1]} refused cleanly, {outcomes[0]} still readable, none crashed")
+        if args.tokenize:
+            check_sentencepiece_vocab(args.tokenize, tmp, rng)
     print("PASS")
 
 

@@ -130,6 +130,14 @@ def check_text_prompt(args, workdir, seed):
                                                   hidden_size=64))
     os.replace(os.path.join(workdir, "tok.model"), os.path.join(path, "tokenizer.model"))
     sp = spm.SentencePieceProcessor(model_file=os.path.join(path, "tokenizer.model"))
+    # As in Llama 2 folders, a sentencepiece-style tokenizer.json (normalizer, byte fallback)
+    # sits beside tokenizer.model: Aerie must use the latter, not fail every text prompt.
+    with open(os.path.join(path, "tokenizer.json"), "w") as f:
+        json.dump({"model": {"type": "BPE", "vocab": {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}, "merges": [],
+                             "byte_fallback": True},
+                   "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                                      {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+                   "pre_tokenizer": None, "decoder": {"type": "Sequence", "decoders": []}}, f)
     text = "eagle draft verify token"
     ids = [1] + sp.encode(text)
     ref = hf_greedy(model, ids, 12, cfg["eos_token_id"])

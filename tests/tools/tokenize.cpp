@@ -7,11 +7,28 @@
 #include "kernels/error.hpp"
 #include "model/bpe_tokenizer.hpp"
 #include "model/gguf_file.hpp"
+#include "model/text_tokenizer.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie;
   try {
     AERIE_CHECK(argc == 2, "usage: aerie-tokenize TOKENIZER_JSON|FILE.gguf");
+    if (model::GgufFile::is_gguf(argv[1]) && model::GgufFile(argv[1]).get_string("tokenizer.ggml.model") == "llama") {
+      // A sentencepiece-style vocabulary: ids and decoded text only (no streaming detokenizer).
+      const auto tok = model::load_text_tokenizer(argv[1]);
+      std::string line;
+      while (std::getline(std::cin, line)) {
+        nlohmann::json out;
+        try {
+          const auto ids = tok->encode(nlohmann::json::parse(line).get<std::string>());
+          out = {{"ids", ids}, {"text", tok->decode(ids)}};
+        } catch (const std::exception& e) {
+          out = {{"error", e.what()}};
+        }
+        std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      }
+      return 0;
+    }
     const model::BpeTokenizer tok = model::GgufFile::is_gguf(argv[1])
                                         ? model::BpeTokenizer(model::bpe_spec_from_gguf(model::GgufFile(argv[1])), argv[1])
                                         : model::BpeTokenizer(argv[1]);
