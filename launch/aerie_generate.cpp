@@ -2,6 +2,7 @@
 // TargetWorkers), one JSON object per prompt. Under mpirun, every rank serves a replica and
 // rank 0 prints the results.
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -68,8 +69,18 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
     deployment.shutdown();  // serve until rank 0 is done
     return 0;
   }
+  const auto start = std::chrono::steady_clock::now();
   const auto outcomes = deployment.run(requests);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   deployment.shutdown();
+  {  // One summary line on stderr (benchmark scripts read it): prefill and decode, load excluded.
+    int64_t out_tokens = 0, verifies = 0;
+    for (const auto& oc : outcomes) out_tokens += static_cast<int64_t>(oc.result.output_ids.size()), verifies += oc.result.spec_verify_ct;
+    std::cerr << "aerie-generate: " << outcomes.size() << " requests, " << out_tokens << " output tokens in " << seconds << " s ("
+              << (seconds > 0 ? static_cast<double>(out_tokens) / seconds : 0.0) << " tok/s)";
+    if (verifies > 0) std::cerr << ", " << verifies << " verify forwards (" << static_cast<double>(out_tokens) / static_cast<double>(verifies) << " tokens per verify)";
+    std::cerr << "\n";
+  }
 
   int status = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {

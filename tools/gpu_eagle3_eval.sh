@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# On the GPU machine, after tools/gpu_eagle3_train.sh (or with a head in .device_model/head):
+# speculative decoding with the head vs plain decoding on held-out prompts, bf16 (eval_spec.py).
+#   device run (carry [".device.tgz"]): bash tools/gpu_eagle3_eval.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/aerie-eagle3}
+rm -rf .device && tar xzf .device.tgz
+export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+M=$PWD/.device_model/smollm2.gguf
+HEAD=${HEAD:-$PWD/.device_model/head}
+[[ -d $HEAD ]] || HEAD=$PWD/assets/smollm2-eagle3
+python3 tools/train_eagle3/eval_spec.py --generate .device/bin/aerie-generate --model "$M" --head "$HEAD" --device cuda --dtype bf16 \
+  --prompts 16 --max-new 128 --batch-size 1 8 --json "$OUT/eagle3_eval_h200.json"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On the GPU machine: trains SmolLM2's EAGLE-3 head (tools/train_eagle3/train.py) with
+# transformers + torch there, from .device_model/ (the GGUF in parts, its sha256, and the gguf +
+# accelerate packages under py/: see tools/gpu_smollm2_bench.sh). Writes the head to
+# .device_model/head (kept on a warm machine for tools/gpu_eagle3_eval.sh) and $OUT/head.
+#   device run (carry [".device_model/..."]): bash tools/gpu_eagle3_train.sh [train.py flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/aerie-eagle3}
+M=$PWD/.device_model/smollm2.gguf
+[[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"
+echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c
+rm -rf .device_model/head
+PYTHONPATH=$PWD/.device_model/py python3 tools/train_eagle3/train.py --model "$M" --out .device_model/head "$@" 2>&1 |
+  grep -v "Converting and de-quantizing\|Loading weights" | tee "$OUT/train_log.txt"
+cp -r .device_model/head "$OUT/head"

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Speculative decoding with a trained EAGLE-3 head against plain decoding, on held-out prompts
+(prompts.py's held-out topics), through `aerie-generate --chat`: for each batch size
+(--max-running-requests), temperature (0 and 0.7, seeded) and configuration (plain; EAGLE3
+chain 3 and 5 steps; tree topk 4 with 8 draft tokens), the output tokens per second of prefill
++ decode (aerie-generate's summary line; loading excluded) and the accept length (output tokens
+per verify forward). Greedy outputs must equal plain decoding's, token for token.
+
+  eval_spec.py --generate BIN --model smollm2.gguf --head DIR [--device cuda --dtype bf16] --json OUT
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prompts as prompt_sets  # noqa: E402
+
+CONFIGS = {
+    "plain": [],
+    "chain-3": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"],
+    "chain-5": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
+    "tree-4x3-8": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
+}
+SUMMARY = re.compile(r"aerie-generate: (\d+) requests, (\d+) output tokens in ([\d.e+-]+) s \(([\d.e+-]+) tok/s\)"
+                     r"(?:, (\d+) verify forwards \(([\d.e+-]+) tokens per verify\))?")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--generate", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--head", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--temperature", type=float, nargs="+", default=[0.0, 0.7])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+    _, held = prompt_sets.split(args.seed)
+    prompts = prompt_sets.prompts(held, args.seed + 2)[: args.prompts]
+    rows, failures = [], 0
+    for bs in args.batch_size:
+        for temp in args.temperature:
+            plain_ids = None
+            for name in args.configs:
+                cmd = [args.generate, "--model-path", args.model, "--device", args.device, "--dtype", args.dtype, "--chat",
+                       "--temperature", str(temp), "--seed", "1", "--max-new-tokens", str(args.max_new),
+                       "--max-running-requests", str(bs), "--output", "json"] + sum((["--prompt", p] for p in prompts), [])
+                if name != "plain":
+                    cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", args.head] + CONFIGS[name]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+                if out.returncode != 0:
+                    print(f"FAIL {name} batch {bs} T={temp}: {out.stderr[-1500:]}")
+                    failures += 1
+                    continue
+                m = SUMMARY.search(out.stderr)
+                ids = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
+                row = {"batch": bs, "temperature": temp, "config": name, "requests": int(m.group(1)), "output_tokens": int(m.group(2)),
+                       "seconds": float(m.group(3)), "tok_per_s": float(m.group(4)),
+                       "accept_length": float(m.group(6)) if m.group(6) else 1.0}
+                if name == "plain":
+                    plain_ids = ids
+                    base = row["tok_per_s"]
+                row["speedup"] = row["tok_per_s"] / base if plain_ids is not None else None
+                if temp == 0 and plain_ids is not None and name != "plain":
+                    row["greedy_equal_plain"] = ids == plain_ids
+                    if ids != plain_ids:
+                        failures += 1
+                rows.append(row)
+                print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
+                      f"  speedup {row['speedup']:.2f}x" + (f"  greedy==plain {row.get('greedy_equal_plain')}" if 'greedy_equal_plain' in row else ""),
+                      flush=True)
+    json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "rows": rows},
+              open(args.json, "w"), indent=2)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Trains an EAGLE-3 draft head for SmolLM2-135M-Instruct on the target's own answers, and writes
+it in sglang's EAGLE-3 format (what `--speculative-algorithm EAGLE3
+--speculative-draft-model-path DIR` loads): config.json + model.safetensors with fc,
+midlayer.*, norm, lm_head over a reduced draft vocabulary, and d2t.
+
+Recipe (EAGLE-3): the head reads the target's hidden states entering layers 2, 15 and 27
+(Aerie's default aux layers for 30 layers; sglang's eagle_aux_hidden_state_layer_ids 1, 14, 26)
+through fc, and the embedding of the next token; it learns the target's greedy next token.
+Training-time test: after the first step, each further step feeds the head its own output
+hidden state, attending to the true states' keys up to the chain's start and to the chain's
+own earlier keys, exactly as Aerie's draft steps do at inference.
+
+Data: prompts from prompts.py (held-out topics never used), each answered by the target twice,
+greedily and at temperature 0.7, through its chat template. Reproducible with --seed.
+
+  PYTHONPATH=<gguf, accelerate> python3 train.py --model smollm2.gguf --out DIR [--steps-ttt 6]
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prompts as prompt_sets  # noqa: E402
+
+AUX_LAYERS = (2, 15, 27)  # hidden_states[l] of transformers = the input of layer l
+
+
+def load_target(path, device):
+    from tokenizers import pre_tokenizers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    folder, name = os.path.dirname(path), os.path.basename(path)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    # SmolLM2's own tokenizer splits digits first (transformers' GGUF import drops that step).
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16).to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return tok, model
+
+
+@torch.no_grad()
+def generate_answers(tok, model, prompts, device, max_new, batch, temperature, seed):
+    """Prompt ids + the target's answer ids (ending at <|im_end|> when it ends), per prompt."""
+    tok.padding_side = "left"
+    out = []
+    g = torch.Generator(device=device).manual_seed(seed)
+    torch.manual_seed(seed)
+    for b in range(0, len(prompts), batch):
+        chunk = prompts[b:b + batch]
+        ids = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True, return_dict=False)
+               for p in chunk]
+        width = max(len(x) for x in ids)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        inp = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        kw = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+        gen = model.generate(inp, attention_mask=mask, max_new_tokens=max_new, eos_token_id=tok.eos_token_id, pad_token_id=pad, **kw)
+        for x, row in zip(ids, gen[:, width:].tolist()):
+            if tok.eos_token_id in row:
+                row = row[:row.index(tok.eos_token_id) + 1]
+            out.append((x, row))
+        print(f"  generated {min(b + batch, len(prompts))}/{len(prompts)} (T={temperature})", flush=True)
+    del g
+    return out
+
+
+def rope(x, positions, theta):
+    """Llama's rotary embedding (rotate_half layout) of x [B, heads, T, D] at positions [B, T]."""
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    ang = positions.float()[..., None] * inv  # [B, T, D/2]
+    cos, sin = torch.cat([ang.cos()] * 2, -1)[:, None], torch.cat([ang.sin()] * 2, -1)[:, None]
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return (x.float() * cos + torch.cat([-x2, x1], -1).float() * sin).to(x.dtype)
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, h, eps):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(h))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight.to(x.dtype)
+
+
+class Eagle3Head(torch.nn.Module):
+    def __init__(self, cfg, draft_vocab):
+        super().__init__()
+        h, i = cfg.hidden_size, cfg.intermediate_size
+        self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
+        self.theta = cfg.rope_parameters["rope_theta"] if hasattr(cfg, "rope_parameters") and cfg.rope_parameters else cfg.rope_theta
+        eps = cfg.rms_norm_eps
+        lin = lambda a, b: torch.nn.Linear(a, b, bias=False)  # noqa: E731
+        self.fc = lin(3 * h, h)
+        self.input_layernorm, self.hidden_norm = RMSNorm(h, eps), RMSNorm(h, eps)
+        self.q_proj, self.k_proj, self.v_proj = lin(2 * h, self.nh * self.d), lin(2 * h, self.nkv * self.d), lin(2 * h, self.nkv * self.d)
+        self.o_proj = lin(self.nh * self.d, h)
+        self.post_attention_layernorm = RMSNorm(h, eps)
+        self.gate_proj, self.up_proj, self.down_proj = lin(h, i), lin(h, i), lin(i, h)
+        self.norm = RMSNorm(h, eps)
+        self.lm_head = lin(h, draft_vocab)
+        for m in self.modules():
+            if isinstance(m, torch.nn.Linear):
+                torch.nn.init.normal_(m.weight, std=0.02)
+
+    def qkv(self, emb, hidden, positions):
+        x = torch.cat([self.input_layernorm(emb), self.hidden_norm(hidden)], -1)
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.nh, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        rep = self.nh // self.nkv
+        return rope(q, positions, self.theta), rope(k, positions, self.theta).repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+
+    def finish(self, hidden, attn):
+        B, _, T, _ = attn.shape
+        h = hidden + self.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
+        x = self.post_attention_layernorm(h)
+        h = h + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return h, self.lm_head(self.norm(h))
+
+
+def ttt_forward(head, embed, aux, ids, valid, steps):
+    """Logits of every training-time-test step. aux [B, T, 3H], ids [B, T], valid [B, T].
+    Step k, chain i: position i + k, token ids[i + 1 + k], predicts the target at i + 1 + k."""
+    B, T, _ = aux.shape
+    pos = torch.arange(T, device=aux.device)[None].expand(B, T)
+    hidden = head.fc(aux)
+    # Step 0: causal attention over the true states (Aerie's draft extend).
+    emb = embed(torch.roll(ids, -1, 1))
+    q, k0, v0 = head.qkv(emb, hidden, pos)
+    causal = torch.ones(T, T, dtype=torch.bool, device=aux.device).tril()
+    key_ok = causal[None, None] & valid[:, None, None, :]
+    scale = 1.0 / math.sqrt(head.d)
+    s0 = (q.float() @ k0.float().transpose(-1, -2)) * scale
+    attn = torch.softmax(s0.masked_fill(~key_ok, -1e30), -1).to(v0.dtype) @ v0
+    hidden, logits = head.finish(hidden, attn)
+    out = [logits]
+    ks, vs = [], []
+    for k in range(1, steps):
+        emb = embed(torch.roll(ids, -(1 + k), 1))
+        q, kk, vv = head.qkv(emb, hidden, pos + k)
+        ks.append(kk)
+        vs.append(vv)
+        s_true = (q.float() @ k0.float().transpose(-1, -2)) * scale  # chain i sees true keys j <= i
+        s_own = torch.stack([(q.float() * kj.float()).sum(-1) * scale for kj in ks], -1)  # and its own steps
+        s = torch.cat([s_true.masked_fill(~key_ok, -1e30), s_own], -1)
+        p = torch.softmax(s, -1)
+        attn = p[..., :T].to(v0.dtype) @ v0 + sum(p[..., T + j, None].to(v0.dtype) * vs[j] for j in range(len(vs)))
+        hidden, logits = head.finish(hidden, attn)
+        out.append(logits)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--max-new", type=int, default=160)
+    ap.add_argument("--gen-batch", type=int, default=512)
+    ap.add_argument("--limit-prompts", type=int, default=0, help="use only this many training prompts (smoke test)")
+    ap.add_argument("--draft-vocab", type=int, default=16384)
+    ap.add_argument("--steps-ttt", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
+    args = ap.parse_args()
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    t0 = time.time()
+    dev = args.device
+    tok, target = load_target(args.model, dev)
+    cfg = target.config
+    train_topics, held_topics = prompt_sets.split(args.seed)
+    train_prompts = prompt_sets.prompts(train_topics, args.seed + 1)
+    if args.limit_prompts:
+        train_prompts = train_prompts[: args.limit_prompts]
+    data = []
+    for temp, s in ((0.0, 1), (0.7, 2)):
+        data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, args.seed + s)
+    print(f"data: {len(data)} conversations, {sum(len(a) for _, a in data)} answer tokens ({time.time() - t0:.0f} s)", flush=True)
+
+    # Target features per batch, on the fly: aux states and the target's greedy next tokens.
+    def features(batch):
+        T = max(len(p) + len(a) for p, a in batch)
+        ids = torch.full((len(batch), T), tok.eos_token_id, device=dev)
+        valid = torch.zeros((len(batch), T), dtype=torch.bool, device=dev)
+        loss_mask = torch.zeros((len(batch), T), dtype=torch.bool, device=dev)
+        for r, (p, a) in enumerate(batch):
+            seq = p + a
+            ids[r, :len(seq)] = torch.tensor(seq, device=dev)
+            valid[r, :len(seq)] = True
+            loss_mask[r, len(p):len(seq)] = True  # positions whose next token is the answer's
+        with torch.no_grad():
+            o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
+            aux = torch.cat([o.hidden_states[l] for l in AUX_LAYERS], -1)
+            labels = o.logits.argmax(-1)  # the target's greedy token after each position
+        return ids, valid, loss_mask, aux, labels
+
+    # The draft vocabulary: the target tokens it predicts most often in the data.
+    counts = torch.zeros(cfg.vocab_size, dtype=torch.long, device=dev)
+    for b in range(0, len(data), 64):
+        ids, valid, loss_mask, _, labels = features(data[b:b + 64])
+        counts += torch.bincount(labels[loss_mask].flatten(), minlength=cfg.vocab_size)
+    nv = min(args.draft_vocab, int((counts > 0).sum()))
+    draft_ids = torch.sort(torch.topk(counts, nv).indices).values
+    t2d = torch.full((cfg.vocab_size,), -1, dtype=torch.long, device=dev)
+    t2d[draft_ids] = torch.arange(nv, device=dev)
+    covered = counts[draft_ids].sum().item() / counts.sum().item()
+    print(f"draft vocabulary: {nv} tokens cover {100 * covered:.2f}% of the target's answer tokens", flush=True)
+
+    head = Eagle3Head(cfg, nv).to(dev)
+    with torch.no_grad():  # the LM head starts as the target's (tied) rows
+        head.lm_head.weight.copy_(target.get_input_embeddings().weight[draft_ids].float())
+    embed = target.get_input_embeddings()
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    order = list(range(len(data)))
+    total = args.epochs * (len(data) // args.batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
+    step, t_train = 0, time.time()
+    data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
+    batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
+    done = False
+    for epoch in range(args.epochs):
+        random.Random(args.seed + 10 + epoch).shuffle(batches)
+        acc_sum = [0.0] * args.steps_ttt
+        n_sum = [0] * args.steps_ttt
+        for bi in batches:
+            ids, valid, loss_mask, aux, labels = features([data[i] for i in bi])
+            T = ids.shape[1]
+            with torch.autocast("cuda" if dev == "cuda" else "cpu", dtype=torch.bfloat16):
+                outs = ttt_forward(head, embed, aux.to(torch.bfloat16), ids, valid, args.steps_ttt)
+            loss = 0.0
+            for k, logits in enumerate(outs):
+                tgt_pos = torch.arange(T, device=dev) + 1 + k  # step k at chain i predicts the target at i + 1 + k
+                ok = tgt_pos < T
+                lab = labels[:, tgt_pos.clamp(max=T - 1)]
+                m = loss_mask[:, tgt_pos.clamp(max=T - 1)] & ok[None] & valid
+                d = t2d[lab]
+                m = m & (d >= 0)
+                if m.sum() == 0:
+                    continue
+                lk = F.cross_entropy(logits[m].float(), d[m])
+                loss = loss + (0.8 ** k) * lk
+                acc_sum[k] += (logits[m].argmax(-1) == d[m]).float().sum().item()
+                n_sum[k] += int(m.sum())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            if step % 50 == 0:
+                accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
+                print(f"  epoch {epoch} step {step}/{total} loss {float(loss):.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
+            if time.time() - t_train > args.time_budget:
+                done = True
+                break
+        accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
+        print(f"epoch {epoch}: train top-1 per TTT step {accs}", flush=True)
+        if done:
+            print(f"stopped at the time budget after {step} steps", flush=True)
+            break
+
+    os.makedirs(args.out, exist_ok=True)
+    from safetensors.torch import save_file
+    sd = {"fc.weight": head.fc.weight, "norm.weight": head.norm.weight, "lm_head.weight": head.lm_head.weight,
+          "midlayer.input_layernorm.weight": head.input_layernorm.weight, "midlayer.hidden_norm.weight": head.hidden_norm.weight,
+          "midlayer.self_attn.q_proj.weight": head.q_proj.weight, "midlayer.self_attn.k_proj.weight": head.k_proj.weight,
+          "midlayer.self_attn.v_proj.weight": head.v_proj.weight, "midlayer.self_attn.o_proj.weight": head.o_proj.weight,
+          "midlayer.post_attention_layernorm.weight": head.post_attention_layernorm.weight,
+          "midlayer.mlp.gate_proj.weight": head.gate_proj.weight, "midlayer.mlp.up_proj.weight": head.up_proj.weight,
+          "midlayer.mlp.down_proj.weight": head.down_proj.weight}
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in sd.items()}
+    sd["d2t"] = (draft_ids - torch.arange(nv, device=dev)).to(torch.int64).cpu()
+    sd["t2d"] = (t2d >= 0).cpu()
+    save_file(sd, os.path.join(args.out, "model.safetensors"))
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": cfg.hidden_size,
+              "intermediate_size": cfg.intermediate_size, "num_attention_heads": cfg.num_attention_heads,
+              "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.hidden_size // cfg.num_attention_heads,
+              "num_hidden_layers": 1, "vocab_size": cfg.vocab_size, "draft_vocab_size": nv, "rms_norm_eps": cfg.rms_norm_eps,
+              "rope_theta": head.theta, "max_position_embeddings": cfg.max_position_embeddings, "hidden_act": "silu",
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "bos_token_id": cfg.bos_token_id,
+              "eos_token_id": cfg.eos_token_id,
+              "eagle_config": {"eagle_aux_hidden_state_layer_ids": [l - 1 for l in AUX_LAYERS]}}
+    json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
+    held = prompt_sets.prompts(held_topics, args.seed + 2)
+    json.dump({"seed": args.seed, "train_prompts": len(train_prompts), "conversations": len(data), "draft_vocab": nv,
+               "draft_vocab_coverage": covered, "ttt_steps": args.steps_ttt, "optimizer_steps": step,
+               "held_out_topics": held_topics, "held_out_prompts_sample": held[:50]},
+              open(os.path.join(args.out, "training.json"), "w"), indent=2)
+    print(f"wrote {args.out} ({time.time() - t0:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
