@@ -13,4 +13,8 @@ echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c
 rm -rf .device_model/head
 PYTHONPATH=$PWD/.device_model/py python3 tools/train_eagle3/train.py --model "$M" --out .device_model/head "$@" 2>&1 |
   grep -v "Converting and de-quantizing\|Loading weights" | tee "$OUT/train_log.txt"
-cp -r .device_model/head "$OUT/head"
+# Files come back from $OUT at 16 MiB at most: the weights in parts (cat head_model.part_* > model.safetensors).
+mkdir -p "$OUT/head"
+cp .device_model/head/config.json .device_model/head/training.json "$OUT/head/"
+split -b 15m .device_model/head/model.safetensors "$OUT/head/model.safetensors.part_"
+sha256sum .device_model/head/model.safetensors | cut -d' ' -f1 > "$OUT/head/model.safetensors.sha256"

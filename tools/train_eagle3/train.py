@@ -266,7 +266,7 @@ def main():
             step += 1
             if step % 50 == 0:
                 accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
-                print(f"  epoch {epoch} step {step}/{total} loss {float(loss):.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
+                print(f"  epoch {epoch} step {step}/{total} loss {loss.item():.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
             if time.time() - t_train > args.time_budget:
                 done = True
                 break
