@@ -41,10 +41,11 @@ def main():
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.0, 0.7])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", choices=["held-out", "train"], default="held-out", help="prompts of the held-out or the training topics")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    _, held = prompt_sets.split(args.seed)
-    prompts = prompt_sets.prompts(held, args.seed + 2)[: args.prompts]
+    train, held = prompt_sets.split(args.seed)
+    prompts = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
     rows, failures = [], 0
     for bs in args.batch_size:
         for temp in args.temperature:

@@ -32,6 +32,18 @@ the color blue|the number seven|paper|glass|steel|plastic|wood|cotton|salt|sugar
 """.replace("\n", "|")
 
 
+QUALIFIERS = """ancient|modern|tiny|giant|everyday|famous|forgotten|future|local|traditional|homemade|wild|urban|rural
+underwater|winter|summer|night|morning|childhood|digital|handmade|simple|strange|beautiful|dangerous|quiet|noisy""".replace("\n", "|").split("|")
+
+
+def with_qualifiers(topic_list, n, seed):
+    """n topics more: a qualifier and a topic of the list ("tiny robots", "winter rivers")."""
+    rng = random.Random(seed)
+    pairs = [f"{q} {t}" for q in QUALIFIERS for t in topic_list]
+    rng.shuffle(pairs)
+    return pairs[:n]
+
+
 def topics():
     return [t.strip() for t in TOPICS.split("|") if t.strip()]
 

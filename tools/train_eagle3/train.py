@@ -172,6 +172,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=160)
     ap.add_argument("--gen-batch", type=int, default=512)
     ap.add_argument("--limit-prompts", type=int, default=0, help="use only this many training prompts (smoke test)")
+    ap.add_argument("--extra-prompts", type=int, default=0, help="add this many prompts on qualified training topics")
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7], help="one answer per prompt at each")
     ap.add_argument("--draft-vocab", type=int, default=16384)
     ap.add_argument("--steps-ttt", type=int, default=6)
     ap.add_argument("--epochs", type=int, default=4)
@@ -187,10 +189,14 @@ def main():
     cfg = target.config
     train_topics, held_topics = prompt_sets.split(args.seed)
     train_prompts = prompt_sets.prompts(train_topics, args.seed + 1)
+    if args.extra_prompts:  # qualified training topics ("tiny robots"): more variety, never a held-out topic
+        extra = prompt_sets.with_qualifiers(train_topics, args.extra_prompts, args.seed + 3)
+        rng = random.Random(args.seed + 4)
+        train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
     data = []
-    for temp, s in ((0.0, 1), (0.7, 2)):
+    for s, temp in enumerate(args.temperatures, start=1):
         data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, args.seed + s)
     print(f"data: {len(data)} conversations, {sum(len(a) for _, a in data)} answer tokens ({time.time() - t0:.0f} s)", flush=True)
 
