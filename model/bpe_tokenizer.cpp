@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <sstream>
 #include <string_view>
 
@@ -266,21 +267,48 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<int32_t>& 
       return;
     }
   }
-  // Merge the adjacent pair of lowest rank (leftmost on ties) until none is left.
-  for (;;) {
-    int best = std::numeric_limits<int>::max();
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = merge_rank_.find(sym[i] + '\x01' + sym[i + 1]);
-      if (it != merge_rank_.end() && it->second < best) {
-        best = it->second;
-        at = i;
-      }
+  // Merge the adjacent pair of lowest rank (leftmost on ties) until none is left: a heap of
+  // candidate pairs over a linked list of symbols, O(n log n) (a rescan per merge made a long
+  // piece, e.g. 20 KB of one letter, quadratic: seconds of CPU per request).
+  const size_t n = sym.size();
+  std::vector<size_t> prev(n), next(n);
+  std::vector<uint32_t> version(n, 0);
+  std::vector<bool> alive(n, true);
+  for (size_t i = 0; i < n; ++i) prev[i] = i - 1, next[i] = i + 1;  // prev[0] wraps: never read while i == 0
+  struct Cand {
+    int rank;
+    size_t left;  // the left symbol's first byte: leftmost wins ties, and merged symbols keep it
+    uint32_t left_version, right_version;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto consider = [&](size_t l) {
+    if (l >= n || !alive[l] || next[l] >= n) return;
+    const size_t r = next[l];
+    if (auto it = merge_rank_.find(sym[l] + '\x01' + sym[r]); it != merge_rank_.end()) heap.push({it->second, l, version[l], version[r]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    const size_t l = c.left;
+    if (!alive[l] || version[l] != c.left_version || next[l] >= n || version[next[l]] != c.right_version) continue;  // stale
+    const size_t r = next[l];
+    sym[l] += sym[r];
+    sym[r].clear();
+    alive[r] = false;
+    next[l] = next[r];
+    if (next[l] < n) prev[next[l]] = l;
+    ++version[l];
+    if (l > 0) {
+      // The nearest live symbol to the left (prev links skip merged ones).
+      consider(prev[l]);
     }
-    if (best == std::numeric_limits<int>::max()) break;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+    consider(l);
   }
+  std::vector<std::string> merged;
+  for (size_t i = 0; i < n; i = next[i]) merged.push_back(std::move(sym[i]));
+  sym.swap(merged);
   for (const auto& s : sym) {
     auto it = vocab_.find(s);
     AERIE_CHECK(it != vocab_.end(), "tokenizer: no vocabulary entry for a merged piece (is the byte alphabet in the vocab?)");

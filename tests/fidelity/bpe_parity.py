@@ -50,6 +50,8 @@ def samples(rng):
     alphabet = "abc XYZ 0123 ,.!? \n\t éü 日本 😀 's "
     for _ in range(200):
         out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))))
+    # Long single pieces (one word, one run of spaces): merged with a heap, not a rescan per merge.
+    out += ["a" * 3000, " " * 2000, "ab" * 1500, "hello" * 600, "é" * 1000, "".join(rng.choice("abcde") for _ in range(4000))]
     return out
 
 
