@@ -188,17 +188,24 @@ struct Deployment::Impl {
     return model::kv_shape_for_tokens(tokens - o.page_size, o.page_size);
   }
 
-  // Rank 0 binds two loopback endpoints per other rank and broadcasts them; each rank
-  // connects to its pair.
+  // Rank 0 binds two loopback endpoints per other rank and broadcasts them with CurveZMQ keys
+  // made here (transport/curve.hpp): a server pair per bound socket, a client pair per rank.
+  // The keys travel over MPI only, so a process outside the launch can neither connect to
+  // rank 0's sockets (and take batches or forge results) nor read the loopback traffic.
   void bootstrap_channels() {
     const int n = world.size();
     std::vector<uint8_t> buf(kEndpointBytes * static_cast<size_t>(n), 0);
     if (world.rank() == 0) {
       for (int r = 1; r < n; ++r) {
         auto link = std::make_shared<actors::RemoteWorkerLink>();
-        link->to_worker = std::make_unique<transport::ZmqSender>(zmq_ctx, "tcp://127.0.0.1:*", true);
-        link->from_worker = std::make_unique<transport::ZmqReceiver>(zmq_ctx, "tcp://127.0.0.1:*", true);
-        const std::string eps = link->to_worker->endpoint() + "\n" + link->from_worker->endpoint();
+        const transport::ChannelAuth to_auth{.own = transport::CurveKeyPair::generate(), .server_public_key = {}};
+        const transport::ChannelAuth from_auth{.own = transport::CurveKeyPair::generate(), .server_public_key = {}};
+        const transport::CurveKeyPair client = transport::CurveKeyPair::generate();
+        link->to_worker = std::make_unique<transport::ZmqSender>(zmq_ctx, "tcp://127.0.0.1:*", true, &to_auth);
+        link->from_worker =
+            std::make_unique<transport::ZmqReceiver>(zmq_ctx, "tcp://127.0.0.1:*", true, transport::kDefaultMaxPayloadBytes, &from_auth);
+        const std::string eps = link->to_worker->endpoint() + "\n" + link->from_worker->endpoint() + "\n" + to_auth.own.public_key + "\n" +
+                                from_auth.own.public_key + "\n" + client.public_key + "\n" + client.secret_key;
         AERIE_CHECK(eps.size() < kEndpointBytes, "endpoint names too long");
         std::memcpy(buf.data() + kEndpointBytes * static_cast<size_t>(r), eps.data(), eps.size());
         links.push_back(std::move(link));
@@ -206,11 +213,16 @@ struct Deployment::Impl {
     }
     world.broadcast(buf, 0);
     if (world.rank() != 0) {
-      const std::string eps(reinterpret_cast<const char*>(buf.data() + kEndpointBytes * static_cast<size_t>(world.rank())));
-      const auto nl = eps.find('\n');
-      AERIE_CHECK(nl != std::string::npos, "rank " << world.rank() << " got no endpoints from rank 0");
-      from_scheduler = std::make_unique<transport::ZmqReceiver>(zmq_ctx, eps.substr(0, nl), false);
-      to_scheduler = std::make_unique<transport::ZmqSender>(zmq_ctx, eps.substr(nl + 1), false);
+      std::vector<std::string> parts;
+      std::string line;
+      std::istringstream in(std::string(reinterpret_cast<const char*>(buf.data() + kEndpointBytes * static_cast<size_t>(world.rank()))));
+      while (std::getline(in, line)) parts.push_back(line);
+      AERIE_CHECK(parts.size() == 6, "rank " << world.rank() << " got no endpoints and keys from rank 0");
+      const transport::CurveKeyPair client{parts[4], parts[5]};
+      const transport::ChannelAuth from_auth{.own = client, .server_public_key = parts[2]};
+      const transport::ChannelAuth to_auth{.own = client, .server_public_key = parts[3]};
+      from_scheduler = std::make_unique<transport::ZmqReceiver>(zmq_ctx, parts[0], false, transport::kDefaultMaxPayloadBytes, &from_auth);
+      to_scheduler = std::make_unique<transport::ZmqSender>(zmq_ctx, parts[1], false, &to_auth);
     }
   }
 

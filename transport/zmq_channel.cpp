@@ -17,6 +17,20 @@ void open(zmq::socket_t& s, const std::string& endpoint, bool bind) {
   }
 }
 
+// CURVE options go on before bind/connect.
+void secure(zmq::socket_t& s, const ChannelAuth* auth, bool bind) {
+  if (!auth) return;
+  if (bind) {
+    s.set(zmq::sockopt::curve_server, 1);
+    s.set(zmq::sockopt::curve_secretkey, auth->own.secret_key);
+  } else {
+    AERIE_CHECK(!auth->server_public_key.empty(), "a connecting CURVE channel needs the server's public key");
+    s.set(zmq::sockopt::curve_serverkey, auth->server_public_key);
+    s.set(zmq::sockopt::curve_publickey, auth->own.public_key);
+    s.set(zmq::sockopt::curve_secretkey, auth->own.secret_key);
+  }
+}
+
 std::string last_endpoint(const zmq::socket_t& s) { return s.get(zmq::sockopt::last_endpoint); }
 
 template <class T>
@@ -31,9 +45,10 @@ std::optional<AnyMessage> as_message(const Frame& f, ChannelStats& stats) {
 
 }  // namespace
 
-ZmqSender::ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind)
+ZmqSender::ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ChannelAuth* auth)
     : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::push)) {
   socket_->set(zmq::sockopt::linger, 1000);
+  secure(*socket_, auth, bind);
   open(*socket_, endpoint, bind);
 }
 ZmqSender::~ZmqSender() = default;
@@ -45,11 +60,12 @@ void ZmqSender::send_bytes(const std::vector<uint8_t>& frame) {
 
 std::string ZmqSender::endpoint() const { return last_endpoint(*socket_); }
 
-ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes)
+ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes, const ChannelAuth* auth)
     : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull)), max_message_bytes_(max_message_bytes) {
   // ZeroMQ refuses (and disconnects) a peer whose message exceeds this, before buffering it.
   socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_message_bytes) + static_cast<int64_t>(kFrameHeaderBytes));
   socket_->set(zmq::sockopt::linger, 0);
+  secure(*socket_, auth, bind);
   open(*socket_, endpoint, bind);
 }
 ZmqReceiver::~ZmqReceiver() = default;

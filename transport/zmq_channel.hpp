@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "transport/codec.hpp"
+#include "transport/curve.hpp"
 
 namespace zmq {
 class context_t;
@@ -27,9 +28,12 @@ struct ChannelStats {
 };
 
 // Endpoints are ZeroMQ addresses: "tcp://127.0.0.1:PORT", "ipc:///path", "inproc://name".
+// With `auth`, the channel runs CurveZMQ (transport/curve.hpp): the binding end as the server,
+// the connecting end as a client holding the server's public key; peers without it are never
+// connected. Without it (tests, inproc), the channel is plain.
 class ZmqSender {
  public:
-  ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind);
+  ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ChannelAuth* auth = nullptr);
   ~ZmqSender();
   // Stamps the next sequence number into msg.seq and sends it.
   template <class T>
@@ -52,7 +56,8 @@ using AnyMessage = std::variant<BatchMessage, BatchResult, Shutdown>;
 
 class ZmqReceiver {
  public:
-  ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes = kDefaultMaxPayloadBytes);
+  ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes = kDefaultMaxPayloadBytes,
+              const ChannelAuth* auth = nullptr);
   ~ZmqReceiver();
   // The next well-formed message, or nothing when none arrives within the timeout.
   // Malformed frames in between are dropped and counted.

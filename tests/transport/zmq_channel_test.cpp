@@ -81,3 +81,54 @@ TEST(ZmqChannel, BadEndpointsGiveClearErrors) {
   zmq::context_t ctx;
   EXPECT_THROW(ZmqReceiver(ctx, "tcp://not-an-address", true), aerie::Error);
 }
+
+namespace {
+BatchMessage batch(uint64_t step) {
+  BatchMessage b;
+  b.step_id = step;
+  b.rids = {step};
+  b.input_ids = {1};
+  return b;
+}
+}  // namespace
+
+TEST(ZmqChannel, CurveChannelsTakeOnlyPeersHoldingTheKeys) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  zmq::context_t ctx;
+  const ChannelAuth server{.own = CurveKeyPair::generate(), .server_public_key = {}};
+  const CurveKeyPair client = CurveKeyPair::generate();
+  EXPECT_EQ(server.own.public_key.size(), 40u);
+  EXPECT_NE(server.own.public_key, client.public_key);  // fresh keys each time
+
+  // Results to rank 0: a receiver bound as the CURVE server.
+  ZmqReceiver rx(ctx, "tcp://127.0.0.1:*", true, kDefaultMaxPayloadBytes, &server);
+  const ChannelAuth good{.own = client, .server_public_key = server.own.public_key};
+  const ChannelAuth wrong{.own = client, .server_public_key = CurveKeyPair::generate().public_key};
+  ZmqSender plain(ctx, rx.endpoint(), false);              // a process outside the launch
+  ZmqSender wrong_key(ctx, rx.endpoint(), false, &wrong);  // or one guessing a key
+  ZmqSender peer(ctx, rx.endpoint(), false, &good);
+  plain.send(batch(100));
+  wrong_key.send(batch(200));
+  for (uint64_t i = 0; i < 5; ++i) peer.send(batch(i));
+  for (uint64_t i = 0; i < 5; ++i) {
+    auto m = rx.receive(5s);
+    ASSERT_TRUE(m && std::holds_alternative<BatchMessage>(*m));
+    EXPECT_EQ(std::get<BatchMessage>(*m).step_id, i);  // only the key holder's frames arrive
+  }
+  EXPECT_FALSE(rx.receive(300ms));
+
+  // Batches from rank 0: a sender bound as the CURVE server; a rogue PULL gets none of them.
+  const ChannelAuth push_server{.own = CurveKeyPair::generate(), .server_public_key = {}};
+  ZmqSender tx(ctx, "tcp://127.0.0.1:*", true, &push_server);
+  const ChannelAuth worker_auth{.own = client, .server_public_key = push_server.own.public_key};
+  ZmqReceiver rogue(ctx, tx.endpoint(), false);
+  ZmqReceiver worker(ctx, tx.endpoint(), false, kDefaultMaxPayloadBytes, &worker_auth);
+  for (uint64_t i = 0; i < 10; ++i) tx.send(batch(i));
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto m = worker.receive(5s);
+    ASSERT_TRUE(m) << "batch " << i << " went elsewhere";
+    EXPECT_EQ(std::get<BatchMessage>(*m).step_id, i);
+  }
+  EXPECT_FALSE(rogue.receive(300ms));
+  EXPECT_EQ(rogue.stats().received, 0u);
+}
