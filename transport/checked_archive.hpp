@@ -4,7 +4,11 @@
 // allocated: a size tag larger than the bytes left in the payload is an error, so a
 // malicious or truncated frame can never make a vector allocate more than the frame holds.
 #include <cereal/cereal.hpp>
+#include <cereal/types/vector.hpp>
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -81,6 +85,40 @@ inline void CEREAL_SAVE_FUNCTION_NAME(CheckedOutputArchive& ar, const cereal::Bi
 template <class T>
 inline void CEREAL_LOAD_FUNCTION_NAME(CheckedInputArchive& ar, cereal::BinaryData<T>& bd) {
   ar.loadBinary(bd.data, static_cast<size_t>(bd.size));
+}
+
+// The fewest payload bytes one element of a vector can take: a count of N elements needs at
+// least N times this many bytes left, or the frame is refused before anything is allocated
+// (a count checked only against the bytes left let a 64 MiB frame allocate gigabytes of
+// 56-byte structs). Message structs specialize it (transport/messages.hpp).
+template <class T>
+inline constexpr size_t kMinWireBytes = std::is_arithmetic_v<T> ? sizeof(T) : 1;
+template <class T, class A>
+inline constexpr size_t kMinWireBytes<std::vector<T, A>> = 8;  // its count
+template <>
+inline constexpr size_t kMinWireBytes<std::string> = 8;
+
+// Vectors on the checked archive: the count is checked against the element size, arithmetic
+// elements are read in one copy, others one at a time (memory grows with what was read).
+template <class T, class A>
+inline void CEREAL_LOAD_FUNCTION_NAME(CheckedInputArchive& ar, std::vector<T, A>& v) {
+  cereal::size_type n = 0;
+  ar(cereal::make_size_tag(n));
+  if (n > ar.remaining() / kMinWireBytes<T>)
+    throw PayloadError("length " + std::to_string(n) + " of " + std::to_string(kMinWireBytes<T>) + "-byte elements exceeds the " +
+                       std::to_string(ar.remaining()) + " bytes left in the payload");
+  v.clear();
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    v.resize(static_cast<size_t>(n));
+    ar.loadBinary(v.data(), static_cast<size_t>(n) * sizeof(T));
+  } else {
+    v.reserve(static_cast<size_t>(std::min<cereal::size_type>(n, 4096)));
+    for (cereal::size_type i = 0; i < n; ++i) {
+      T x{};
+      ar(x);
+      v.push_back(std::move(x));
+    }
+  }
 }
 
 }  // namespace aerie::transport

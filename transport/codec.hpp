@@ -11,6 +11,14 @@
 #include "transport/messages.hpp"
 
 namespace aerie::transport {
+// The fixed fields of the message structs that travel in vectors (checked_archive.hpp).
+template <>
+inline constexpr size_t kMinWireBytes<SamplingRowMsg> = 4 + 4 + 4 + 4 + 8 + 8 + 4;
+template <>
+inline constexpr size_t kMinWireBytes<TokenLogprobs> = 4 + 8 + 8;  // logprob and two counts
+}  // namespace aerie::transport
+
+namespace aerie::transport {
 
 template <class T>
 std::vector<uint8_t> encode_message(const T& msg) {

@@ -39,7 +39,8 @@ T round_trip(const T& msg) {
   return std::get<T>(m);
 }
 
-std::vector<uint8_t> payload_of(const BatchMessage& b) {
+template <class M>
+std::vector<uint8_t> payload_of(const M& b) {
   const auto frame = encode_message(b);
   return std::vector<uint8_t>(frame.begin() + kFrameHeaderBytes, frame.end());
 }
@@ -92,4 +93,31 @@ TEST(Messages, RandomCorruptionNeverCrashes) {
     rejected += std::holds_alternative<std::string>(m);
   }
   EXPECT_GT(rejected, 0);
+}
+
+TEST(Messages, CountsAreCheckedAgainstTheElementSize) {
+  // A result whose logprobs count claims as many 20-byte structs as there are bytes left: refused
+  // at the count, before gigabytes of 56-byte structs are allocated.
+  BatchResult r;
+  r.rids = {1};
+  r.next_tokens = {5};
+  auto p = payload_of(r);
+  // seq, step_id (16 bytes); rids count at 16, one id; next_tokens count at 32, one id; logprobs count at 44.
+  const uint64_t claim = p.size() - 52;  // as many as there are bytes left: passes the byte check
+  std::memcpy(p.data() + 44, &claim, sizeof claim);
+  auto m = decode_payload<BatchResult>(p);
+  ASSERT_TRUE(std::holds_alternative<std::string>(m));
+  EXPECT_NE(std::get<std::string>(m).find("20-byte elements exceeds"), std::string::npos) << std::get<std::string>(m);
+  // An int32 vector counted in elements, not bytes: 1/4 of the bytes left is too many already.
+  auto q = payload_of(r);
+  const uint64_t ints = q.size() - 40;
+  std::memcpy(q.data() + 32, &ints, sizeof ints);
+  auto n = decode_payload<BatchResult>(q);
+  ASSERT_TRUE(std::holds_alternative<std::string>(n));
+  EXPECT_NE(std::get<std::string>(n).find("4-byte elements exceeds"), std::string::npos) << std::get<std::string>(n);
+  // Honest results with logprobs still round-trip.
+  r.logprobs = {{-0.5f, {1, 2}, {-0.5f, -1.5f}}};
+  auto ok = decode_payload<BatchResult>(payload_of(r));
+  ASSERT_TRUE(std::holds_alternative<BatchResult>(ok));
+  EXPECT_EQ(std::get<BatchResult>(ok).logprobs, r.logprobs);
 }
