@@ -1,6 +1,8 @@
 #include "actors/core/scheduler_core.hpp"
 
 #include <algorithm>
+#include <set>
+#include <sstream>
 
 #include "kernels/error.hpp"
 
@@ -180,17 +182,55 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
   return put_in_flight(std::move(b), std::move(plan));
 }
 
+std::string SchedulerCore::malformed(const transport::BatchResult& r, const std::vector<Planned>& plan) const {
+  std::ostringstream why;
+  auto in_vocab = [&](int32_t t) { return t >= 0 && t < options_.vocab_size; };
+  for (int32_t t : r.next_tokens)
+    if (!in_vocab(t)) return (why << "token " << t << " is outside the vocabulary", why.str());
+  for (const auto& lp : r.logprobs) {
+    if (lp.top_ids.size() != lp.top_logprobs.size() || lp.top_ids.size() > static_cast<size_t>(kMaxTopLogprobs))
+      return "top logprobs of the wrong length";
+    for (int32_t t : lp.top_ids)
+      if (!in_vocab(t)) return (why << "top-logprob token " << t << " is outside the vocabulary", why.str());
+  }
+  if (!r.token_counts.empty()) {  // VERIFY: one count per request, in the batch's order
+    if (r.token_counts.size() != plan.size() || r.rids.size() != plan.size())
+      return (why << r.token_counts.size() << " counts and " << r.rids.size() << " rids for " << plan.size() << " requests", why.str());
+    size_t total = 0;
+    const int64_t most = speculative() ? options_.spec_steps + 1 : 1;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (r.rids[i] != plan[i].rid) return "rids in another order than the batch's";
+      if (r.token_counts[i] < 1 || r.token_counts[i] > most) return (why << "a request committed " << r.token_counts[i] << " tokens", why.str());
+      total += static_cast<size_t>(r.token_counts[i]);
+    }
+    if (total != r.next_tokens.size()) return (why << total << " counted tokens but " << r.next_tokens.size() << " sent", why.str());
+    if (!r.logprobs.empty() && r.logprobs.size() != r.next_tokens.size()) return "logprobs for another number of tokens";
+    return "";
+  }
+  if (r.rids.size() != r.next_tokens.size()) return (why << r.rids.size() << " rids and " << r.next_tokens.size() << " tokens", why.str());
+  if (!r.logprobs.empty() && r.logprobs.size() != r.rids.size()) return "logprobs for another number of rows";
+  std::set<uint64_t> rids(r.rids.begin(), r.rids.end());
+  if (rids.size() != r.rids.size()) return "a request appears twice";
+  for (const Planned& p : plan)
+    if (p.samples && !rids.count(p.rid)) return (why << "no token for request " << p.rid, why.str());
+  return "";
+}
+
 std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult& r) {
   AERIE_CHECK(in_flight_, "a batch result arrived with no batch in flight");
   const std::vector<Planned> plan = std::move(*in_flight_);
   in_flight_.reset();
-  if (!r.token_counts.empty() && r.error.empty()) return on_verify_result(r, plan);
+  std::string error = r.error;
+  if (error.empty()) {
+    if (const std::string why = malformed(r, plan); !why.empty()) error = "malformed batch result: " + why;
+  }
   std::vector<RequestUpdate> updates;
-  if (!r.error.empty()) {
+  if (!error.empty()) {
     for (const Planned& p : plan)
-      if (requests_.count(p.rid)) updates.push_back(finish(p.rid, "error: " + r.error));
+      if (requests_.count(p.rid)) updates.push_back(finish(p.rid, "error: " + error));
     return updates;
   }
+  if (!r.token_counts.empty()) return on_verify_result(r, plan);
   AERIE_CHECK(r.rids.size() == r.next_tokens.size(), "batch result has " << r.rids.size() << " rids and " << r.next_tokens.size() << " tokens");
   AERIE_CHECK(r.logprobs.empty() || r.logprobs.size() == r.rids.size(),
               "batch result has " << r.logprobs.size() << " logprob entries for " << r.rids.size() << " rows");

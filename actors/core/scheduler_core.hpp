@@ -109,6 +109,10 @@ class SchedulerCore {
   // Positions a verify reserves from a request's last committed token on (spec::verify_reserve).
   int64_t spec_reserve() const;
   std::vector<RequestUpdate> on_verify_result(const transport::BatchResult& result, const std::vector<Planned>& plan);
+  // Why a result cannot belong to the batch `plan` describes (counts, rids, token ids,
+  // logprobs), or "" when it can. Checked before any state changes: a malformed result fails
+  // its batch's requests instead of throwing out of the Scheduler actor.
+  std::string malformed(const transport::BatchResult& result, const std::vector<Planned>& plan) const;
   // Appends a sampled token and applies the stop conditions; the finish reason or "".
   std::string commit_token(Request& q, int32_t token);
   // The request a result row belongs to, or nullptr when it has ended meanwhile or was

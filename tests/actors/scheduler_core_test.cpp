@@ -2,6 +2,8 @@
 // worker stand-in that answers every sampled row with (position of the row + 1).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <limits>
 
 #include <cmath>
@@ -133,6 +135,39 @@ TEST(SchedulerCore, AFailedBatchFailsItsRequestsAndFreesTheirPages) {
   EXPECT_EQ(u[0].result.finish_reason, "error: device lost");
   EXPECT_EQ(s.free_pages(), 63);
   EXPECT_FALSE(s.has_work());
+}
+
+TEST(SchedulerCore, AMalformedResultFailsItsBatchInsteadOfTheScheduler) {
+  // A result that cannot be the batch's (a worker bug, a corrupted frame): each case fails the
+  // batch's requests with the reason and frees their pages; nothing throws and the scheduler
+  // serves the next request.
+  const std::vector<std::pair<std::string, std::function<void(transport::BatchResult&)>>> cases = {
+      {"outside the vocabulary", [](transport::BatchResult& r) { r.next_tokens[0] = 5000; }},
+      {"rids and", [](transport::BatchResult& r) { r.next_tokens.push_back(7); }},
+      {"no token for request", [](transport::BatchResult& r) { r.rids[0] = 99, r.rids.resize(1), r.next_tokens.resize(1); }},
+      {"appears twice", [](transport::BatchResult& r) { r.rids[1] = r.rids[0]; }},
+      {"top logprobs", [](transport::BatchResult& r) { r.logprobs.assign(r.rids.size(), {.logprob = -1.0f, .top_ids = {1}, .top_logprobs = {}}); }},
+      {"counts and", [](transport::BatchResult& r) { r.token_counts = {1}; }},
+  };
+  for (const auto& [needle, corrupt] : cases) {
+    SchedulerCore s({.num_pages = 64, .page_size = 4}, options());
+    s.submit(1, request(5, 10));
+    s.submit(2, request(3, 10));
+    auto b = s.plan_next();
+    auto r = answer(*b);
+    corrupt(r);
+    std::vector<RequestUpdate> u;
+    ASSERT_NO_THROW(u = s.on_result(r)) << needle;
+    ASSERT_EQ(u.size(), 2u) << needle;
+    for (const auto& x : u) {
+      EXPECT_TRUE(x.finished);
+      EXPECT_NE(x.result.finish_reason.find("malformed batch result"), std::string::npos) << x.result.finish_reason;
+      EXPECT_NE(x.result.finish_reason.find(needle), std::string::npos) << x.result.finish_reason;
+    }
+    EXPECT_EQ(s.free_pages(), 63) << needle;
+    s.submit(3, request(3, 2));  // still serving
+    while (s.has_work()) s.on_result(answer(*s.plan_next()));
+  }
 }
 
 TEST(SchedulerCore, StopsAtEosAndStopTokens) {
