@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "kernels/error.hpp"
-#include "launch/deployment.hpp"
 #include "launch/serving/chat_template.hpp"
 
 namespace aerie::launch {
@@ -135,14 +134,6 @@ json parse_client_json(const std::string& text) {
   } catch (const json::exception& e) {
     AERIE_FAIL("malformed JSON: " << e.what());
   }
-}
-
-RequestLimits request_limits(const Deployment& deployment, const model::TextTokenizer* tokenizer) {
-  // The scheduler needs prompt + max_new_tokens - 1 KV slots and at most the context.
-  const auto& c = deployment.config();
-  return {.vocab_size = c.vocab_size,
-          .max_total_tokens = std::min<int64_t>(c.max_position_embeddings, deployment.kv_capacity_tokens() + 1),
-          .tokenizer = tokenizer};
 }
 
 ParsedRequest parse_generate_request(const json& body, const RequestLimits& limits) {

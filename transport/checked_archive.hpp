@@ -39,6 +39,7 @@ class CheckedInputArchive : public cereal::InputArchive<CheckedInputArchive, cer
   explicit CheckedInputArchive(std::span<const uint8_t> in)
       : cereal::InputArchive<CheckedInputArchive, cereal::AllowEmptyClassElision>(this), in_(in) {}
   void loadBinary(void* data, size_t size) {
+    if (size == 0) return;  // an empty vector's data() may be null: memcpy must not see it
     if (size > remaining()) throw PayloadError("payload truncated: " + std::to_string(size) + " bytes wanted, " +
                                                std::to_string(remaining()) + " left");
     std::memcpy(data, in_.data() + at_, size);

@@ -8,6 +8,10 @@ namespace aerie::transport {
 
 namespace {
 
+// Messages queued per peer at most (ZeroMQ's default is 1,000: with 64 MiB frames, 64 GB). The
+// scheduler keeps one batch in flight per worker, so a handful is plenty.
+constexpr int kHighWaterMark = 16;
+
 void open(zmq::socket_t& s, const std::string& endpoint, bool bind) {
   try {
     if (bind) s.bind(endpoint);
@@ -48,6 +52,7 @@ std::optional<AnyMessage> as_message(const Frame& f, ChannelStats& stats) {
 ZmqSender::ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ChannelAuth* auth)
     : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::push)) {
   socket_->set(zmq::sockopt::linger, 1000);
+  socket_->set(zmq::sockopt::sndhwm, kHighWaterMark);
   secure(*socket_, auth, bind);
   open(*socket_, endpoint, bind);
 }
@@ -65,6 +70,7 @@ ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool 
   // ZeroMQ refuses (and disconnects) a peer whose message exceeds this, before buffering it.
   socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_message_bytes) + static_cast<int64_t>(kFrameHeaderBytes));
   socket_->set(zmq::sockopt::linger, 0);
+  socket_->set(zmq::sockopt::rcvhwm, kHighWaterMark);
   secure(*socket_, auth, bind);
   open(*socket_, endpoint, bind);
 }
