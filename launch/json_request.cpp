@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <mutex>
 
 #include "kernels/error.hpp"
 #include "launch/serving/chat_template.hpp"
@@ -87,6 +89,13 @@ void check_lengths(const core::GenerationRequest& r, const RequestLimits& limits
                                                                         << " tokens");
 }
 
+int64_t fresh_seed() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int64_t>(rng() >> 1);  // non-negative
+}
+
 // The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
 void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
   auto& r = p.request;
@@ -94,7 +103,9 @@ void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& lim
   r.sampling.top_p = field<float>(obj, "top_p", limits.sampling.top_p);
   r.sampling.top_k = field<int32_t>(obj, "top_k", limits.sampling.top_k);
   r.sampling.min_p = field<float>(obj, "min_p", limits.sampling.min_p);
-  r.sampling.seed = field<int64_t>(obj, "seed", 0);
+  // Unseeded requests sample differently each time, as sglang and OpenAI do; a given seed
+  // reproduces (counter-based sampling: the same seed and step give the same token in any batch).
+  r.sampling.seed = present(obj, "seed") ? field<int64_t>(obj, "seed", 0) : fresh_seed();
   r.ignore_eos = field<bool>(obj, "ignore_eos", false);
   if (present(obj, "stop_token_ids")) r.stop_token_ids = token_list(obj["stop_token_ids"], "stop_token_ids", limits.vocab_size);
   p.stop = stop_strings(obj);

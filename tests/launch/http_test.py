@@ -111,6 +111,17 @@ def main():
         assert status == 200 and r["output_ids"] == expected[0], r
         print("disconnected streams were dropped; the server still answers")
 
+        # Sampling without a seed differs between identical requests; with one it repeats.
+        def sample(extra):
+            body = {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 12, "temperature": 1.5, "ignore_eos": True, **extra}}
+            status, r = call(base + "/generate", body)
+            assert status == 200, r
+            return tuple(r["output_ids"])
+        unseeded = {sample({}) for _ in range(3)}
+        assert len(unseeded) > 1, f"three unseeded requests sampled the same tokens: {unseeded}"
+        assert sample({"seed": 5}) == sample({"seed": 5})
+        print(f"unseeded sampling: {len(unseeded)} different outputs of 3; a seed reproduces")
+
         # /abort_request ends a long request early; unknown ids are 404; a second request with the
         # rid of one in progress is refused (409), not mixed up with it.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:

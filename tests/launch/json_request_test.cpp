@@ -3,6 +3,8 @@
 #include "kernels/error.hpp"
 #include "launch/json_request.hpp"
 
+#include <set>
+
 namespace {
 const aerie::launch::RequestLimits kLimits{.vocab_size = 100, .max_total_tokens = 64, .tokenizer = nullptr};
 }
@@ -110,4 +112,14 @@ TEST(JsonRequest, HugeCountsAndOutOfRangeIntegersAreRefused) {
                Error);
   EXPECT_NO_THROW(parse(R"({"max_new_tokens": 62})"));  // 2 + 62 = 64, the limit
   EXPECT_THROW(parse(R"({"max_new_tokens": 63})"), Error);
+}
+
+TEST(JsonRequest, UnseededRequestsGetFreshSeeds) {
+  std::set<int64_t> seeds;
+  for (int i = 0; i < 8; ++i)
+    seeds.insert(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"temperature": 1}})"), kLimits)
+                     .request.sampling.seed);
+  EXPECT_EQ(seeds.size(), 8u);  // three identical unseeded requests used to sample the same tokens
+  for (int64_t s : seeds) EXPECT_GE(s, 0);
+  EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"seed": 0}})"), kLimits).request.sampling.seed, 0);
 }
