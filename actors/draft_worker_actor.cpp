@@ -50,7 +50,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWo
         core->extend(m.seqs, m.hidden.view());
         return {.step_id = m.step_id, .error = ""};
       } catch (const std::exception& e) {
-        return {.step_id = m.step_id, .error = e.what()};
+        return {.step_id = m.step_id, .error = ::aerie::client_message(e)};
       }
     };
     auto on_propose = [&](DraftPropose& m) -> DraftProposal {
@@ -58,7 +58,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWo
       try {
         return {.step_id = m.step_id, .trees = core->propose(m.seqs, m.steps, m.draft_tokens), .error = ""};
       } catch (const std::exception& e) {
-        return {.step_id = m.step_id, .trees = {}, .error = e.what()};
+        return {.step_id = m.step_id, .trees = {}, .error = ::aerie::client_message(e)};
       }
     };
     auto on_forget = [&](DraftForget& m) {
@@ -139,7 +139,7 @@ std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<core::
   try {
     flush();
   } catch (const std::exception& e) {  // the proposal's reply is still taken below
-    extend_error = e.what();
+    extend_error = ::aerie::client_message(e);
   }
   Reply r = take(id);
   AERIE_CHECK(extend_error.empty(), extend_error);

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/error.hpp"
+
 namespace aerie::actors {
 
 namespace {
@@ -31,7 +33,7 @@ caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::acto
         try {
           parsed = st.parse(line.text);
         } catch (const std::exception& e) {
-          st.write(line_of(nlohmann::json{{"error", {{"code", "invalid_request"}, {"message", e.what()}}}}));
+          st.write(line_of(nlohmann::json{{"error", {{"code", "invalid_request"}, {"message", ::aerie::client_message(e)}}}}));
           return;
         }
         const uint64_t rid = st.next_rid++;

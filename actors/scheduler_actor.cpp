@@ -1,5 +1,7 @@
 #include "actors/scheduler_actor.hpp"
 
+#include "kernels/error.hpp"
+
 namespace aerie::actors {
 
 namespace {
@@ -25,7 +27,7 @@ void dispatch(caf::stateful_actor<SchedulerState>* self) {
     batch = st.core->plan_next();
   } catch (const std::exception& e) {
     // Nothing can run (the pool holds no request's next step): fail what is waiting.
-    for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, e.what()});
+    for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, ::aerie::client_message(e)});
     st.waiting.clear();
     return;
   }
@@ -54,7 +56,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::
         try {
           self->state.core->submit(s.rid, std::move(s.request));
         } catch (const std::exception& e) {
-          return RequestDone{s.rid, {}, e.what()};
+          return RequestDone{s.rid, {}, ::aerie::client_message(e)};
         }
         auto promise = self->make_response_promise();
         self->state.waiting.emplace(s.rid, promise);

@@ -8,8 +8,19 @@ namespace aerie {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, const std::string& where = "")
+      : std::runtime_error(where.empty() ? message : message + " (" + where + ")"), message_(message) {}
+  // The message without the source location: what a client is shown (what() keeps the
+  // location, for logs).
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
 };
+
+// What a client may see of an exception: an aerie::Error's message without its source
+// location, any other exception's what().
+std::string client_message(const std::exception& e);
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 

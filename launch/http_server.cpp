@@ -37,7 +37,7 @@ std::optional<json> parse_body(const httplib::Request& req, httplib::Response& r
   try {
     return parse_client_json(req.body);
   } catch (const std::exception& e) {
-    send_json(res, 400, error_body("invalid_json", e.what()));
+    send_json(res, 400, error_body("invalid_json", ::aerie::client_message(e)));
     return std::nullopt;
   }
 }
@@ -138,7 +138,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
       try {
         p = parse(*j);
       } catch (const std::exception& e) {
-        return send_json(res, 400, error_body("invalid_request", e.what()));
+        return send_json(res, 400, error_body("invalid_request", ::aerie::client_message(e)));
       }
       serve(std::move(*p), res);
     };

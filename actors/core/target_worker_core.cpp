@@ -56,7 +56,7 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     ++stats_.errors;
     r.next_tokens.clear();
     r.logprobs.clear();
-    r.error = e.what();
+    r.error = ::aerie::client_message(e);
   }
   return r;
 }

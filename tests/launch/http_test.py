@@ -111,6 +111,9 @@ def main():
         assert status == 200 and r["output_ids"] == expected[0], r
         print("disconnected streams were dropped; the server still answers")
 
+        # Client errors say what is wrong, without the server's source locations.
+        status, r = call(base + "/generate", {"input_ids": "not a list"})
+        assert status == 400 and ".cpp:" not in r["error"]["message"], r
         # Sampling without a seed differs between identical requests; with one it repeats.
         def sample(extra):
             body = {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 12, "temperature": 1.5, "ignore_eos": True, **extra}}

@@ -123,3 +123,16 @@ TEST(JsonRequest, UnseededRequestsGetFreshSeeds) {
   for (int64_t s : seeds) EXPECT_GE(s, 0);
   EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"seed": 0}})"), kLimits).request.sampling.seed, 0);
 }
+
+TEST(JsonRequest, ClientsSeeMessagesWithoutSourceLocations) {
+  try {
+    launch::parse_generate_request(json::parse(R"({"input_ids": "x"})"), kLimits);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(".cpp:"), std::string::npos) << e.what();  // the log keeps it
+    EXPECT_EQ(std::string(e.what()).rfind(e.message(), 0), 0u);
+    EXPECT_EQ(e.message().find(".cpp:"), std::string::npos) << e.message();
+    EXPECT_EQ(client_message(e), e.message());
+  }
+  EXPECT_EQ(client_message(std::runtime_error("plain")), "plain");
+}
