@@ -93,7 +93,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
     const EngineLoad l = load();
     res.set_content(dump(json{{"model_path", d.model_path}, {"served_model_name", options_.model_name}, {"load_format", d.load_format},
                               {"device", d.device}, {"dtype", d.dtype}, {"tp_size", d.tp_size}, {"dp_size", d.dp_size},
-                              {"max_running_requests", d.max_running_requests}, {"max_total_tokens", d.max_total_tokens},
+                              {"max_running_requests", d.max_running_requests}, {"max_total_tokens", deployment_.kv_capacity_tokens()},
                               {"chunked_prefill_size", d.chunked_prefill_size}, {"page_size", d.page_size},
                               {"context_length", config_.max_position_embeddings}, {"vocab_size", config_.vocab_size},
                               {"chat_template", chat_ ? json(chat_->name()) : json()},
@@ -110,10 +110,11 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(load()), "text/plain; version=0.0.4");
   });
-  s.Post("/flush_cache", [](const httplib::Request&, httplib::Response& res) {
-    // Aerie keeps no prefix cache between requests, so there is nothing to flush.
-    res.set_content("Cache flushed.\n", "text/plain");
-  });
+  // sglang answers GET and POST (no body needed); Aerie keeps no prefix cache between requests,
+  // so there is nothing to flush.
+  const auto flush = [](const httplib::Request&, httplib::Response& res) { res.set_content("Cache flushed.\n", "text/plain"); };
+  s.Post("/flush_cache", flush);
+  s.Get("/flush_cache", flush);
   s.Post("/abort_request", [this](const httplib::Request& req, httplib::Response& res) {
     const auto j = parse_body(req, res);
     if (!j) return;

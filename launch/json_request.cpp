@@ -102,6 +102,7 @@ void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& lim
   r.sampling.temperature = field<float>(obj, "temperature", limits.sampling.temperature);
   r.sampling.top_p = field<float>(obj, "top_p", limits.sampling.top_p);
   r.sampling.top_k = field<int32_t>(obj, "top_k", limits.sampling.top_k);
+  AERIE_CHECK(r.sampling.top_k == -1 || r.sampling.top_k >= 1, "'top_k' must be -1 (all tokens) or at least 1, got " << r.sampling.top_k);
   r.sampling.min_p = field<float>(obj, "min_p", limits.sampling.min_p);
   // Unseeded requests sample differently each time, as sglang and OpenAI do; a given seed
   // reproduces (counter-based sampling: the same seed and step give the same token in any batch).

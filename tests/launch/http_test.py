@@ -111,6 +111,13 @@ def main():
         assert status == 200 and r["output_ids"] == expected[0], r
         print("disconnected streams were dropped; the server still answers")
 
+        # /flush_cache as sglang: GET, or POST with no body; /get_server_info reports the real KV pool.
+        for method in ("GET", "POST"):
+            req = urllib.request.Request(base + "/flush_cache", method=method, data=b"" if method == "POST" else None)
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                assert resp.status == 200
+        status, info = call(base + "/get_server_info")
+        assert status == 200 and info["max_total_tokens"] > 0, info
         # Client errors say what is wrong, without the server's source locations.
         status, r = call(base + "/generate", {"input_ids": "not a list"})
         assert status == 400 and ".cpp:" not in r["error"]["message"], r

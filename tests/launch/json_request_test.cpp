@@ -124,6 +124,12 @@ TEST(JsonRequest, UnseededRequestsGetFreshSeeds) {
   EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"seed": 0}})"), kLimits).request.sampling.seed, 0);
 }
 
+TEST(JsonRequest, TopKIsMinusOneOrPositive) {
+  EXPECT_THROW(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"top_k": -7}})"), kLimits), Error);
+  EXPECT_THROW(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"top_k": 0}})"), kLimits), Error);
+  EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"top_k": -1}})"), kLimits).request.sampling.top_k, -1);
+}
+
 TEST(JsonRequest, ClientsSeeMessagesWithoutSourceLocations) {
   try {
     launch::parse_generate_request(json::parse(R"({"input_ids": "x"})"), kLimits);
