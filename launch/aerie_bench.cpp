@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "kernels/error.hpp"
+#include "launch/cli_checks.hpp"
 #include "launch/bench_kernels.hpp"
 #include "launch/bench_collectives.hpp"
 #include "launch/bench_one_batch.hpp"
@@ -16,6 +17,7 @@
 int main(int argc, char** argv) {
   using namespace aerie::launch;
   CLI::App app{"aerie-bench: Aerie's benchmarks"};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.require_subcommand(1);
   OneBatchOptions ob;
   auto* one = app.add_subcommand("one-batch", "prefill and decode latency of one static batch, against the HBM floor");
@@ -25,26 +27,26 @@ int main(int argc, char** argv) {
   one->add_option("--device", ob.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
   one->add_option("--dtype", ob.dtype, "weight/activation dtype on CUDA: bf16 or f16")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   one->add_option("--batch-size", ob.batch_sizes, "batch sizes to run")->delimiter(',');
-  one->add_option("--input-len", ob.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
+  one->add_option("--input-len", ob.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);
   one->add_option("--output-len", ob.output_len, "decode steps")->check(CLI::Range(2, 100000));
   one->add_option("--cuda-graph", ob.cuda_graph, "decode with graphs: on, off or both")->check(CLI::IsMember({"on", "off", "both"}));
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");
-  one->add_option("--tp-size", ob.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(CLI::PositiveNumber);
+  one->add_option("--tp-size", ob.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(aerie::launch::kPositive);
   one->add_flag("--disable-custom-all-reduce", ob.disable_custom_all_reduce, "TP on CUDA: NCCL for every all-reduce");
   KernelBenchOptions kb;
   auto* kern = app.add_subcommand("kernels", "each op of a decode step alone, at a model's shapes (CUDA)");
   kern->add_option("--model-shape", kb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b");
   kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
-  kern->add_option("--context", kb.context, "context length of every sequence")->check(CLI::PositiveNumber);
-  kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(CLI::PositiveNumber);
-  kern->add_option("--tp-size", kb.tp_size, "time one tensor-parallel rank's shard of each op")->check(CLI::PositiveNumber);
+  kern->add_option("--context", kb.context, "context length of every sequence")->check(aerie::launch::kPositive);
+  kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(aerie::launch::kPositive);
+  kern->add_option("--tp-size", kb.tp_size, "time one tensor-parallel rank's shard of each op")->check(aerie::launch::kPositive);
   CollectiveBenchOptions cb;
   auto* coll = app.add_subcommand("collectives", "all-reduce time over the GPUs of an mpirun launch: NCCL and the IPC one-shot kernel");
   coll->add_option("--rows", cb.rows, "message sizes, in rows of --hidden bf16 values")->delimiter(',');
-  coll->add_option("--hidden", cb.hidden, "values per row")->check(CLI::PositiveNumber);
-  coll->add_option("--calls", cb.calls, "all-reduces per timed run (and per graph)")->check(CLI::PositiveNumber);
-  coll->add_option("--reps", cb.reps, "timed runs")->check(CLI::PositiveNumber);
+  coll->add_option("--hidden", cb.hidden, "values per row")->check(aerie::launch::kPositive);
+  coll->add_option("--calls", cb.calls, "all-reduces per timed run (and per graph)")->check(aerie::launch::kPositive);
+  coll->add_option("--reps", cb.reps, "timed runs")->check(aerie::launch::kPositive);
   coll->add_option("--json", cb.json_path, "also write the results as JSON here");
   ServingBenchOptions sb;
   auto* serve = app.add_subcommand("serving", "HTTP load generator against a running server (sglang's bench_serving result block)");
@@ -56,17 +58,17 @@ int main(int argc, char** argv) {
   serve->add_option("--dataset-name", sb.dataset_name, "random (token ids) or file")->check(CLI::IsMember({"random", "file"}));
   serve->add_option("--dataset-path", sb.dataset_path,
                     "file dataset: JSON lines {\"prompt\": text or ids, \"output_len\": n}, or a ShareGPT JSON list");
-  serve->add_option("--num-prompts", sb.num_prompts, "requests to send")->check(CLI::PositiveNumber);
-  serve->add_option("--random-input-len", sb.random_input_len, "prompt tokens (random dataset)")->check(CLI::PositiveNumber);
+  serve->add_option("--num-prompts", sb.num_prompts, "requests to send")->check(aerie::launch::kPositive);
+  serve->add_option("--random-input-len", sb.random_input_len, "prompt tokens (random dataset)")->check(aerie::launch::kPositive);
   serve->add_option("--random-output-len", sb.random_output_len, "output tokens per request (file dataset: the default)")
-      ->check(CLI::PositiveNumber);
+      ->check(aerie::launch::kPositive);
   serve->add_option("--random-range-ratio", sb.random_range_ratio, "lengths are drawn from [len * ratio, len]")->check(CLI::Range(0.0, 1.0));
   serve->add_option("--request-rate", sb.request_rate, "requests per second, Poisson arrivals (inf: all at once)");
-  serve->add_option("--max-concurrency", sb.max_concurrency, "requests in flight at most (0: no cap)")->check(CLI::NonNegativeNumber);
+  serve->add_option("--max-concurrency", sb.max_concurrency, "requests in flight at most (0: no cap)")->check(aerie::launch::kNonNegative);
   serve->add_option("--seed", sb.seed, "seed of the dataset and the arrivals");
   serve->add_option("--output-file", sb.output_file, "write the result as JSON here");
   serve->add_flag("--disable-progress", sb.disable_progress, "no progress display");
-  serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(CLI::PositiveNumber);
+  serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(aerie::launch::kPositive);
   SpecBenchOptions spb;
   auto* specb = app.add_subcommand("speculative", "draft step, verify, whole round and throughput of speculative decoding vs a plain step");
   specb->add_option("--model-shape", spb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b (random weights)");
@@ -77,21 +79,21 @@ int main(int argc, char** argv) {
   specb->add_option("--speculative-num-steps", spb.num_steps, "draft steps per verify (chain: draft tokens)")->check(CLI::Range(1, 32));
   specb->add_option("--speculative-eagle-topk", spb.topk, "branching per draft step (> 1: tree drafting)")->check(CLI::Range(1, 64));
   specb->add_option("--speculative-num-draft-tokens", spb.draft_tokens, "tree: tokens per verify (default steps * topk + 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(aerie::launch::kNonNegative);
   specb->add_option("--draft-vocab", spb.draft_vocab,
                     "EAGLE3: the random head's draft vocabulary (published Llama-3.1-8B heads: 32000; 0: the target's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(aerie::launch::kNonNegative);
   specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
       ->check(CLI::Range(0, 8));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
   specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run chain verifies eagerly instead of replaying captured graphs");
-  specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(CLI::PositiveNumber);
-  specb->add_option("--rounds", spb.rounds, "timed rounds")->check(CLI::PositiveNumber);
+  specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);
+  specb->add_option("--rounds", spb.rounds, "timed rounds")->check(aerie::launch::kPositive);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");
-  specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(CLI::PositiveNumber);
+  specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(aerie::launch::kPositive);
   specb->add_option("--speculative-draft-tensor-parallel-size", spb.draft_tp_size,
                     "EAGLE heads under TP: 1 keeps the head whole on every rank (default: sharded like the target)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(aerie::launch::kNonNegative);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
     if (*serve) return run_serving_bench(sb);
     if (*specb) return run_spec_bench(spb);
   } catch (const std::exception& e) {
-    std::cerr << "aerie-bench: error: " << e.what() << "\n";
+    std::cerr << "aerie-bench: error: " << aerie::client_message(e) << "\n";
     return 2;
   }
   return 0;

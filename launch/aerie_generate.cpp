@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     auto world = aerie::parallel::make_process_group(&argc, &argv);
     return run(*options, *world);
   } catch (const std::exception& e) {
-    std::cerr << "aerie-generate: error: " << e.what() << "\n";
+    std::cerr << "aerie-generate: error: " << aerie::client_message(e) << "\n";
     return 2;
   }
 }

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     deployment.shutdown();
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "aerie-serve: error: " << e.what() << "\n";
+    std::cerr << "aerie-serve: error: " << aerie::client_message(e) << "\n";
     return 2;
   }
 }

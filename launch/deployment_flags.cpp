@@ -1,3 +1,4 @@
+#include "launch/cli_checks.hpp"
 #include "launch/deployment_flags.hpp"
 
 #include <algorithm>
@@ -16,19 +17,19 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--device", d.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", d.dtype, "weight dtype: auto (the checkpoint's), f32, bf16, f16")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}));
-  app.add_option("--tp-size", d.tp_size, "tensor-parallel ranks per DP group (under mpirun, one GPU per rank)")->check(CLI::PositiveNumber);
+  app.add_option("--tp-size", d.tp_size, "tensor-parallel ranks per DP group (under mpirun, one GPU per rank)")->check(launch::kPositive);
   app.add_flag("--disable-custom-all-reduce", d.disable_custom_all_reduce,
                "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for bf16 ones up to 2 MB)");
-  app.add_option("--dp-size", d.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(CLI::PositiveNumber);
-  app.add_option("--max-running-requests", d.max_running_requests, "requests decoded together per replica")->check(CLI::PositiveNumber);
+  app.add_option("--dp-size", d.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(launch::kPositive);
+  app.add_option("--max-running-requests", d.max_running_requests, "requests decoded together per replica")->check(launch::kPositive);
   app.add_option("--max-total-tokens", d.max_total_tokens, "KV pool size in tokens per replica (" + max_total_tokens_help + ")")
-      ->check(CLI::NonNegativeNumber);
+      ->check(launch::kNonNegative);
   app.add_option("--mem-fraction-static", d.mem_fraction_static, "CUDA: share of device memory for weights + KV pool")
       ->check(CLI::Range(0.01, 0.99));
   app.add_option("--chunked-prefill-size", d.chunked_prefill_size, "prompt tokens per iteration (longer prompts are chunked)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--page-size", d.page_size, "tokens per KV page")->check(CLI::PositiveNumber);
-  app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(CLI::PositiveNumber);
+      ->check(launch::kPositive);
+  app.add_option("--page-size", d.page_size, "tokens per KV page")->check(launch::kPositive);
+  app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(launch::kPositive);
   app.add_flag("--disable-cuda-graph", d.disable_cuda_graph, "run every step eagerly");
   app.add_option("--speculative-algorithm", d.speculative_algorithm, "speculative decoding: EAGLE, EAGLE3 or STANDALONE (default: off)")
       ->check(CLI::IsMember({"EAGLE", "EAGLE3", "STANDALONE"}));
@@ -42,13 +43,13 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
       ->check(CLI::Range(1, 64));
   app.add_option("--speculative-num-draft-tokens", d.speculative_num_draft_tokens,
                  "tokens per verify, the root included (topk 1: always steps + 1; tree default: steps * topk + 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(launch::kNonNegative);
   app.add_option("--speculative-draft-tensor-parallel-size", d.speculative_draft_tp_size,
                  "EAGLE heads under TP: 1 keeps the head whole on every rank; the TP size (default) shards it like the target")
-      ->check(CLI::NonNegativeNumber);
+      ->check(launch::kNonNegative);
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(launch::kNonNegative);
 }
 
 void check_deployment_flags(DeploymentOptions& d) {

@@ -1,3 +1,4 @@
+#include "launch/cli_checks.hpp"
 #include "launch/generate_options.hpp"
 
 #include <CLI/CLI.hpp>
@@ -30,13 +31,14 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   GenerateOptions o;
   CLI::App app{"aerie-generate: offline generation for one or many prompts in one batch.\n"
                "Prints one JSON object per prompt on stdout: {\"output_ids\": [...]}."};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   std::vector<std::string> id_lists;
   add_deployment_flags(app, o.deployment, "default: what the prompts need");
   app.add_option("--input-ids", id_lists, "a prompt as comma-separated token ids (repeat for a batch)")->take_all();
   app.add_option("--prompt", o.prompts, "a text prompt (needs the model's tokenizer: GGUF, tokenizer.json or tokenizer.model; repeatable)");
   app.add_flag("--chat", o.chat, "send each --prompt as a user message through the model's chat template (as /v1/chat/completions does)");
   app.add_option("--chat-template", o.chat_template, "with --chat: a .jinja file or a built-in (llama-3, llama-2, chatml, plain) instead of the model's");
-  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
+  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt")->check(launch::kPositive);
   app.add_option("--temperature", o.sampling.temperature, "0 = greedy");
   app.add_option("--top-p", o.sampling.top_p, "nucleus sampling mass, in (0, 1]");
   app.add_option("--top-k", o.sampling.top_k, "keep the k most likely tokens (<= 0: all)");

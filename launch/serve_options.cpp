@@ -16,6 +16,7 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
                "GET /health, /health_generate, /get_server_info, /get_model_info; OpenAI's POST /v1/completions,\n"
                "/v1/chat/completions and GET /v1/models; Prometheus GET /metrics. With --stdin-json, /generate bodies\n"
                "are read as JSON lines on stdin and each result is one JSON line on stdout."};
+  app.option_defaults()->always_capture_default();  // --help shows every default
   add_deployment_flags(app, d, "default: from the memory budget");
   app.add_option("--host", s.host, "address the HTTP API listens on");
   app.add_option("--port", s.port, "port of the HTTP API")->check(CLI::Range(1, 65535));

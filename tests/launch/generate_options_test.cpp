@@ -36,3 +36,13 @@ TEST(GenerateOptions, RejectsBadInputClearly) {
   EXPECT_THROW(parse({"--model-path", "/m", "--input-ids", "1", "--no-such-flag"}), Error);
   EXPECT_TRUE(parse({"--load-format", "dummy", "--input-ids", "1"}));
 }
+
+TEST(GenerateOptions, CountFlagsSayWhatTheyNeed) {
+  try {
+    parse({"--load-format", "dummy", "--input-ids", "1", "--max-running-requests", "0"});
+    ADD_FAILURE() << "accepted 0";
+  } catch (const Error& e) {
+    // CLI11's own check printed "Value 0 not in range 0.000000 to 1797693...".
+    EXPECT_NE(e.message().find("--max-running-requests: must be an integer >= 1, got '0'"), std::string::npos) << e.message();
+  }
+}
