@@ -165,6 +165,7 @@ ParsedRequest parse_generate_request(const json& body, const RequestLimits& limi
   p.rid = rid_of(body, "rid");
   p.stream = field<bool>(body, "stream", false);
   p.return_logprob = field<bool>(body, "return_logprob", false);
+  p.return_text_in_logprobs = field<bool>(body, "return_text_in_logprobs", false);
   const int32_t top = field<int32_t>(body, "top_logprobs_num", 0);
   AERIE_CHECK(top >= 0 && top <= core::kMaxTopLogprobs, "'top_logprobs_num' must be between 0 and " << core::kMaxTopLogprobs);
   if (p.return_logprob) r.logprobs = top;

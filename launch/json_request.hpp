@@ -4,7 +4,7 @@
 // aerie::Error naming it; unknown fields are ignored, as sglang and vLLM do.
 //   sglang /generate: {"text" | "input_ids", "sampling_params": {"max_new_tokens",
 //     "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
-//     "ignore_eos"}, "stream", "return_logprob", "top_logprobs_num", "rid"}
+//     "ignore_eos"}, "stream", "return_logprob", "top_logprobs_num", "return_text_in_logprobs", "rid"}
 //   OpenAI /v1/completions and /v1/chat/completions: see parse_completion_request below.
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +29,7 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
   bool return_logprob = false;
+  bool return_text_in_logprobs = false;  // sglang: each logprob entry carries its token's text
 };
 
 // What the parsers need to know about the model.

@@ -9,6 +9,7 @@ using nlohmann::json;
 ResponseWriter::ResponseWriter(const ParsedRequest& request, std::string id, std::string model_name, const model::TextTokenizer* tokenizer)
     : kind_(request.kind),
       return_logprob_(request.return_logprob),
+      text_in_logprobs_(request.return_text_in_logprobs),
       include_usage_(request.include_usage),
       id_(std::move(id)),
       model_(std::move(model_name)),
@@ -39,9 +40,12 @@ std::string ResponseWriter::finish_reason_openai(const SessionUpdate& last) cons
 json ResponseWriter::logprobs_sglang() const {
   json out = json::array(), top = json::array();
   for (size_t i = 0; i < logprobs_.size(); ++i) {
-    out.push_back(json::array({logprobs_[i].logprob, ids_[i], nullptr}));
+    // [logprob, token id, token text or null] as sglang; the text with return_text_in_logprobs.
+    auto text = [&](int32_t id) { return text_in_logprobs_ ? json(token_text(id)) : json(); };
+    out.push_back(json::array({logprobs_[i].logprob, ids_[i], text(ids_[i])}));
     json t = json::array();
-    for (size_t k = 0; k < logprobs_[i].top_ids.size(); ++k) t.push_back(json::array({logprobs_[i].top_logprobs[k], logprobs_[i].top_ids[k], nullptr}));
+    for (size_t k = 0; k < logprobs_[i].top_ids.size(); ++k)
+      t.push_back(json::array({logprobs_[i].top_logprobs[k], logprobs_[i].top_ids[k], text(logprobs_[i].top_ids[k])}));
     top.push_back(std::move(t));
   }
   return {{"output_token_logprobs", out}, {"output_top_logprobs", top}};

@@ -40,6 +40,7 @@ class ResponseWriter {
 
   ApiKind kind_;
   bool return_logprob_;
+  bool text_in_logprobs_;
   bool include_usage_;
   std::string id_;
   std::string model_;

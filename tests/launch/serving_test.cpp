@@ -295,3 +295,25 @@ TEST(RequestId, RandomHexNeverRepeats) {
   }
   EXPECT_EQ(seen.size(), 2000u);
 }
+
+TEST(ResponseWriter, LogprobsCarryTokenTextWhenAsked) {
+  const auto dir = make_model_dir("lptext", "");
+  auto tok = model::load_text_tokenizer(dir);
+  for (bool with_text : {false, true}) {
+    ParsedRequest p;
+    p.kind = ApiKind::kGenerate;
+    p.request.prompt = {256, 'h'};
+    p.return_logprob = true;
+    p.return_text_in_logprobs = with_text;
+    ResponseWriter w(p, "g1", "m", tok.get());
+    SessionUpdate u;
+    u.ids = {'o'}, u.text = "o", u.finished = true, u.result.finish_reason = "length", u.result.output_ids = {'o'};
+    u.logprobs = {{-0.5f, {'o', 'k'}, {-0.5f, -1.5f}}};
+    w.absorb(u);
+    const auto body = w.body(u, 0.1);
+    const auto& lp = body["meta_info"]["output_token_logprobs"][0];
+    EXPECT_EQ(lp[1], 'o');
+    EXPECT_EQ(lp[2], with_text ? json("o") : json());
+    EXPECT_EQ(body["meta_info"]["output_top_logprobs"][0][1][2], with_text ? json("k") : json());
+  }
+}
