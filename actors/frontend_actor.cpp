@@ -47,10 +47,17 @@ caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::acto
                     j["error"] = {{"code", "rejected"}, {"message", d.error}};
                   } else {
                     j["output_ids"] = d.result.output_ids;
+                    // The shape of HTTP /generate's meta_info (launch/serving/response_writer.cpp):
+                    // finish_reason is sglang's object, with the matched stop id or the length.
+                    nlohmann::json finish{{"type", d.result.finish_reason}};
+                    if (d.result.finish_reason == "stop" && !d.result.output_ids.empty()) finish["matched"] = d.result.output_ids.back();
+                    if (d.result.finish_reason == "length") finish["length"] = d.result.output_ids.size();
                     j["meta_info"] = {{"id", client_id},
-                                      {"finish_reason", d.result.finish_reason},
+                                      {"finish_reason", finish},
                                       {"prompt_tokens", d.result.prompt_tokens},
-                                      {"completion_tokens", d.result.output_ids.size()}};
+                                      {"completion_tokens", d.result.output_ids.size()},
+                                      {"cached_tokens", 0},
+                                      {"spec_verify_ct", d.result.spec_verify_ct}};
                   }
                   self->state.write(line_of(j));
                   --self->state.in_progress;

@@ -52,7 +52,9 @@ def main():
         for i, exp in enumerate(expected):
             r = ok[f"r{i}"]
             assert r["output_ids"] == exp, f"{name}: request {i}: {r['output_ids']} != {exp}"
-            assert r["meta_info"]["finish_reason"] == "length" and r["meta_info"]["completion_tokens"] == 10
+            # The same meta_info shape as HTTP /generate (sglang's finish_reason object, cached_tokens).
+            assert r["meta_info"]["finish_reason"] == {"type": "length", "length": 10} and r["meta_info"]["completion_tokens"] == 10, r
+            assert r["meta_info"]["cached_tokens"] == 0 and "spec_verify_ct" in r["meta_info"], r
         print(f"{name}: {len(ok)} results equal aerie-generate, 6 malformed lines answered with errors")
     print("serve_test: all checks passed")
 
