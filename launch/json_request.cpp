@@ -206,7 +206,7 @@ ParsedRequest parse_completion_request(const json& body, const RequestLimits& li
     p.return_logprob = true;
     p.request.logprobs = k;
   }
-  check_lengths(p.request, limits, "max_tokens");
+  check_lengths(p.request, limits, "max_tokens", 0);  // 0: an empty completion, as sglang (bench_serving's sglang-oai sends it)
   return p;
 }
 
@@ -253,7 +253,7 @@ ParsedRequest parse_chat_request(const json& body, const RequestLimits& limits, 
   } else {
     AERIE_CHECK(!present(body, "top_logprobs"), "'top_logprobs' needs 'logprobs': true");
   }
-  check_lengths(p.request, limits, "max_tokens");
+  check_lengths(p.request, limits, "max_tokens", 0);  // 0: an empty completion, as sglang (bench_serving's sglang-oai sends it)
   return p;
 }
 

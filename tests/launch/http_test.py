@@ -118,6 +118,9 @@ def main():
                 assert resp.status == 200
         status, info = call(base + "/get_server_info")
         assert status == 200 and info["max_total_tokens"] > 0, info
+        # OpenAI's max_tokens 0: an empty completion, answered at once (sglang does the same).
+        status, r = call(base + "/v1/completions", {"model": "m", "prompt": prompts[0], "max_tokens": 0})
+        assert status == 200 and r["choices"][0]["text"] == "" and r["usage"]["completion_tokens"] == 0, r
         # Client errors say what is wrong, without the server's source locations.
         status, r = call(base + "/generate", {"input_ids": "not a list"})
         assert status == 400 and ".cpp:" not in r["error"]["message"], r
@@ -201,7 +204,7 @@ def main():
             ("top_logprobs_num 2^32+1", {"input_ids": [1], "return_logprob": True, "top_logprobs_num": 2 ** 32 + 1}, None, 400,
              "invalid_request"),
             # the OpenAI endpoints share the checks
-            ("completions: max_tokens <= 0", {"prompt": [1, 2], "max_tokens": 0}, None, 400, "invalid_request", "/v1/completions"),
+            ("completions: max_tokens < 0", {"prompt": [1, 2], "max_tokens": -1}, None, 400, "invalid_request", "/v1/completions"),
             ("completions: max_tokens too large", {"prompt": [1, 2], "max_tokens": 10 ** 6}, None, 400, "invalid_request",
              "/v1/completions"),
             ("completions: temperature < 0", {"prompt": [1], "temperature": -0.1}, None, 400, "invalid_request", "/v1/completions"),

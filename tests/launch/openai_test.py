@@ -124,9 +124,11 @@ def main():
         a = client.completions.create(model="tiny-chat", prompt=prompt, max_tokens=16, temperature=0.9, seed=5).choices[0].text
         b = client.completions.create(model="tiny-chat", prompt=prompt, max_tokens=16, temperature=0.9, seed=5).choices[0].text
         assert a == b, (a, b)
+        empty = client.completions.create(model="tiny-chat", prompt=prompt, max_tokens=0)  # as sglang: nothing generated
+        assert empty.choices[0].text == "" and empty.usage.completion_tokens == 0, empty
         try:
-            client.completions.create(model="tiny-chat", prompt=prompt, max_tokens=0)
-            raise AssertionError("max_tokens=0 accepted")
+            client.completions.create(model="tiny-chat", prompt=prompt, max_tokens=-1)
+            raise AssertionError("max_tokens=-1 accepted")
         except openai.BadRequestError as e:
             assert "max_tokens" in str(e)
         print("seeded sampling repeats; errors reach the client as BadRequestError")

@@ -189,7 +189,8 @@ TEST(OpenAiRequest, ParsesCompletionsAndChats) {
   bad(R"({"prompt": "a", "n": 2})", "'n'");
   bad(R"({"prompt": "a", "echo": true})", "'echo'");
   bad(R"({"prompt": "a", "logprobs": 6})", "'logprobs'");
-  bad(R"({"prompt": "a", "max_tokens": 0})", "'max_tokens' must be positive");
+  bad(R"({"prompt": "a", "max_tokens": -1})", "'max_tokens' must be at least 0");
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": [5], "max_tokens": 0})"), limits).request.max_new_tokens, 0);
   bad(R"({"prompt": "a", "max_tokens": 1000})", "exceeds 100 tokens");
   bad(R"({"prompt": ""})", "empty");
   bad(R"({"prompt": ["a", "b"]})", "one prompt per request");
