@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
+#include "launch/serving/incremental_text.hpp"
 #include "launch/serving/request_id.hpp"
 #include "launch/serving/request_session.hpp"
 #include "launch/serving/response_writer.hpp"
@@ -115,6 +117,36 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   const auto flush = [](const httplib::Request&, httplib::Response& res) { res.set_content("Cache flushed.\n", "text/plain"); };
   s.Post("/flush_cache", flush);
   s.Get("/flush_cache", flush);
+  // sglang's /tokenize ({"prompt": text, "add_special_tokens": bool} -> tokens, count,
+  // max_model_len) and /detokenize ({"tokens": [...]} -> text), with the model's tokenizer.
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto j = parse_body(req, res);
+    if (!j) return;
+    if (!tokenizer_) return send_json(res, 400, error_body("invalid_request", "this model has no tokenizer"));
+    if (!j->is_object() || !j->contains("prompt") || !(*j)["prompt"].is_string())
+      return send_json(res, 400, error_body("invalid_request", "'prompt' (a string) is required"));
+    const bool special = j->value("add_special_tokens", true);
+    try {
+      const auto ids = tokenizer_->encode((*j)["prompt"].get<std::string>(), special);
+      send_json(res, 200, dump(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", config_.max_position_embeddings}}));
+    } catch (const std::exception& e) {
+      send_json(res, 400, error_body("invalid_request", ::aerie::client_message(e)));
+    }
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto j = parse_body(req, res);
+    if (!j) return;
+    if (!tokenizer_) return send_json(res, 400, error_body("invalid_request", "this model has no tokenizer"));
+    std::vector<int32_t> ids;
+    const bool ok = j->is_object() && j->contains("tokens") && (*j)["tokens"].is_array() &&
+                    std::all_of((*j)["tokens"].begin(), (*j)["tokens"].end(), [&](const json& t) {
+                      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= config_.vocab_size) return false;
+                      ids.push_back(t.get<int32_t>());
+                      return true;
+                    });
+    if (!ok) return send_json(res, 400, error_body("invalid_request", "'tokens' must be a list of ids in the vocabulary"));
+    send_json(res, 200, dump(json{{"text", valid_utf8(tokenizer_->decode_output(ids))}}));
+  });
   s.Post("/abort_request", [this](const httplib::Request& req, httplib::Response& res) {
     const auto j = parse_body(req, res);
     if (!j) return;

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +50,19 @@ def main():
         def reference(ids, n):
             r = post(base + "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0}})
             return r["output_ids"], hf.decode(r["output_ids"], skip_special_tokens=True), r
+
+        # sglang's /tokenize and /detokenize agree with transformers' tokenizer.
+        text = "The quick brown fox, naïve café 12345"
+        t = post(base + "/tokenize", {"prompt": text})
+        assert t["tokens"] == hf.encode(text) and t["count"] == len(t["tokens"]) and t["max_model_len"] > 0, t
+        assert post(base + "/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"] == hf.encode(text, add_special_tokens=False)
+        assert post(base + "/detokenize", {"tokens": t["tokens"]})["text"] == hf.decode(t["tokens"], skip_special_tokens=True)
+        try:
+            post(base + "/detokenize", {"tokens": [10 ** 9]})
+            raise AssertionError("an id outside the vocabulary was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 400
+        print("/tokenize and /detokenize equal transformers")
 
         # Completions: plain and streamed, against /generate on transformers' ids.
         prompt = "The quick brown fox"
