@@ -143,6 +143,12 @@ void add_post_processor(const json& p, const std::string& where, std::vector<int
 
 }  // namespace
 
+std::pair<std::string, std::string> split_merge(const std::string& s, const std::string& where) {
+  const auto sp = s.find(' ');
+  AERIE_CHECK(sp != std::string::npos, where << ": merge '" << s << "' is not two tokens");
+  return {s.substr(0, sp), s.substr(sp + 1)};
+}
+
 BpeSpec read_tokenizer_json(const std::filesystem::path& path) {
   const std::string where = path.string();
   std::ifstream in(path);
@@ -177,11 +183,8 @@ BpeSpec read_tokenizer_json(const std::filesystem::path& path) {
     }
   if (m.contains("merges") && m["merges"].is_array())
     for (const auto& mg : m["merges"]) {
-      if (mg.is_string()) {  // "left right"
-        const std::string s = mg.get<std::string>();
-        const auto sp = s.find(' ');
-        AERIE_CHECK(sp != std::string::npos, where << ": merge '" << s << "' is not two tokens");
-        spec.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      if (mg.is_string()) {
+        spec.merges.push_back(split_merge(mg.get<std::string>(), where));
       } else {
         AERIE_CHECK(mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string(), where << ": malformed merge " << mg.dump());
         spec.merges.emplace_back(mg[0].get<std::string>(), mg[1].get<std::string>());

@@ -30,6 +30,9 @@ struct BpeSpec {
   std::vector<int32_t> prefix_ids, suffix_ids;  // what encoding adds around a text (BOS, EOS)
 };
 
+// A merge written "left right" (tokenizer.json, GGUF) as its two tokens; throws naming `where`.
+std::pair<std::string, std::string> split_merge(const std::string& merge, const std::string& where);
+
 // Reads a Hugging Face tokenizer.json with a byte-level BPE model. Throws naming the file and
 // the part Aerie does not implement (a normalizer, an unknown pre-tokenizer, not byte-level).
 BpeSpec read_tokenizer_json(const std::filesystem::path& tokenizer_json);

@@ -127,10 +127,7 @@ BpeSpec bpe_spec_from_gguf(const GgufFile& f) {
   if (f.has("tokenizer.ggml.merges"))
     for (const auto& m : f.get_array("tokenizer.ggml.merges")) {
       AERIE_CHECK(m.is_string(), where << ": a merge is not a string");
-      const std::string s = m.get<std::string>();
-      const auto sp = s.find(' ');
-      AERIE_CHECK(sp != std::string::npos, where << ": merge '" << s << "' is not two tokens");
-      spec.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      spec.merges.push_back(split_merge(m.get<std::string>(), where));
     }
   auto special = [&](const char* add_key, const char* id_key, std::vector<int32_t>& out) {
     if (!f.has(add_key) || !f.get_bool(add_key)) return;  // byte-level BPE adds nothing unless told

@@ -218,15 +218,15 @@ class Renderer {
     if (!is_str && !obj.is_array()) fail(e, "cannot slice a " + type_name(obj));
     const std::vector<Value> items = iterate(obj);
     const auto n = static_cast<int64_t>(items.size());
-    auto part = [&](size_t i, int64_t dflt) -> std::optional<int64_t> {
+    // A slice bound: empty when left out or none.
+    auto part = [&](size_t i) -> std::optional<int64_t> {
       if (!e.args[i]) return std::nullopt;
       const Value v = eval(*e.args[i]);
       if (v.is_null()) return std::nullopt;
       if (!v.is_number_integer()) fail(e, "slice indices must be integers");
-      (void)dflt;
       return v.get<int64_t>();
     };
-    const int64_t step = part(3, 1).value_or(1);
+    const int64_t step = part(3).value_or(1);
     if (step == 0) fail(e, "slice step cannot be zero");
     auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
       if (!v) return dflt;
@@ -234,7 +234,7 @@ class Renderer {
       if (step > 0) return std::clamp<int64_t>(x, 0, n);
       return std::clamp<int64_t>(x, -1, n - 1);
     };
-    const int64_t start = clamp(part(1, 0), step > 0 ? 0 : n - 1), stop = clamp(part(2, 0), step > 0 ? n : -1);
+    const int64_t start = clamp(part(1), step > 0 ? 0 : n - 1), stop = clamp(part(2), step > 0 ? n : -1);
     Value out = Value::array();
     std::string s;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
