@@ -66,7 +66,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchMessage& x) {
   return f(caf::meta::type_name("BatchMessage"), x.seq, x.step_id, x.mode, x.rids, x.input_ids, x.positions, x.out_cache_loc,
            x.qo_indptr, x.kv_indptr, x.kv_indices, x.logit_rows, x.sampling, x.global_num_tokens, x.bucket,
-           x.spec_steps, x.spec_topk, x.spec_draft_tokens, x.seq_rids, x.lookahead_ids, x.extra_slots, x.finished_rids);
+           x.dp_padding, x.dp_tokens_per_request, x.spec_steps, x.spec_topk, x.spec_draft_tokens, x.seq_rids, x.lookahead_ids, x.extra_slots, x.finished_rids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchResult& x) {

@@ -11,9 +11,9 @@ namespace aerie::model {
 
 namespace ops = aerie::kernels;
 
-void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
-                       const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                       const Stream& s, const TensorView& next_norm) {
+void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
+                         const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
+                         const Stream& s) {
   const int64_t T = a.hidden.dim(0);
   AERIE_CHECK_STATUS(ops::qkv_rope({.x = attn_input, .w = w.qkv, .bias = w.qkv_bias, .qkv = a.qkv, .positions = at.positions,
                                     .inv_freq = at.inv_freq, .slots = at.slots, .q_out = a.q, .k_cache = k_cache, .v_cache = v_cache,
@@ -28,8 +28,19 @@ void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const
   // all-reduce and the post-attention norm are one step (fused by the IPC communicator).
   AERIE_CHECK_STATUS(ops::matmul({.x = a.attn.reshape({T, c.q_size()}), .w = w.o_proj, .bias = w.o_bias, .y = a.hidden}, s));
   tp.all_reduce_residual_rms_norm(a.hidden, a.residual, w.post_norm, a.normed, c.rms_norm_eps, s);
-  AERIE_CHECK_STATUS(ops::gate_up_silu({.x = a.normed, .w = w.gate_up, .bias = w.gate_up_bias, .gate_up = a.gate_up, .out = a.act}, s));
-  AERIE_CHECK_STATUS(ops::matmul({.x = a.act, .w = w.down, .bias = w.down_bias, .y = a.hidden}, s));
+}
+
+void run_mlp_block(const DecoderLayerWeights& w, const TensorView& x, const TensorView& gate_up, const TensorView& act, const TensorView& out,
+                   const Stream& s) {
+  AERIE_CHECK_STATUS(ops::gate_up_silu({.x = x, .w = w.gate_up, .bias = w.gate_up_bias, .gate_up = gate_up, .out = act}, s));
+  AERIE_CHECK_STATUS(ops::matmul({.x = act, .w = w.down, .bias = w.down_bias, .y = out}, s));
+}
+
+void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
+                       const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
+                       const Stream& s, const TensorView& next_norm) {
+  run_attention_block(c, w, attn_input, a, at, k_cache, v_cache, tp, s);
+  run_mlp_block(w, a.normed, a.gate_up, a.act, a.hidden, s);
   if (next_norm.defined()) {
     tp.all_reduce_residual_rms_norm(a.hidden, a.residual, next_norm, a.normed, c.rms_norm_eps, s);
   } else {

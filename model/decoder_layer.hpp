@@ -49,4 +49,15 @@ void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, c
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
                        const Stream& stream, const TensorView& next_norm = {});
 
+// The two halves of run_decoder_layer, for DP attention (model/dp_attention.hpp), where the
+// MLP runs on other rows than attention. Attention: K/V into the caches, residual +=
+// attention output (all-reduced over `attn_tp`), normed = post_norm(residual).
+void run_attention_block(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
+                         const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& attn_tp,
+                         const Stream& stream);
+// out [rows, hidden] = this rank's partial down(silu(gate) * up) of x [rows, hidden];
+// gate_up [rows, 2 * intermediate local] and act [rows, intermediate local] are scratch.
+void run_mlp_block(const DecoderLayerWeights& w, const TensorView& x, const TensorView& gate_up, const TensorView& act, const TensorView& out,
+                   const Stream& stream);
+
 }  // namespace aerie::model

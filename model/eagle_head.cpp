@@ -175,7 +175,7 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
       act_(target.act_dtype()),
       solo_(parallel::make_single_communicator()) {
   AERIE_CHECK(config_.layer.hidden_size == target.config().hidden_size, "the EAGLE head's hidden size differs from the target's");
-  const TpShard shard = config_.replicated ? TpShard{} : target.shard();
+  const TpShard shard = config_.replicated ? TpShard{} : target.shard().attention_only();  // in the attention-TP group
   TpShard::check_divisible(config_.layer, shard.size, "the EAGLE head");
   local_ = shard.local(config_.layer);
   AERIE_CHECK(w_.qkv.view().dim(0) == local_.q_size() + 2 * local_.kv_size(),

@@ -31,4 +31,31 @@ void ForwardBatch::validate() const {
     AERIE_CHECK(mask_indptr.size() == qo_indptr.size(), "forward batch: custom_mask needs mask_indptr");
 }
 
+ForwardBatch pad_to_bucket(const ForwardBatch& batch, int64_t bucket, int64_t q) {
+  AERIE_CHECK(q >= 1, "padding needs a positive token count per sequence");
+  AERIE_CHECK(batch.batch_size() <= bucket, "a batch of " << batch.batch_size() << " sequences does not fit the bucket of " << bucket);
+  ForwardBatch p = batch;
+  if (p.qo_indptr.empty()) p.qo_indptr = {0};
+  if (p.kv_indptr.empty()) p.kv_indptr = {0};
+  const bool every_row = batch.num_tokens() == 0 || batch.logits_for_every_row();
+  const bool masked = !batch.custom_mask.empty();
+  if (masked && p.mask_indptr.empty()) p.mask_indptr = {0};
+  for (int64_t i = p.batch_size(); i < bucket; ++i) {
+    for (int64_t j = 0; j < q; ++j) {
+      p.input_ids.push_back(0);
+      p.positions.push_back(static_cast<int32_t>(j));
+      p.out_cache_loc.push_back(0);  // the reserved dummy slot
+      p.kv_indices.push_back(0);
+      if (every_row) p.logit_rows.push_back(static_cast<int32_t>(p.logit_rows.size()));
+    }
+    p.qo_indptr.push_back(p.qo_indptr.back() + static_cast<int32_t>(q));
+    p.kv_indptr.push_back(p.kv_indptr.back() + static_cast<int32_t>(q));
+    if (masked) {
+      p.custom_mask.insert(p.custom_mask.end(), static_cast<size_t>(q * q), uint8_t{1});
+      p.mask_indptr.push_back(p.mask_indptr.back() + static_cast<int32_t>(q * q));
+    }
+  }
+  return p;
+}
+
 }  // namespace aerie::model

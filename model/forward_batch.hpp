@@ -26,4 +26,12 @@ struct ForwardBatch {
   void validate() const;
 };
 
+// `batch` (every sequence with q new tokens, or empty) padded with sequences up to `bucket`
+// sequences, as a captured CUDA graph runs it (spec/decode_graph_runner.hpp) and the eager
+// DP-attention path pads to the bucket every rank agreed on: a padded sequence reads token
+// 0 at positions 0..q-1, writes the reserved dummy KV slot 0 and attends over q copies of
+// it (a custom mask of ones when the batch has one); when every row of the batch wants
+// logits, the padded rows do too (after the real ones, which keep their indices).
+ForwardBatch pad_to_bucket(const ForwardBatch& batch, int64_t bucket, int64_t q);
+
 }  // namespace aerie::model

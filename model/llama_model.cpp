@@ -18,16 +18,32 @@ namespace aerie::model {
 
 namespace ops = aerie::kernels;
 
+namespace {
+// A DP plan serves one forward, whether it ran or threw.
+struct PlanUsedUp {
+  std::optional<parallel::DpPaddingPlan>& plan;
+  ~PlanUsedUp() { plan.reset(); }
+};
+}  // namespace
+
 LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype,
-                       std::shared_ptr<parallel::Communicator> tp)
+                       std::shared_ptr<parallel::Communicator> tp, std::shared_ptr<DpAttentionGroups> dp)
     : config_(std::move(config)),
       tp_(tp ? std::move(tp) : std::shared_ptr<parallel::Communicator>(parallel::make_single_communicator())),
-      shard_{.rank = tp_->rank(), .size = tp_->size()},
+      dp_(std::move(dp)),
+      shard_{.rank = tp_->rank(), .size = tp_->size(), .mlp_rank = dp_ ? dp_->mlp->rank() : 0, .mlp_size = dp_ ? dp_->mlp->size() : 0},
       weights_(std::move(weights)),
       stream_(stream),
       act_dtype_(act_dtype) {
   AERIE_CHECK(is_floating(act_dtype), "activation dtype must be f32, bf16 or f16");
-  TpShard::check_divisible(config_, shard_.size, "the model");
+  if (dp_) {
+    AERIE_CHECK(dp_->attn && dp_->attn->size() == tp_->size() && dp_->mlp && dp_->peers &&
+                    dp_->mlp->size() == dp_->attn->size() * dp_->peers->size(),
+                "DP attention: the attention-TP group times the DP groups must be the MLP's ranks");
+    TpShard::check_divisible(config_, shard_.size, shard_.mlp_ranks(), "the model");
+  } else {
+    TpShard::check_divisible(config_, shard_.size, "the model");
+  }
   local_ = shard_.local(config_);
   AERIE_CHECK(weights_.layers.size() == static_cast<size_t>(config_.num_layers) &&
                   (config_.num_layers == 0 || weights_.layers[0].qkv.view().dim(0) == local_.q_size() + 2 * local_.kv_size()) &&
@@ -73,7 +89,57 @@ LlamaModel::AttentionPlan LlamaModel::attention_plan(const ForwardBatch& batch) 
   return {.tokens_per_block = tpb, .num_splits = attention_splits(batch.num_tokens() / tpb, max_kv)};
 }
 
-TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
+void LlamaModel::set_dp_plan(parallel::DpPaddingPlan plan) {
+  AERIE_CHECK(dp_, "a DP padding plan was given to a model without DP attention");
+  AERIE_CHECK(static_cast<int>(plan.global_num_tokens.size()) == dp_->dp_size(),
+              "the step's plan counts " << plan.global_num_tokens.size() << " DP groups, the launch has " << dp_->dp_size());
+  dp_plan_ = std::move(plan);
+}
+
+DecoderLayerWeights LlamaModel::layer_views(int64_t l) const {
+  const auto& L = weights_.layers[static_cast<size_t>(l)];
+  return {.qkv = L.qkv.view(), .qkv_bias = L.qkv_bias.view(), .o_proj = L.o_proj.view(), .o_bias = L.o_bias.view(),
+          .post_norm = L.post_norm.view(), .gate_up = L.gate_up.view(), .gate_up_bias = L.gate_up_bias.view(),
+          .down = L.down.view(), .down_bias = L.down_bias.view()};
+}
+
+void LlamaModel::dp_mlp(int64_t l, const TensorView& normed_local, const TensorView& out_local) {
+  const parallel::DpPaddingPlan& plan = *dp_plan_;
+  const int64_t G = plan.gathered_rows;
+  auto rows = [&](const Buffer& b) { return b.view().slice_rows(0, G); };
+  const TensorView global_normed = rows(dp_buf_.normed), global_hidden = rows(dp_buf_.hidden);
+  dp_gather(plan, normed_local, global_normed, dp_buf_.block.view(), *dp_, stream_);
+  run_mlp_block(layer_views(l), global_normed, rows(dp_buf_.gate_up), rows(dp_buf_.act), global_hidden, stream_);
+  dp_scatter(plan, global_hidden, out_local, dp_buf_.block.view(), *dp_, stream_);
+}
+
+void LlamaModel::forward_idle(KvCache& kv) {
+  AERIE_CHECK(dp_ && dp_plan_, "an idle forward is for DP attention, with the step's plan");
+  if (dp_plan_->bucket) {  // every rank runs the bucket, padded requests only here
+    forward(ForwardBatch{}, kv);
+    return;
+  }
+  const PlanUsedUp used{dp_plan_};
+  const parallel::DpPaddingPlan& plan = *dp_plan_;
+  AERIE_CHECK(plan.global_num_tokens.at(static_cast<size_t>(dp_->dp_rank())) == 0, "an idle forward, but the plan gives this group tokens");
+  dp_buf_.reserve(plan.gathered_rows, plan.tokens_per_rank, config_.hidden_size, 2 * local_.intermediate_size, stream_.device(), act_dtype_);
+  for (int64_t l = 0; l < config_.num_layers; ++l) dp_mlp(l, TensorView(), TensorView());
+}
+
+TensorView LlamaModel::forward(const ForwardBatch& batch_in, KvCache& kv) {
+  // DP attention with a bucket: this group's batch padded to it, as every other group's is.
+  std::optional<ForwardBatch> padded;
+  const PlanUsedUp used{dp_plan_};
+  if (dp_) {
+    AERIE_CHECK(dp_plan_, "a DP-attention forward needs the step's padding plan (global token counts)");
+    if (dp_plan_->bucket) padded = pad_to_bucket(batch_in, *dp_plan_->bucket, dp_plan_->tokens_per_request);
+    const int64_t tokens = padded ? padded->num_tokens() : batch_in.num_tokens();
+    dp_buf_.reserve(dp_plan_->gathered_rows, dp_plan_->tokens_per_rank, config_.hidden_size, 2 * local_.intermediate_size, stream_.device(),
+                    act_dtype_);
+    AERIE_CHECK(tokens == (dp_plan_->bucket ? dp_plan_->tokens_per_rank : dp_plan_->global_num_tokens.at(static_cast<size_t>(dp_->dp_rank()))),
+                "this group's batch of " << batch_in.num_tokens() << " tokens is not what the step's plan says");
+  }
+  const ForwardBatch& batch = padded ? *padded : batch_in;
   batch.validate();
   const auto [tpb, splits] = attention_plan(batch);
   if (!eager_ws_ || !eager_ws_->fits(batch, splits)) {
@@ -82,10 +148,15 @@ TensorView LlamaModel::forward(const ForwardBatch& batch, KvCache& kv) {
     eager_ws_ = make_workspace(cap);
   }
   eager_ws_->upload(batch, stream_);
-  return run(*eager_ws_, kv,
-             {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
-              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row(),
-              .attention_tokens_per_block = tpb});
+  const TensorView logits =
+      run(*eager_ws_, kv,
+          {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
+           .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row(),
+           .attention_tokens_per_block = tpb});
+  if (!padded) return logits;
+  // The real rows come first in a padded batch: slice the padding away.
+  if (captured_.data) captured_ = captured_.slice_rows(0, batch_in.num_tokens());
+  return logits.slice_rows(0, static_cast<int64_t>(batch_in.logit_rows.size()));
 }
 
 void LlamaModel::set_hidden_capture(HiddenCapture capture) {
@@ -137,18 +208,22 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   // norm, the final norm) is applied by the layer before it, fused with its all-reduce.
   AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
                                    stream_));
+  AERIE_CHECK(!dp_ || dp_plan_, "a DP-attention forward needs the step's padding plan; a captured graph cannot hold one");
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const auto& L = weights_.layers[static_cast<size_t>(l)];
     // `residual` now holds the stream entering layer l.
     for (size_t k = 0; k < capture_.aux_layers.size(); ++k)
       if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
     const TensorView next_norm =
         l + 1 < c.num_layers ? weights_.layers[static_cast<size_t>(l + 1)].input_norm.view() : weights_.final_norm.view();
-    run_decoder_layer(c,
-                      {.qkv = L.qkv.view(), .qkv_bias = L.qkv_bias.view(), .o_proj = L.o_proj.view(), .o_bias = L.o_bias.view(),
-                       .post_norm = L.post_norm.view(), .gate_up = L.gate_up.view(), .gate_up_bias = L.gate_up_bias.view(),
-                       .down = L.down.view(), .down_bias = L.down_bias.view()},
-                      a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
+    if (!dp_) {
+      run_decoder_layer(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
+      continue;
+    }
+    // DP attention: attention on this group's rows, the MLP on every group's, then the
+    // residual add and the next norm here (the MLP's sum was the scatter's).
+    run_attention_block(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_);
+    dp_mlp(l, a.normed, a.hidden);
+    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = next_norm, .residual = a.residual, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
   }
   if (capture_.final_normed) capture_into(0, a.normed);
   const TensorView logits = rows(ws.logits, R);

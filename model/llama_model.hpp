@@ -10,12 +10,20 @@
 // shard (model/tp_shard.hpp, loaded with the matching TpShard) and the forward calls the
 // collectives (model/decoder_layer.hpp, model/vocab_parallel.hpp); every rank of the group
 // runs the same batches and ends with the same logits.
+//
+// DP attention (model/dp_attention.hpp): `tp` is then the attention-TP group (attention,
+// embedding and LM head are split over it) and the MLP is split over every rank of the
+// launch; each forward must first be given the step's padding plan (set_dp_plan), and a
+// rank with nothing to run still calls forward_idle() so the MLP collectives meet.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/buffer.hpp"
 #include "kernels/stream.hpp"
 #include "model/config.hpp"
+#include "model/decoder_layer.hpp"
+#include "model/dp_attention.hpp"
 #include "model/forward_batch.hpp"
 #include "model/forward_workspace.hpp"
 #include "model/kv_cache.hpp"
@@ -39,8 +47,10 @@ class LlamaModel {
  public:
   // act_dtype: the dtype of activations (f32 on CPU; bf16 or f16 on CUDA). tp: the TP
   // group (null: this process alone); `weights` must be its rank's shard.
+  // dp: the groups of DP attention (null: none); the weights' MLP rows are then rank
+  // dp->mlp->rank() of dp->mlp->size().
   LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, DType act_dtype,
-             std::shared_ptr<parallel::Communicator> tp = nullptr);
+             std::shared_ptr<parallel::Communicator> tp = nullptr, std::shared_ptr<DpAttentionGroups> dp = nullptr);
 
   // The whole model's shape.
   const LlamaConfig& config() const { return config_; }
@@ -61,7 +71,16 @@ class LlamaModel {
 
   // Runs the batch eagerly, writing the new tokens' K/V into `kv`. Returns the logits of
   // batch.logit_rows, [rows, vocab] f32 on the model's device, valid until the next call.
+  // Under DP attention the batch is first padded to the plan's bucket when it has one.
   TensorView forward(const ForwardBatch& batch, KvCache& kv);
+
+  bool dp_attention() const { return dp_ != nullptr; }
+  // DP attention: the plan of the next forward (or forward_idle), which uses it up.
+  void set_dp_plan(parallel::DpPaddingPlan plan);
+  // DP attention, a rank with no tokens this step: joins the MLP collectives of every layer
+  // with zero rows of its own (or, when the plan has a bucket, runs that many padded
+  // requests as a captured graph would).
+  void forward_idle(KvCache& kv);
 
   // Enqueues the forward over inputs already uploaded to `ws`; no allocation, no host
   // synchronisation. Returns the logits view [dims.logit_rows, vocab].
@@ -94,9 +113,17 @@ class LlamaModel {
   AttentionPlan attention_plan(const ForwardBatch& batch) const;
 
  private:
+  // DP attention: the MLP of layer l on every group's rows; normed_local [n, hidden] in,
+  // out_local [n, hidden] the summed MLP output of this group's rows.
+  void dp_mlp(int64_t layer, const TensorView& normed_local, const TensorView& out_local);
+  DecoderLayerWeights layer_views(int64_t layer) const;
+
   LlamaConfig config_;
   LlamaConfig local_;
   std::shared_ptr<parallel::Communicator> tp_;
+  std::shared_ptr<DpAttentionGroups> dp_;
+  std::optional<parallel::DpPaddingPlan> dp_plan_;
+  DpAttentionBuffers dp_buf_;
   TpShard shard_;
   LlamaWeights weights_;
   Stream stream_;

@@ -75,7 +75,7 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
       const int64_t i0 = shard.first_intermediate(c), il = shard.intermediate(c);
       L.gate_up_bias = interleave_rows(row_range(get(p + "mlp.gate_proj.bias", {inter}), i0, il), row_range(get(p + "mlp.up_proj.bias", {inter}), i0, il),
                                        device, dtype);
-      if (shard.adds_row_parallel_bias()) L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
+      if (shard.adds_mlp_bias()) L.down_bias = copy_of(get(p + "mlp.down_proj.bias", {h}), device, dtype);
     }
     w.layers.push_back(std::move(L));
     layer_done();
@@ -115,7 +115,7 @@ LlamaWeights random_llama_weights(const LlamaConfig& c, uint64_t seed, Device de
     if (c.mlp_bias) {
       L.gate_up_bias = cut_block(random_buffer(next_seed(), {2 * inter}, kStd, device, dtype), {gate_up_rows});
       Buffer down_bias = random_buffer(next_seed(), {h}, kStd, device, dtype);
-      if (s.adds_row_parallel_bias()) L.down_bias = std::move(down_bias);
+      if (s.adds_mlp_bias()) L.down_bias = std::move(down_bias);
     }
     w.layers.push_back(std::move(L));
     if (progress) progress(l + 1, c.num_layers);

@@ -31,4 +31,18 @@ void TpShard::check_divisible(const LlamaConfig& c, int size, const std::string&
   AERIE_CHECK(c.vocab_size >= size, "--tp-size " << size << ": " << what << "'s vocabulary of " << c.vocab_size << " is smaller than the TP group");
 }
 
+void TpShard::check_divisible(const LlamaConfig& c, int attn_size, int mlp_size, const std::string& what) {
+  AERIE_CHECK(attn_size >= 1 && mlp_size >= attn_size, "the MLP's ranks must include the attention group's");
+  if (attn_size > 1) {
+    AERIE_CHECK(c.num_heads % attn_size == 0, "DP attention over groups of " << attn_size << " ranks: " << what << "'s " << c.num_heads
+                                                                            << " attention heads do not divide over them");
+    AERIE_CHECK(c.num_kv_heads % attn_size == 0 || attn_size % c.num_kv_heads == 0,
+                "DP attention over groups of " << attn_size << " ranks: " << what << "'s " << c.num_kv_heads
+                                               << " KV heads neither divide over them nor replicate evenly onto them");
+  }
+  AERIE_CHECK(c.intermediate_size % mlp_size == 0, "--tp-size " << mlp_size << ": " << what << "'s intermediate size " << c.intermediate_size
+                                                                 << " does not divide over " << mlp_size << " ranks");
+  AERIE_CHECK(c.vocab_size >= attn_size, what << "'s vocabulary of " << c.vocab_size << " is smaller than the attention-TP group");
+}
+
 }  // namespace aerie::model

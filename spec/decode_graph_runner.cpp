@@ -13,6 +13,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
                                      int64_t tokens_per_seq)
     : model_(model), kv_(kv), q_(tokens_per_seq), schedule_(max_bs) {
   AERIE_CHECK(model.stream().device() == Device::kCuda, "CUDA graphs need the CUDA backend");
+  AERIE_CHECK(!model.dp_attention(), "DP attention runs eagerly (padded to the bucket every rank agreed on): its graphs are not captured yet");
   AERIE_CHECK(max_context > 0, "max context must be positive");
   AERIE_CHECK(q_ >= 1 && q_ <= max_context, "tokens per sequence must be in [1, max context]");
   const int64_t top = schedule_.sizes().back(), top_rows = top * q_;
@@ -22,7 +23,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   cap.max_kv_indices = kv.shape().num_slots() + top_rows;  // every real slot once, plus q per padded sequence
   for (int64_t bs : schedule_.sizes()) {
     // The split count and tokens per attention block are fixed per bucket by its capture.
-    const int tpb = model.attention_tokens_per_block(padded(model::ForwardBatch{}, bs));
+    const int tpb = model.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, q_));
     dims_[bs] = model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = false,
                                    .num_splits = model.attention_splits(bs * q_ / tpb, max_context), .logits_all_rows = true,
                                    .attention_tokens_per_block = tpb};
@@ -43,7 +44,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it, rows = bs * q_;
-    ws_->upload(padded(model::ForwardBatch{}, bs), stream);
+    ws_->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, q_), stream);
     auto forward_and_argmax = [&] {
       const TensorView logits = model.run(*ws_, kv, dims_.at(bs));
       const TensorView zeros_f(greedy_params_.data(), DType::kF32, {rows}, Device::kCuda);
@@ -91,28 +92,10 @@ bool DecodeGraphRunner::can_run(const model::ForwardBatch& b) const {
   return static_cast<int64_t>(b.kv_indices.size()) + schedule_.sizes().back() * q_ <= ws_->capacity().max_kv_indices;
 }
 
-model::ForwardBatch DecodeGraphRunner::padded(const model::ForwardBatch& batch, int64_t bucket) const {
-  model::ForwardBatch p = batch;
-  if (p.qo_indptr.empty()) p.qo_indptr = {0};
-  if (p.kv_indptr.empty()) p.kv_indptr = {0};
-  for (int64_t i = p.batch_size(); i < bucket; ++i) {
-    for (int64_t j = 0; j < q_; ++j) {
-      p.input_ids.push_back(0);
-      p.positions.push_back(static_cast<int32_t>(j));
-      p.out_cache_loc.push_back(0);  // the reserved dummy slot
-      p.kv_indices.push_back(0);
-      p.logit_rows.push_back(static_cast<int32_t>(p.logit_rows.size()));
-    }
-    p.qo_indptr.push_back(p.qo_indptr.back() + static_cast<int32_t>(q_));
-    p.kv_indptr.push_back(p.kv_indptr.back() + static_cast<int32_t>(q_));
-  }
-  return p;
-}
-
 TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
   AERIE_CHECK(can_run(batch), "batch cannot replay a captured graph of " << q_ << " tokens per sequence");
   const int64_t bs = *schedule_.bucket_for(batch.batch_size());
-  ws_->upload(padded(batch, bs), model_.stream());
+  ws_->upload(model::pad_to_bucket(batch, bs, q_), model_.stream());
   cuda_runtime::launch_graph(graphs_.at(bs), model_.stream().handle());
   last_tokens_ = batch.num_tokens();
   model_.captured_by_replay(*ws_, last_tokens_);

@@ -46,7 +46,6 @@ class DecodeGraphRunner {
   int64_t tokens_per_seq() const { return q_; }
 
  private:
-  model::ForwardBatch padded(const model::ForwardBatch& batch, int64_t bucket) const;
   model::LlamaModel& model_;
   model::KvCache& kv_;
   const int64_t q_;

@@ -57,8 +57,12 @@ struct BatchMessage {
   std::vector<int32_t> kv_indices;     // [kv_indptr.back()]
   std::vector<int32_t> logit_rows;     // [batch]
   std::vector<SamplingRowMsg> sampling;  // [batch]
-  std::vector<int64_t> global_num_tokens;  // DP attention: every rank's token count
-  int32_t bucket = 0;                      // CUDA-graph bucket every rank replays (0: eager)
+  // DP attention (parallel/dp_padding.hpp): the step's plan, the same in every group's
+  // message. global_num_tokens: every DP group's tokens (empty without DP attention).
+  std::vector<int64_t> global_num_tokens;
+  int32_t bucket = 0;                 // requests of the bucket every rank replays or pads to (0: eager)
+  int32_t dp_padding = 0;             // 1: MAX_LEN, 2: SUM_LEN (0: no DP attention)
+  int32_t dp_tokens_per_request = 1;  // what each request of the bucket brings (1 decode, spec_draft_tokens verify)
   // Speculative decoding (empty / -1 otherwise). An EXTEND batch runs the draft over the
   // same chunks; a VERIFY batch has spec_draft_tokens tokens per sequence (the last
   // committed token, then room for the drafts the worker proposes: spec_steps + 1 for a
@@ -74,7 +78,7 @@ struct BatchMessage {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
-       global_num_tokens, bucket, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids);
+       global_num_tokens, bucket, dp_padding, dp_tokens_per_request, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids);
   }
   bool operator==(const BatchMessage&) const = default;
 };

@@ -1,5 +1,7 @@
 #include "actors/core/forward_batch_of.hpp"
 
+#include "kernels/error.hpp"
+
 namespace aerie::core {
 
 model::ForwardBatch forward_batch_of(const transport::BatchMessage& m) {
@@ -19,6 +21,13 @@ std::vector<model::SamplingRow> sampling_rows_of(const transport::BatchMessage& 
   for (const auto& s : m.sampling)
     rows.push_back({.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed, .step = s.step});
   return rows;
+}
+
+parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m) {
+  AERIE_CHECK(m.dp_padding == 1 || m.dp_padding == 2, "batch " << m.step_id << " carries no DP-attention plan (dp_padding " << m.dp_padding << ")");
+  const auto mode = m.dp_padding == 1 ? parallel::DpPaddingMode::kMaxLen : parallel::DpPaddingMode::kSumLen;
+  return parallel::make_dp_padding_plan(m.global_num_tokens, mode, m.bucket > 0 ? std::optional<int64_t>(m.bucket) : std::nullopt,
+                                        m.dp_tokens_per_request);
 }
 
 }  // namespace aerie::core

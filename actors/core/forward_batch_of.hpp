@@ -6,11 +6,15 @@
 
 #include "model/forward_batch.hpp"
 #include "model/sampler.hpp"
+#include "parallel/dp_padding.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
 
 model::ForwardBatch forward_batch_of(const transport::BatchMessage& m);
 std::vector<model::SamplingRow> sampling_rows_of(const transport::BatchMessage& m);
+// DP attention: the step's padding plan the message carries (dp_padding != 0). Throws
+// aerie::Error when its fields do not make one.
+parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m);
 
 }  // namespace aerie::core

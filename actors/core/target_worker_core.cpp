@@ -29,8 +29,15 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
                 "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
     AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "
                                                                                            << options_.max_batch);
+    // DP attention: every forward of the step follows the plan the step carries, and a group
+    // with nothing to run still joins the MLP's collectives.
+    AERIE_CHECK((m.dp_padding != 0) == model_.dp_attention(), "batch " << m.step_id << (model_.dp_attention() ? " carries no" : " carries a")
+                                                                       << " DP-attention plan, but this worker runs "
+                                                                       << (model_.dp_attention() ? "with" : "without") << " DP attention");
+    if (model_.dp_attention()) model_.set_dp_plan(dp_plan_of(m));
     if (m.input_ids.empty()) {  // an IDLE batch
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
+      if (model_.dp_attention()) model_.forward_idle(kv_);
       return r;
     }
     for (int32_t id : m.input_ids)

@@ -59,6 +59,26 @@ TEST(ParallelLayout, RanksSplitIntoTpGroupsThenReplicas) {
   EXPECT_EQ(dpa.attn_tp_size(), 2);
 }
 
+TEST(ParallelLayout, DpAttentionSplitsTheTpRanksIntoAttentionGroups) {
+  const parallel::ParallelLayout l{.tp_size = 4, .dp_size = 2, .dp_attention = true};
+  EXPECT_EQ(l.world_size(), 4);  // sglang: --tp 4 --dp 2 --enable-dp-attention runs on 4 GPUs
+  EXPECT_EQ(l.group_size(), 2);
+  EXPECT_EQ(l.tp_rank(3), 3);  // the MLP spans every rank
+  EXPECT_EQ(l.dp_rank(3), 1);
+  EXPECT_EQ(l.attn_tp_rank(3), 1);
+  EXPECT_EQ(l.group_leader(1), 2);
+  const parallel::ParallelLayout four{.tp_size = 4, .dp_size = 4, .dp_attention = true};
+  EXPECT_EQ(four.group_size(), 1);
+  EXPECT_EQ(four.dp_rank(2), 2);
+  EXPECT_NO_THROW(l.check(4));
+  try {
+    l.check(8);
+    FAIL() << "accepted 8 ranks for DP attention over tp 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mpirun -np 4"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParallelLayout, AWrongRankCountSaysHowToLaunch) {
   try {
     parallel::ParallelLayout{.tp_size = 2, .dp_size = 2}.check(2);

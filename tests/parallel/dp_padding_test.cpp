@@ -62,3 +62,19 @@ TEST(SingleProcessGroup, CollectivesAreIdentities) {
   EXPECT_EQ(v, (std::vector<float>{1.5f, 2.0f}));
   EXPECT_EQ(g->all_gather(7), (std::vector<int64_t>{7}));
 }
+
+TEST(DpPadding, VerifyBucketsCountRequestsNotTokens) {
+  // Verify steps of 4 tokens per request: 9 and 12 tokens are 3 requests at most.
+  std::vector<int64_t> tokens = {12, 8};
+  auto plan = plan_dp_padding(tokens, false, kBuckets, false, 4);
+  ASSERT_TRUE(plan.bucket);
+  EXPECT_EQ(*plan.bucket, 3);
+  EXPECT_EQ(plan.tokens_per_rank, 12);
+  EXPECT_EQ(plan.gathered_rows, 24);
+  EXPECT_EQ(plan.global_num_tokens, tokens);
+  std::vector<int64_t> nine = {36, 32};  // 9 requests pad to the bucket of 10: 40 rows per rank
+  auto p9 = plan_dp_padding(nine, false, kBuckets, false, 4);
+  EXPECT_EQ(*p9.bucket, 10);
+  EXPECT_EQ(p9.tokens_per_rank, 40);
+  EXPECT_THROW(plan_dp_padding(nine, false, kBuckets, false, 0), Error);
+}

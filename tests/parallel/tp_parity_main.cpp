@@ -26,6 +26,8 @@
 #include "model/llama_model.hpp"
 #include "model/vocab_parallel.hpp"
 #include "model/weight_layout.hpp"
+#include "parallel/dp_padding.hpp"
+#include "parallel/parallel_layout.hpp"
 #include "spec/decode_graph_runner.hpp"
 #include "tests/test_util.hpp"
 
@@ -373,6 +375,88 @@ TEST(Graphs, TpDecodeReplayMatchesEager) {
   const auto whole = host_of(p.whole->forward(dec, *p.whole_kv), p.stream.get());
   expect_close(replayed, whole, c.vocab_size, "1B-shape decode replay against one rank");
 }
+
+// DP attention over the whole world (T ranks) in D groups: every group runs its own batch
+// through the DP-attention model (attention on its rows over its attention-TP group, the MLP
+// over all ranks on every group's rows) and gets the logits one process gets for that batch
+// alone: prefill steps (SUM_LEN), a step where one group is idle, a step where one group
+// decodes while the others prefill, and decode steps under MAX_LEN padded to a bucket.
+class DpAttention : public ::testing::TestWithParam<int> {};
+
+TEST_P(DpAttention, EveryGroupGetsItsOwnBatchsLogits) {
+  const int world = g_tp->world->size(), D = GetParam();
+  if (D > world || world % D != 0 || world == 1) GTEST_SKIP() << "DP attention over " << D << " groups needs a multiple of " << D << " ranks";
+  const parallel::ParallelLayout layout{.tp_size = world, .dp_size = D, .dp_attention = true};
+  parallel::ParallelGroups groups = parallel::make_parallel_groups(*g_tp->world, layout);
+  auto dp = std::make_shared<model::DpAttentionGroups>();
+  dp->mlp = parallel::make_communicator(*groups.tp, g_device);
+  dp->peers = parallel::make_communicator(*groups.dp, g_device);
+  dp->attn = parallel::make_communicator(*groups.attn_tp, g_device);
+  const model::TpShard shard{.rank = dp->attn->rank(), .size = dp->attn->size(), .mlp_rank = dp->mlp->rank(), .mlp_size = dp->mlp->size()};
+  const int g = dp->dp_rank();
+  model::LlamaConfig c = tiny();
+  c.num_kv_heads = 1;  // replicated over an attention group of 2
+  c.mlp_bias = true;   // the MLP's bias added once over all ranks
+  OwnedStream stream(g_device);
+  model::LlamaModel whole(c, model::random_llama_weights(c, 9, g_device, act(), 0.1f), stream.get(), act());
+  model::LlamaModel dpa(c, model::random_llama_weights(c, 9, g_device, act(), 0.1f, {}, shard), stream.get(), act(), dp->attn, dp);
+  model::KvCache whole_kv(whole.local_config(), model::kv_shape_for_tokens(512, 4), g_device, act());
+  model::KvCache dpa_kv(dpa.local_config(), model::kv_shape_for_tokens(512, 4), g_device, act());
+  const std::vector<int64_t> buckets = {4, 8};
+
+  // One step: `mine` is this group's batch (empty: idle), `counts` every group's tokens.
+  auto step = [&](const model::ForwardBatch& mine, const std::vector<int64_t>& counts, bool extend, const std::string& what) {
+    const auto plan = parallel::plan_dp_padding(counts, extend, buckets);
+    dpa.set_dp_plan(plan);
+    if (mine.num_tokens() == 0) {
+      dpa.forward_idle(dpa_kv);
+      return plan;
+    }
+    const auto got = host_of(dpa.forward(mine, dpa_kv), stream.get());
+    const auto want = host_of(whole.forward(mine, whole_kv), stream.get());
+    expect_close(got, want, c.vocab_size, what + " (group " + std::to_string(g) + ")");
+    return plan;
+  };
+  std::vector<model::ForwardBatch> prefill;
+  for (int i = 0; i < D; ++i) prefill.push_back(ragged_prefill(c.vocab_size, 20 + static_cast<uint32_t>(i)));
+  auto counts_of = [&](auto&& tokens_of) {
+    std::vector<int64_t> n;
+    for (int i = 0; i < D; ++i) n.push_back(tokens_of(i));
+    return n;
+  };
+  // Step 1: group 0 prefills, the others are idle.
+  auto p1 = step(g == 0 ? prefill[0] : model::ForwardBatch{}, counts_of([&](int i) { return i == 0 ? prefill[0].num_tokens() : 0; }), true,
+                 "prefill beside idle groups");
+  EXPECT_EQ(p1.mode, parallel::DpPaddingMode::kSumLen);
+  // Step 2: group 0 decodes while the others prefill.
+  const std::vector<int32_t> next = {5, 9};
+  const auto dec0 = decode_after(prefill[0], next);
+  auto p2 = step(g == 0 ? dec0 : prefill[static_cast<size_t>(g)],
+                 counts_of([&](int i) { return i == 0 ? dec0.num_tokens() : prefill[static_cast<size_t>(i)].num_tokens(); }), true,
+                 "decode beside prefills");
+  EXPECT_EQ(p2.mode, parallel::DpPaddingMode::kSumLen);
+  // Step 3: every group decodes its two sequences: MAX_LEN, padded to the bucket of 4.
+  auto dec = decode_after(prefill[static_cast<size_t>(g)], next);
+  if (g == 0) dec = decode_after(prefill[0], next), dec.positions = {24, 7};  // one position on from dec0
+  if (g == 0) {
+    dec.kv_indices.clear();
+    dec.kv_indptr = {0};
+    for (int64_t s2 = 0; s2 < 2; ++s2) {
+      for (int32_t q = prefill[0].qo_indptr[static_cast<size_t>(s2)]; q < prefill[0].qo_indptr[static_cast<size_t>(s2 + 1)]; ++q)
+        dec.kv_indices.push_back(prefill[0].out_cache_loc[static_cast<size_t>(q)]);
+      dec.kv_indices.push_back(100 + static_cast<int32_t>(s2));  // dec0's slot
+      dec.kv_indices.push_back(110 + static_cast<int32_t>(s2));
+      dec.out_cache_loc[static_cast<size_t>(s2)] = 110 + static_cast<int32_t>(s2);
+      dec.kv_indptr.push_back(static_cast<int32_t>(dec.kv_indices.size()));
+    }
+  }
+  auto p3 = step(dec, counts_of([&](int) { return int64_t{2}; }), false, "decode padded to a bucket");
+  EXPECT_EQ(p3.mode, parallel::DpPaddingMode::kMaxLen);
+  ASSERT_TRUE(p3.bucket);
+  EXPECT_EQ(*p3.bucket, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, DpAttention, ::testing::Values(2, 4));
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
