@@ -110,6 +110,47 @@ struct LoadReport {
   int64_t spec_accepted_tokens = 0;  // tokens those verifies committed
 };
 
+// DP attention's lock-step (actors/dp_coordinator_actor.hpp). The coordinator asks every
+// Scheduler for its plan of a step (PlanStep, answered with StepPlan), sends each the
+// result of its batch (StepOutcome), and is woken by WorkArrived when it idles.
+struct PlanStep {
+  uint64_t step_id = 0;
+};
+struct StepPlan {
+  bool has_batch = false;  // false: nothing to run this step
+  transport::BatchMessage batch;
+};
+struct StepOutcome {
+  transport::BatchResult result;
+};
+struct WorkArrived {};
+// The Schedulers the coordinator drives, one per DP group in order (sent once, after they
+// are spawned with the coordinator's handle).
+struct DpSchedulers {
+  std::vector<caf::actor> schedulers;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PlanStep& x) {
+  return f(caf::meta::type_name("PlanStep"), x.step_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
+  return f(caf::meta::type_name("StepPlan"), x.has_batch, x.batch);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepOutcome& x) {
+  return f(caf::meta::type_name("StepOutcome"), x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkArrived&) {
+  return f(caf::meta::type_name("WorkArrived"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DpSchedulers& x) {
+  return f(caf::meta::type_name("DpSchedulers"), x.schedulers);
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
   return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request, x.stream_to);

@@ -21,4 +21,11 @@ struct SchedulerState {
 caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
                               caf::actor worker);
 
+// The same Scheduler under DP attention: it does not dispatch on its own. The coordinator
+// (actors/dp_coordinator_actor.hpp) asks for each global step's plan (PlanStep -> StepPlan,
+// nothing when it has no work) and hands back the batch's result (StepOutcome); a request
+// arriving while nothing is in flight wakes the coordinator (WorkArrived).
+caf::behavior lockstep_scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
+                                       caf::actor coordinator);
+
 }  // namespace aerie::actors

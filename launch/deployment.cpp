@@ -11,6 +11,7 @@
 
 #include "actors/core/target_worker_core.hpp"
 #include "actors/messages.hpp"
+#include "actors/dp_coordinator_actor.hpp"
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/core/draft_worker_core.hpp"
@@ -21,6 +22,8 @@
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
+#include "spec/cuda_graph_buckets.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"
 #include "parallel/communicator.hpp"
@@ -30,12 +33,20 @@
 
 namespace aerie::launch {
 
-void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size) {
+void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size, bool dp_attention) {
   AERIE_CHECK(tp_size >= 1 && dp_size >= 1 && tp_size <= 1024 && dp_size <= 1024, "--tp-size and --dp-size must be in [1, 1024]");
-  parallel::ParallelLayout{.tp_size = static_cast<int>(tp_size), .dp_size = static_cast<int>(dp_size)}.check(world_size);
+  parallel::ParallelLayout{.tp_size = static_cast<int>(tp_size), .dp_size = static_cast<int>(dp_size), .dp_attention = dp_attention}.check(
+      world_size);
 }
 
-void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size) {
+void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size,
+                           int64_t dp_attention_groups) {
+  if (dp_attention_groups > 0) {
+    const int attn = static_cast<int>(tp_size / dp_attention_groups);
+    model::TpShard::check_divisible(target, attn, static_cast<int>(tp_size), "the target model");
+    if (draft_layer) model::TpShard::check_divisible(*draft_layer, attn, "the draft model");
+    return;
+  }
   model::TpShard::check_divisible(target, static_cast<int>(tp_size), "the target model");
   if (draft_layer) model::TpShard::check_divisible(*draft_layer, static_cast<int>(tp_size), "the draft model");
 }
@@ -49,7 +60,8 @@ struct Deployment::Impl {
   parallel::ProcessGroup& world;
   parallel::ParallelLayout layout;
   parallel::ParallelGroups groups;                      // this rank's TP / DP groups
-  std::shared_ptr<parallel::Communicator> tp;           // tensors across the TP group
+  std::shared_ptr<parallel::Communicator> tp;           // tensors across the TP group (DP attention: the attention-TP group)
+  std::shared_ptr<model::DpAttentionGroups> dp;         // DP attention's groups (null without it)
   model::TpShard shard;                                 // this rank's part of the model
   model::LlamaConfig config;
   std::unique_ptr<OwnedStream> stream;
@@ -71,8 +83,10 @@ struct Deployment::Impl {
 
   Impl(DeploymentOptions opts, parallel::ProcessGroup& w) : o(std::move(opts)), world(w) {
     // Everything that can refuse the layout runs before any weight is read.
-    check_parallel_layout(o.tp_size, o.dp_size, world.size());
-    layout = {.tp_size = static_cast<int>(o.tp_size), .dp_size = static_cast<int>(o.dp_size)};
+    if (!o.log_level.empty()) log::set_level(log::parse_level(o.log_level));
+    if (world.size() > 1) log::set_rank(world.rank());
+    check_parallel_layout(o.tp_size, o.dp_size, world.size(), o.enable_dp_attention);
+    layout = {.tp_size = static_cast<int>(o.tp_size), .dp_size = static_cast<int>(o.dp_size), .dp_attention = o.enable_dp_attention};
     AERIE_CHECK(o.mem_fraction_static > 0.0 && o.mem_fraction_static < 1.0, "--mem-fraction-static must be in (0, 1)");
     const Device device = parse_device(o.device);
     parallel::check_on_every_rank(world, [&] {
@@ -83,12 +97,23 @@ struct Deployment::Impl {
                                                                        << " draft head; give it as --speculative-draft-model-path");
     if (!o.speculative_algorithm.empty()) resolve_draft_config();
     check_tensor_parallel(config, o.speculative_algorithm.empty() || (head_config && head_config->replicated) ? nullptr : &draft_config,
-                          o.tp_size);
+                          o.tp_size, o.enable_dp_attention ? o.dp_size : 0);
     // A rank without a GPU of its own fails here, and all the others with it.
     if (device == Device::kCuda) parallel::check_on_every_rank(world, [&] { bind_local_gpu(); });
     groups = parallel::make_parallel_groups(world, layout);
-    tp = parallel::make_communicator(*groups.tp, device, {.custom_all_reduce = !o.disable_custom_all_reduce});
-    shard = {.rank = groups.tp->rank(), .size = groups.tp->size()};
+    const parallel::CommunicatorOptions comm_options{.custom_all_reduce = !o.disable_custom_all_reduce};
+    if (layout.dp_attention) {
+      // Attention, embedding and LM head over the attention-TP group; the MLP over every rank.
+      dp = std::make_shared<model::DpAttentionGroups>();
+      dp->mlp = parallel::make_communicator(*groups.tp, device, comm_options);
+      dp->peers = parallel::make_communicator(*groups.dp, device, comm_options);
+      dp->attn = parallel::make_communicator(*groups.attn_tp, device, comm_options);
+      tp = dp->attn;
+      shard = {.rank = dp->attn->rank(), .size = dp->attn->size(), .mlp_rank = dp->mlp->rank(), .mlp_size = dp->mlp->size()};
+    } else {
+      tp = parallel::make_communicator(*groups.tp, device, comm_options);
+      shard = {.rank = groups.tp->rank(), .size = groups.tp->size()};
+    }
     const DType weight_dtype = o.dtype == "auto" ? config.dtype : parse_dtype(o.dtype);
     const DType act = device == Device::kCpu ? DType::kF32 : weight_dtype;
     ProgressBar loading(o.load_format == "dummy" ? "making random weights" : "loading weights", config.num_layers, world.rank() == 0);
@@ -97,12 +122,15 @@ struct Deployment::Impl {
                                             : model::load_llama_weights(o.model_path, config, device, weight_dtype, progress, shard);
     loading.finish();
     stream = std::make_unique<OwnedStream>(device);
-    model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act, tp);
+    model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act, tp, dp);
     // The draft's weights come before the KV pools, which share what memory is left.
     if (!o.speculative_algorithm.empty()) load_draft(device, weight_dtype, act);
     kv = std::make_unique<model::KvCache>(model->local_config(), kv_shape(device, act), device, act);
     worker = std::make_shared<core::TargetWorkerCore>(
-        *model, *kv, core::WorkerOptions{.max_batch = o.max_running_requests, .cuda_graph_max_bs = o.disable_cuda_graph ? 0 : o.cuda_graph_max_bs});
+        *model, *kv,
+        core::WorkerOptions{.max_batch = o.max_running_requests,
+                            // DP attention pads to the agreed bucket eagerly (its graphs are not captured yet).
+                            .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
       draft_kv = std::make_unique<model::KvCache>(draft_local_config(), kv->shape(), device, act);
       draft = std::make_shared<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
@@ -141,12 +169,16 @@ struct Deployment::Impl {
     const bool dummy = o.load_format == "dummy";
     if (!head_config) {
       const bool self = path.empty() || path == o.model_path;
-      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype, 0.02f, {}, shard)
-                     : model::load_llama_weights(path, draft_config, device, weight_dtype, {}, shard);
+      // In the attention-TP group under DP attention (the TP group otherwise): its forwards
+      // then need no other group in step.
+      const model::TpShard draft_shard = shard.attention_only();
+      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype, 0.02f, {},
+                                                   draft_shard)
+                     : model::load_llama_weights(path, draft_config, device, weight_dtype, {}, draft_shard);
       draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act, tp);
       return;
     }
-    const model::TpShard head_shard = head_config->replicated ? model::TpShard{} : shard;
+    const model::TpShard head_shard = head_config->replicated ? model::TpShard{} : shard.attention_only();
     auto hw = dummy ? model::random_eagle_head(*head_config, o.random_seed, device, weight_dtype, head_shard)
                     : model::load_eagle_head(path, *head_config, device, weight_dtype, head_shard);
     draft_head = std::make_unique<model::EagleHead>(*head_config, std::move(hw), *model);
@@ -155,7 +187,7 @@ struct Deployment::Impl {
   // The draft's per-rank shape (its KV cache holds this rank's KV heads, or all of a
   // replicated head's).
   model::LlamaConfig draft_local_config() const {
-    return head_config && head_config->replicated ? draft_config : shard.local(draft_config);
+    return head_config && head_config->replicated ? draft_config : shard.attention_only().local(draft_config);
   }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
@@ -230,6 +262,9 @@ struct Deployment::Impl {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   caf::actor router;
+  // DP attention: the coordinator and its Schedulers hold each other's handles, so it is
+  // stopped explicitly (the actor system waits for every actor).
+  caf::actor dp_coordinator;
   // The rank's speculative worker reaches its DraftWorker actor through this client; it goes
   // before the actor system (its scoped actor belongs to it).
   std::unique_ptr<actors::DraftWorkerClient> draft_client;
@@ -241,7 +276,7 @@ struct Deployment::Impl {
   // 512 rows of a 128k vocabulary are 263 MB).
   static constexpr int64_t kVerifyGraphMaxRows = 512;
   core::VerifyGraphOptions verify_graph_options() const {
-    if (o.disable_cuda_graph || o.speculative_eagle_topk != 1) return {};
+    if (o.disable_cuda_graph || o.speculative_eagle_topk != 1 || layout.dp_attention) return {};
     const int64_t rows_cap = std::max<int64_t>(1, kVerifyGraphMaxRows / (o.speculative_num_steps + 1));
     int64_t max_bs = std::min({o.cuda_graph_max_bs, int64_t{64}, rows_cap});
     if (o.speculative_disable_batch_size > 0) max_bs = std::min(max_bs, o.speculative_disable_batch_size);
@@ -278,16 +313,28 @@ struct Deployment::Impl {
       return r == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
                     : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(r - 1)]);
     };
+    std::vector<caf::actor> group_workers;
     for (int g = 0; g < layout.dp_size; ++g) {
-      caf::actor w;
-      if (layout.tp_size == 1) {
-        w = rank_worker(layout.group_leader(g));
+      if (layout.group_size() == 1) {
+        group_workers.push_back(rank_worker(layout.group_leader(g)));
       } else {
         std::vector<caf::actor> ranks;
-        for (int t = 0; t < layout.tp_size; ++t) ranks.push_back(rank_worker(layout.group_leader(g) + t));
-        w = sys->spawn(actors::tp_group_worker_actor, std::move(ranks));
+        for (int t = 0; t < layout.group_size(); ++t) ranks.push_back(rank_worker(layout.group_leader(g) + t));
+        group_workers.push_back(sys->spawn(actors::tp_group_worker_actor, std::move(ranks)));
       }
-      schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, w));
+    }
+    if (layout.dp_attention) {
+      // Every group's Scheduler in lock-step behind one coordinator; every step padded to
+      // the bucket schedule of --cuda-graph-max-bs (on CPU too), unless graphs are off.
+      const core::DpStepOptions step_options{
+          .dp_size = layout.dp_size,
+          .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests))};
+      caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options);
+      dp_coordinator = coordinator;
+      for (int g = 0; g < layout.dp_size; ++g) schedulers.push_back(sys->spawn(actors::lockstep_scheduler_actor, kv->shape(), sched_opts, coordinator));
+      caf::anon_send(coordinator, actors::DpSchedulers{schedulers});
+    } else {
+      for (int g = 0; g < layout.dp_size; ++g) schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, group_workers[static_cast<size_t>(g)]));
     }
     router = sys->spawn(actors::router_actor, schedulers);
   }
@@ -335,6 +382,7 @@ struct Deployment::Impl {
     if (stopped) return;
     stopped = true;
     if (world.rank() == 0) {
+      if (dp_coordinator) caf::anon_send_exit(dp_coordinator, caf::exit_reason::user_shutdown);
       for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
     } else {
       serve_other_rank();

@@ -37,6 +37,10 @@ struct DeploymentOptions {
   bool disable_cuda_graph = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;
+  // DP attention (sglang's): tp_size ranks in dp_size attention groups of tp_size / dp_size,
+  // the MLP over all of them, every group's Scheduler in lock-step (actors/dp_coordinator_actor.hpp).
+  bool enable_dp_attention = false;
+  std::string log_level;  // "" : AERIE_LOG_LEVEL or warning (kernels/log.hpp)
   bool disable_custom_all_reduce = false;  // CUDA TP: NCCL for every all-reduce (sglang's flag)
   // Speculative decoding (sglang's flags). Chain drafting: topk 1, num_draft_tokens = steps + 1.
   std::string speculative_algorithm;     // "" (off), EAGLE, EAGLE3, STANDALONE
@@ -83,9 +87,11 @@ class Deployment {
 };
 
 // Checks the parallel layout against the world size; throws aerie::Error with the fix.
-void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size);
-// Checks that the target (and the draft, when given) split over tp_size ranks; throws
-// aerie::Error naming what does not divide.
-void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size);
+void check_parallel_layout(int64_t tp_size, int64_t dp_size, int world_size, bool dp_attention = false);
+// Checks that the target (and the draft, when given) split over tp_size ranks (under DP
+// attention: attention over tp_size / dp_size, the target's MLP over tp_size, the draft
+// within the attention group); throws aerie::Error naming what does not divide.
+void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaConfig* draft_layer, int64_t tp_size,
+                           int64_t dp_attention_groups = 0);
 
 }  // namespace aerie::launch

@@ -17,10 +17,18 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--device", d.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", d.dtype, "weight dtype: auto (the checkpoint's), f32, bf16, f16")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}));
-  app.add_option("--tp-size", d.tp_size, "tensor-parallel ranks per DP group (under mpirun, one GPU per rank)")->check(launch::kPositive);
+  app.add_option("--tp-size", d.tp_size,
+                 "tensor-parallel ranks per DP group (under mpirun, one GPU per rank); with --enable-dp-attention, all the ranks")
+      ->check(launch::kPositive);
+  app.add_flag("--enable-dp-attention", d.enable_dp_attention,
+               "DP attention (sglang's): --dp-size groups of --tp-size / --dp-size ranks run attention on their own batches, the MLP "
+               "runs over all --tp-size ranks in lock-step (mpirun -np <tp-size>)");
   app.add_flag("--disable-custom-all-reduce", d.disable_custom_all_reduce,
                "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for bf16 ones up to 2 MB)");
-  app.add_option("--dp-size", d.dp_size, "data-parallel replicas (one Scheduler each; under mpirun)")->check(launch::kPositive);
+  app.add_option("--dp-size", d.dp_size, "data-parallel replicas, or DP-attention groups (one Scheduler each; under mpirun)")
+      ->check(launch::kPositive);
+  app.add_option("--log-level", d.log_level, "debug, info, warning or error (default: AERIE_LOG_LEVEL, else warning)")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
   app.add_option("--max-running-requests", d.max_running_requests, "requests decoded together per replica")->check(launch::kPositive);
   app.add_option("--max-total-tokens", d.max_total_tokens, "KV pool size in tokens per replica (" + max_total_tokens_help + ")")
       ->check(launch::kNonNegative);
@@ -54,6 +62,8 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
 
 void check_deployment_flags(DeploymentOptions& d) {
   AERIE_CHECK(d.load_format == "dummy" || !d.model_path.empty(), "--model-path is required unless --load-format dummy");
+  AERIE_CHECK(!d.enable_dp_attention || (d.dp_size > 1 && d.tp_size % d.dp_size == 0),
+              "--enable-dp-attention needs --dp-size > 1 dividing --tp-size (got --tp-size " << d.tp_size << " --dp-size " << d.dp_size << ")");
   AERIE_CHECK(d.speculative_draft_tp_size == 0 || d.speculative_draft_tp_size == 1 || d.speculative_draft_tp_size == d.tp_size,
               "--speculative-draft-tensor-parallel-size must be 1 or the --tp-size (" << d.tp_size << ")");
   AERIE_CHECK(d.speculative_draft_tp_size != 1 || d.tp_size == 1 || d.speculative_algorithm == "EAGLE" || d.speculative_algorithm == "EAGLE3",

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 namespace aerie::core {
 
@@ -75,6 +76,7 @@ void SchedulerCore::preempt_newest() {
   requests_.at(victim).drafted = false;
   waiting_.push_front(victim);
   ++stats_.preemptions;
+  AERIE_LOG_INFO("KV pool full: preempted request " << victim << " (recomputed when readmitted)");
 }
 
 bool SchedulerCore::decoding(uint64_t rid) const {

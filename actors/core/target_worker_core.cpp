@@ -6,6 +6,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 namespace aerie::core {
 
@@ -34,7 +35,11 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     AERIE_CHECK((m.dp_padding != 0) == model_.dp_attention(), "batch " << m.step_id << (model_.dp_attention() ? " carries no" : " carries a")
                                                                        << " DP-attention plan, but this worker runs "
                                                                        << (model_.dp_attention() ? "with" : "without") << " DP attention");
-    if (model_.dp_attention()) model_.set_dp_plan(dp_plan_of(m));
+    if (model_.dp_attention()) {
+      model_.set_dp_plan(dp_plan_of(m));
+      AERIE_LOG_DEBUG("DP step " << m.step_id << " bucket " << m.bucket << " padding " << (m.dp_padding == 1 ? "MAX_LEN" : "SUM_LEN")
+                                 << " tokens " << m.input_ids.size());
+    }
     if (m.input_ids.empty()) {  // an IDLE batch
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
       if (model_.dp_attention()) model_.forward_idle(kv_);

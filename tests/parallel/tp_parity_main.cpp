@@ -98,6 +98,24 @@ model::ForwardBatch decode_after(const model::ForwardBatch& pre, const std::vect
   return d;
 }
 
+// Decode step k (from 0) after ragged_prefill: sequence s writes slot 100 + 10 k + s at
+// position len + k, attending over its prompt and its earlier decode slots.
+model::ForwardBatch decode_chain(const model::ForwardBatch& pre, int64_t k, const std::vector<int32_t>& next) {
+  model::ForwardBatch d;
+  for (int64_t s = 0; s < pre.batch_size(); ++s) {
+    const auto q0 = pre.qo_indptr[static_cast<size_t>(s)], q1 = pre.qo_indptr[static_cast<size_t>(s + 1)];
+    for (int32_t q = q0; q < q1; ++q) d.kv_indices.push_back(pre.out_cache_loc[static_cast<size_t>(q)]);
+    for (int64_t j = 0; j <= k; ++j) d.kv_indices.push_back(static_cast<int32_t>(100 + 10 * j + s));
+    d.input_ids.push_back(next[static_cast<size_t>(s)]);
+    d.positions.push_back(static_cast<int32_t>(q1 - q0 + k));
+    d.out_cache_loc.push_back(static_cast<int32_t>(100 + 10 * k + s));
+    d.qo_indptr.push_back(static_cast<int32_t>(s + 1));
+    d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+    d.logit_rows.push_back(static_cast<int32_t>(s));
+  }
+  return d;
+}
+
 // The whole model on this rank (a group of one) and this rank's TP shard of it.
 struct Pair {
   model::LlamaConfig config;
@@ -430,30 +448,25 @@ TEST_P(DpAttention, EveryGroupGetsItsOwnBatchsLogits) {
   EXPECT_EQ(p1.mode, parallel::DpPaddingMode::kSumLen);
   // Step 2: group 0 decodes while the others prefill.
   const std::vector<int32_t> next = {5, 9};
-  const auto dec0 = decode_after(prefill[0], next);
+  const auto dec0 = decode_chain(prefill[0], 0, next);
   auto p2 = step(g == 0 ? dec0 : prefill[static_cast<size_t>(g)],
                  counts_of([&](int i) { return i == 0 ? dec0.num_tokens() : prefill[static_cast<size_t>(i)].num_tokens(); }), true,
                  "decode beside prefills");
   EXPECT_EQ(p2.mode, parallel::DpPaddingMode::kSumLen);
   // Step 3: every group decodes its two sequences: MAX_LEN, padded to the bucket of 4.
-  auto dec = decode_after(prefill[static_cast<size_t>(g)], next);
-  if (g == 0) dec = decode_after(prefill[0], next), dec.positions = {24, 7};  // one position on from dec0
-  if (g == 0) {
-    dec.kv_indices.clear();
-    dec.kv_indptr = {0};
-    for (int64_t s2 = 0; s2 < 2; ++s2) {
-      for (int32_t q = prefill[0].qo_indptr[static_cast<size_t>(s2)]; q < prefill[0].qo_indptr[static_cast<size_t>(s2 + 1)]; ++q)
-        dec.kv_indices.push_back(prefill[0].out_cache_loc[static_cast<size_t>(q)]);
-      dec.kv_indices.push_back(100 + static_cast<int32_t>(s2));  // dec0's slot
-      dec.kv_indices.push_back(110 + static_cast<int32_t>(s2));
-      dec.out_cache_loc[static_cast<size_t>(s2)] = 110 + static_cast<int32_t>(s2);
-      dec.kv_indptr.push_back(static_cast<int32_t>(dec.kv_indices.size()));
-    }
-  }
-  auto p3 = step(dec, counts_of([&](int) { return int64_t{2}; }), false, "decode padded to a bucket");
+  const int64_t own_decodes = g == 0 ? 1 : 0;  // group 0 decoded in step 2 already
+  auto p3 = step(decode_chain(prefill[static_cast<size_t>(g)], own_decodes, next), counts_of([&](int) { return int64_t{2}; }), false,
+                 "decode padded to a bucket");
   EXPECT_EQ(p3.mode, parallel::DpPaddingMode::kMaxLen);
   ASSERT_TRUE(p3.bucket);
   EXPECT_EQ(*p3.bucket, 4);
+  // Step 4 (4 groups): group 0 idles while the others decode: MAX_LEN, and the idle group
+  // runs the bucket's padded requests as a replayed graph would.
+  if (D < 3) return;
+  auto p4 = step(g == 0 ? model::ForwardBatch{} : decode_chain(prefill[static_cast<size_t>(g)], 1, next),
+                 counts_of([&](int i) { return i == 0 ? int64_t{0} : int64_t{2}; }), false, "decode beside an idle group");
+  EXPECT_EQ(p4.mode, parallel::DpPaddingMode::kMaxLen);
+  ASSERT_TRUE(p4.bucket);
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, DpAttention, ::testing::Values(2, 4));

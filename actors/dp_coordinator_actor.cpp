@@ -1,0 +1,93 @@
+#include "actors/dp_coordinator_actor.hpp"
+
+#include "kernels/error.hpp"
+#include "kernels/log.hpp"
+
+namespace aerie::actors {
+
+namespace {
+
+using Self = caf::stateful_actor<DpCoordinatorState>;
+
+void start_step(Self* self);
+
+// Group g's answer for the running step: its result goes to its Scheduler (an idle group's
+// reply only says its ranks ran the collectives); the step's last answer starts the next.
+void on_result(Self* self, int g, transport::BatchResult& r) {
+  auto& st = self->state;
+  if (st.has_batch[static_cast<size_t>(g)]) {
+    self->send(st.schedulers[static_cast<size_t>(g)], StepOutcome{std::move(r)});
+  } else if (!r.error.empty()) {
+    AERIE_LOG_ERROR("DP group " << g << " failed an idle step: " << r.error);
+  }
+  if (st.core->on_result(g)) start_step(self);
+}
+
+void on_plan(Self* self, int g, StepPlan& p) {
+  auto& st = self->state;
+  st.has_batch[static_cast<size_t>(g)] = p.has_batch;
+  try {
+    st.core->offer(g, p.has_batch ? std::optional<transport::BatchMessage>(std::move(p.batch)) : std::nullopt);
+  } catch (const std::exception& e) {
+    // A plan the step cannot take fails that group's batch, not the launch.
+    AERIE_LOG_ERROR("DP group " << g << ": " << e.what());
+    transport::BatchResult failed;
+    failed.error = ::aerie::client_message(e);
+    if (p.has_batch) self->send(st.schedulers[static_cast<size_t>(g)], StepOutcome{std::move(failed)});
+    st.has_batch[static_cast<size_t>(g)] = false;
+    st.core->offer(g, std::nullopt);
+  }
+  if (!st.core->collected()) return;
+  auto messages = st.core->release();
+  if (!messages) {  // nothing anywhere: idle until work arrives (or already has)
+    if (st.wake) start_step(self);
+    return;
+  }
+  AERIE_LOG_DEBUG("DP attention " << core::describe(st.core->last_step()));
+  for (int i = 0; i < static_cast<int>(messages->size()); ++i) {
+    self->request(st.workers[static_cast<size_t>(i)], caf::infinite, std::move((*messages)[static_cast<size_t>(i)]))
+        .then([self, i](transport::BatchResult& r) { on_result(self, i, r); },
+              [self, i](caf::error& e) {
+                transport::BatchResult failed;
+                failed.error = "worker unreachable: " + self->system().render(e);
+                on_result(self, i, failed);
+              });
+  }
+}
+
+void start_step(Self* self) {
+  auto& st = self->state;
+  if (st.schedulers.empty() || st.core->phase() != core::DpStepCoordinator::Phase::kIdle) return;
+  st.wake = false;
+  const uint64_t id = st.core->begin_step();
+  for (int g = 0; g < st.core->dp_size(); ++g) {
+    self->request(st.schedulers[static_cast<size_t>(g)], caf::infinite, PlanStep{id})
+        .then([self, g](StepPlan& p) { on_plan(self, g, p); },
+              [self, g](caf::error&) {
+                StepPlan none;
+                on_plan(self, g, none);
+              });
+  }
+}
+
+}  // namespace
+
+caf::behavior dp_coordinator_actor(Self* self, std::vector<caf::actor> workers, core::DpStepOptions options) {
+  AERIE_CHECK(static_cast<int>(workers.size()) == options.dp_size, "one worker per DP group");
+  self->state.core = std::make_unique<core::DpStepCoordinator>(std::move(options));
+  self->state.workers = std::move(workers);
+  self->state.has_batch.assign(self->state.workers.size(), false);
+  return {
+      [self](DpSchedulers& s) {
+        AERIE_CHECK(static_cast<int>(s.schedulers.size()) == self->state.core->dp_size(), "one Scheduler per DP group");
+        self->state.schedulers = std::move(s.schedulers);
+        start_step(self);
+      },
+      [self](WorkArrived) {
+        self->state.wake = true;
+        start_step(self);
+      },
+  };
+}
+
+}  // namespace aerie::actors

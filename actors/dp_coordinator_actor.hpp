@@ -1,0 +1,30 @@
+#pragma once
+// The DP-attention coordinator: a thin behavior over core::DpStepCoordinator. It drives
+// the Schedulers of every DP group in lock-step: asks each for its plan of a step, sends
+// every group's message (its batch or an IDLE one, all with the step's id, global token
+// counts, padding and bucket) to that group's worker at once, waits for every group's
+// answer, hands each Scheduler its result and starts the next step. With no work
+// anywhere it idles until a Scheduler sends WorkArrived. Each step's plan is logged at
+// debug level (AERIE_LOG_LEVEL=debug or --log-level debug).
+#include <caf/all.hpp>
+#include <memory>
+#include <vector>
+
+#include "actors/core/dp_step_coordinator.hpp"
+#include "actors/messages.hpp"
+
+namespace aerie::actors {
+
+struct DpCoordinatorState {
+  std::unique_ptr<core::DpStepCoordinator> core;
+  std::vector<caf::actor> workers;     // one per DP group (its ranks behind it)
+  std::vector<caf::actor> schedulers;  // one per DP group, from DpSchedulers
+  std::vector<bool> has_batch;         // the running step's groups with a batch of their own
+  bool wake = false;                   // work arrived while a step was collecting or running
+  static inline const char* name = "aerie.dp_coordinator";
+};
+
+caf::behavior dp_coordinator_actor(caf::stateful_actor<DpCoordinatorState>* self, std::vector<caf::actor> workers,
+                                   core::DpStepOptions options);
+
+}  // namespace aerie::actors
