@@ -28,13 +28,17 @@ def free_port():
 
 
 @contextlib.contextmanager
-def running_server(serve, args, startup_s=60, launcher=()):
+def running_server(serve, args, startup_s=60, launcher=(), stderr=subprocess.PIPE):
     """Yields (base_url, port) of `[launcher...] serve --port P *args` once it answers /health
     (launcher: e.g. an mpirun command line). Under a launcher only a bounded exit is checked:
-    Open MPI's mpirun answers SIGTERM by killing the job and exits 1 itself."""
+    Open MPI's mpirun answers SIGTERM by killing the job and exits 1 itself. stderr: a file to
+    keep the server's log in (default: read back for failure messages)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
+                              stderr=stderr, text=True)
+    def tail():
+        return server.stderr.read()[-3000:] if server.stderr else "(see the server's stderr file)"
     try:
         deadline = time.monotonic() + startup_s
         while True:
@@ -42,11 +46,11 @@ def running_server(serve, args, startup_s=60, launcher=()):
                 urllib.request.urlopen(base + "/health", timeout=5)
                 break
             except OSError:
-                assert server.poll() is None, f"server exited ({server.returncode}): {server.stderr.read()[-3000:]}"
+                assert server.poll() is None, f"server exited ({server.returncode}): {tail()}"
                 assert time.monotonic() < deadline, "server did not come up"
                 time.sleep(0.05)
         yield base, port
     finally:
         server.send_signal(signal.SIGTERM)
         rc = server.wait(timeout=60)
-    assert rc == 0 or launcher, f"server exit {rc}: {server.stderr.read()[-3000:]}"
+    assert rc == 0 or launcher, f"server exit {rc}: {tail()}"
