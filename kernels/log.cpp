@@ -16,6 +16,8 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(Level::kWarning)};
 std::atomic<int> g_rank{-1};
 std::once_flag g_env_once;
+std::mutex g_sink_mutex;
+std::function<void(Level, const std::string&)> g_sink;
 
 spdlog::logger& logger() {
   // stderr, unbuffered, one line per call (spdlog's sinks are thread-safe).
@@ -62,9 +64,18 @@ bool enabled(Level level) {
 
 void set_rank(int rank) { g_rank = rank; }
 
+void set_test_sink(std::function<void(Level, const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  g_sink = std::move(sink);
+}
+
 void write(Level level, const std::string& line) {
   const int rank = g_rank.load();
   const std::string text = rank >= 0 ? "rank " + std::to_string(rank) + ": " + line : line;
+  {
+    std::lock_guard<std::mutex> lock(g_sink_mutex);
+    if (g_sink) g_sink(level, text);
+  }
   switch (level) {
     case Level::kDebug: logger().debug("{}", text); break;
     case Level::kInfo: logger().info("{}", text); break;

@@ -3,6 +3,7 @@
 // AERIE_LOG_LEVEL environment variable (debug, info, warning, error; default warning, so
 // a plain run prints only what goes wrong), and a prefix naming the rank under mpirun.
 //   AERIE_LOG_DEBUG("step " << id << " bucket " << b);   // built only when debug is on
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -20,6 +21,8 @@ bool enabled(Level level);
 // "rank N: " before every line from now on (-1: none).
 void set_rank(int rank);
 void write(Level level, const std::string& line);
+// Tests: every line written from now on also goes to `sink` (an empty function stops it).
+void set_test_sink(std::function<void(Level, const std::string&)> sink);
 
 }  // namespace aerie::log
 

@@ -1,6 +1,7 @@
 #include "actors/core/forward_batch_of.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 namespace aerie::core {
 
@@ -28,6 +29,11 @@ parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m) {
   const auto mode = m.dp_padding == 1 ? parallel::DpPaddingMode::kMaxLen : parallel::DpPaddingMode::kSumLen;
   return parallel::make_dp_padding_plan(m.global_num_tokens, mode, m.bucket > 0 ? std::optional<int64_t>(m.bucket) : std::nullopt,
                                         m.dp_tokens_per_request);
+}
+
+void log_dp_step(const transport::BatchMessage& m) {
+  AERIE_LOG_DEBUG("DP step " << m.step_id << " bucket " << m.bucket << " padding " << (m.dp_padding == 1 ? "MAX_LEN" : "SUM_LEN")
+                             << " tokens " << m.input_ids.size());
 }
 
 }  // namespace aerie::core

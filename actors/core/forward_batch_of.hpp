@@ -16,5 +16,8 @@ std::vector<model::SamplingRow> sampling_rows_of(const transport::BatchMessage& 
 // DP attention: the step's padding plan the message carries (dp_padding != 0). Throws
 // aerie::Error when its fields do not make one.
 parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m);
+// Logs, at debug level, the step a DP-attention rank is about to run: "DP step N bucket B
+// padding MAX_LEN|SUM_LEN tokens T" (every rank of a step must log the same bucket).
+void log_dp_step(const transport::BatchMessage& m);
 
 }  // namespace aerie::core

@@ -6,7 +6,6 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
-#include "kernels/log.hpp"
 
 namespace aerie::core {
 
@@ -37,8 +36,7 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
                                                                        << (model_.dp_attention() ? "with" : "without") << " DP attention");
     if (model_.dp_attention()) {
       model_.set_dp_plan(dp_plan_of(m));
-      AERIE_LOG_DEBUG("DP step " << m.step_id << " bucket " << m.bucket << " padding " << (m.dp_padding == 1 ? "MAX_LEN" : "SUM_LEN")
-                                 << " tokens " << m.input_ids.size());
+      log_dp_step(m);
     }
     if (m.input_ids.empty()) {  // an IDLE batch
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests

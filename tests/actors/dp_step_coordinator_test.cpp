@@ -1,11 +1,15 @@
 // The DP-attention lock-step coordinator, driven by message injection (no actors, no ranks).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "actors/core/dp_step_coordinator.hpp"
 #include "actors/core/forward_batch_of.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 #include "spec/cuda_graph_buckets.hpp"
 
 using namespace aerie;
@@ -123,11 +127,24 @@ TEST(DpStepCoordinator, OutOfTurnCallsAreErrors) {
   EXPECT_THROW(c.offer(1, short_verify), Error);
 }
 
-// Every rank rebuilds the step's plan from its own group's message: for 1,000 random steps
-// of growing and shrinking batches, every group's message gives the same bucket, mode and
-// gathered layout, and the bucket holds every group's requests.
+// Every rank rebuilds the step's plan from its own group's message and logs it: for 1,000
+// random steps of growing and shrinking batches, every group's message gives the same
+// bucket, mode and gathered layout, the bucket holds every group's requests, and the debug
+// lines every rank writes (core::log_dp_step, as the worker does) name the same bucket.
 TEST(DpStepCoordinator, EveryGroupGetsTheSameBucketForAThousandRandomSteps) {
   std::mt19937 rng(11);
+  std::map<uint64_t, std::set<std::string>> logged;  // step -> "bucket B padding P" lines seen
+  log::set_level(log::Level::kDebug);
+  log::set_test_sink([&](log::Level, const std::string& line) {
+    const auto at = line.find("DP step ");
+    if (at == std::string::npos) return;
+    std::istringstream in(line.substr(at + 8));
+    uint64_t step = 0;
+    std::string rest;
+    in >> step;
+    std::getline(in, rest);
+    logged[step].insert(rest.substr(0, rest.find(" tokens")));
+  });
   const int groups = 4;
   DpStepCoordinator c(options(groups));
   int bucketed = 0, idle_steps = 0;
@@ -148,6 +165,7 @@ TEST(DpStepCoordinator, EveryGroupGetsTheSameBucketForAThousandRandomSteps) {
     }
     const auto first = core::dp_plan_of(msgs->front());
     for (const auto& m : *msgs) {
+      core::log_dp_step(m);
       const auto p = core::dp_plan_of(m);
       EXPECT_EQ(m.bucket, msgs->front().bucket);
       EXPECT_EQ(p.mode, first.mode);
@@ -158,6 +176,10 @@ TEST(DpStepCoordinator, EveryGroupGetsTheSameBucketForAThousandRandomSteps) {
     bucketed += msgs->front().bucket > 0 ? 1 : 0;
     for (int g = 0; g < groups; ++g) c.on_result(g);
   }
+  log::set_test_sink({});
+  log::set_level(log::Level::kWarning);
   EXPECT_GT(bucketed, 100);  // the test saw padded steps, not only eager ones
   EXPECT_EQ(c.steps_run() + static_cast<uint64_t>(idle_steps), 1000u);
+  EXPECT_EQ(logged.size(), c.steps_run());
+  for (const auto& [step, lines] : logged) EXPECT_EQ(lines.size(), 1u) << "step " << step << " logged different buckets";
 }
