@@ -20,7 +20,10 @@ void on_result(Self* self, int g, transport::BatchResult& r) {
   } else if (!r.error.empty()) {
     AERIE_LOG_ERROR("DP group " << g << " failed an idle step: " << r.error);
   }
-  if (st.core->on_result(g)) start_step(self);
+  if (st.core->on_result(g)) {
+    if (st.watchdog) st.watchdog->disarm(st.core->dp_size());
+    start_step(self);
+  }
 }
 
 void on_plan(Self* self, int g, StepPlan& p) {
@@ -44,12 +47,14 @@ void on_plan(Self* self, int g, StepPlan& p) {
     return;
   }
   AERIE_LOG_DEBUG("DP attention " << core::describe(st.core->last_step()));
+  if (st.watchdog) st.watchdog->arm(st.core->dp_size(), "DP attention step " + std::to_string(st.core->last_step().step_id));
   for (int i = 0; i < static_cast<int>(messages->size()); ++i) {
     self->request(st.workers[static_cast<size_t>(i)], caf::infinite, std::move((*messages)[static_cast<size_t>(i)]))
         .then([self, i](transport::BatchResult& r) { on_result(self, i, r); },
               [self, i](caf::error& e) {
                 transport::BatchResult failed;
                 failed.error = "worker unreachable: " + self->system().render(e);
+                if (self->state.fault) self->state.fault->raise("DP group " + std::to_string(i) + ": " + failed.error);
                 on_result(self, i, failed);
               });
   }
@@ -72,8 +77,11 @@ void start_step(Self* self) {
 
 }  // namespace
 
-caf::behavior dp_coordinator_actor(Self* self, std::vector<caf::actor> workers, core::DpStepOptions options) {
+caf::behavior dp_coordinator_actor(Self* self, std::vector<caf::actor> workers, core::DpStepOptions options,
+                                   std::shared_ptr<core::StepWatchdog> watchdog, std::shared_ptr<core::EngineFault> fault) {
   AERIE_CHECK(static_cast<int>(workers.size()) == options.dp_size, "one worker per DP group");
+  self->state.watchdog = watchdog;
+  self->state.fault = std::move(fault);
   self->state.core = std::make_unique<core::DpStepCoordinator>(std::move(options));
   self->state.workers = std::move(workers);
   self->state.has_batch.assign(self->state.workers.size(), false);

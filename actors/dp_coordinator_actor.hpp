@@ -7,10 +7,13 @@
 // anywhere it idles until a Scheduler sends WorkArrived. Each step's plan is logged at
 // debug level (AERIE_LOG_LEVEL=debug or --log-level debug).
 #include <caf/all.hpp>
+#include <chrono>
 #include <memory>
 #include <vector>
 
 #include "actors/core/dp_step_coordinator.hpp"
+#include "actors/core/engine_fault.hpp"
+#include "actors/core/step_watchdog.hpp"
 #include "actors/messages.hpp"
 
 namespace aerie::actors {
@@ -21,10 +24,14 @@ struct DpCoordinatorState {
   std::vector<caf::actor> schedulers;  // one per DP group, from DpSchedulers
   std::vector<bool> has_batch;         // the running step's groups with a batch of their own
   bool wake = false;                   // work arrived while a step was collecting or running
+  std::shared_ptr<core::StepWatchdog> watchdog;  // armed for every step (slot: the number of groups)
+  std::shared_ptr<core::EngineFault> fault;      // raised when a worker dies
   static inline const char* name = "aerie.dp_coordinator";
 };
 
+// Each step is armed on `watchdog` until every group has answered (null: no watchdog).
 caf::behavior dp_coordinator_actor(caf::stateful_actor<DpCoordinatorState>* self, std::vector<caf::actor> workers,
-                                   core::DpStepOptions options);
+                                   core::DpStepOptions options, std::shared_ptr<core::StepWatchdog> watchdog,
+                                   std::shared_ptr<core::EngineFault> fault);
 
 }  // namespace aerie::actors

@@ -20,6 +20,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<DraftForget>("aerie.DraftForget");
   cfg.add_message_type<DraftDone>("aerie.DraftDone");
   cfg.add_message_type<DraftProposal>("aerie.DraftProposal");
+  cfg.add_message_type<EngineFailed>("aerie.EngineFailed");
   cfg.add_message_type<PlanStep>("aerie.PlanStep");
   cfg.add_message_type<StepPlan>("aerie.StepPlan");
   cfg.add_message_type<StepOutcome>("aerie.StepOutcome");

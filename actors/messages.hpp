@@ -93,8 +93,15 @@ struct TokenChunk {
 struct RequestDone {
   uint64_t rid = 0;
   core::GenerationResult result;
-  std::string error;  // empty on success
+  std::string error;     // empty on success
+  int32_t status = 400;  // with an error, the HTTP status it maps to: 400 bad request, 500 the engine failed it, 503 the engine is down
 };
+// The engine is broken (a rank lost, a step past the watchdog, an actor dead): every request
+// in flight fails with 503 and new ones are refused (actors/core/engine_fault.hpp).
+struct EngineFailed {
+  std::string reason;
+};
+
 struct AbortRequest {
   uint64_t rid = 0;
 };
@@ -161,8 +168,13 @@ typename Inspector::result_type inspect(Inspector& f, TokenChunk& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
-  return f(caf::meta::type_name("RequestDone"), x.rid, x.result, x.error);
+  return f(caf::meta::type_name("RequestDone"), x.rid, x.result, x.error, x.status);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EngineFailed& x) {
+  return f(caf::meta::type_name("EngineFailed"), x.reason);
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AbortRequest& x) {
   return f(caf::meta::type_name("AbortRequest"), x.rid);

@@ -6,12 +6,22 @@
 
 namespace aerie::actors {
 
-caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<caf::actor> schedulers) {
+caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<caf::actor> schedulers, std::shared_ptr<core::EngineFault> fault) {
   self->state.schedulers = std::move(schedulers);
   self->state.in_progress.assign(self->state.schedulers.size(), 0);
+  self->state.fault = std::move(fault);
+  for (const auto& s : self->state.schedulers) self->monitor(s);
+  self->set_down_handler([self](caf::down_msg& d) {
+    if (self->state.fault && d.reason && d.reason != caf::exit_reason::user_shutdown) self->state.fault->raise("a Scheduler actor died: " + self->system().render(d.reason));
+  });
   return {
+      [self](EngineFailed& f) {
+        if (!self->state.failed) self->state.failed = f.reason;
+        for (const auto& s : self->state.schedulers) self->send(s, f);
+      },
       [self](SubmitRequest& s) -> caf::result<RequestDone> {
         auto& st = self->state;
+        if (st.failed) return RequestDone{s.rid, {}, "engine unavailable: " + *st.failed, 503};
         if (st.schedulers.empty()) return RequestDone{s.rid, {}, "no scheduler to serve the request"};
         const size_t g = static_cast<size_t>(std::min_element(st.in_progress.begin(), st.in_progress.end()) - st.in_progress.begin());
         ++st.in_progress[g];
@@ -28,7 +38,7 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
                 [self, promise, g, rid](caf::error& e) mutable {
                   --self->state.in_progress[g];
                   self->state.group_of.erase(rid);
-                  promise.deliver(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e)});
+                  promise.deliver(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e), 503});
                 });
         return promise;
       },

@@ -15,8 +15,32 @@ void deliver(caf::stateful_actor<SchedulerState>* self, core::RequestUpdate& u) 
   self->state.streams.erase(u.rid);
   auto it = self->state.waiting.find(u.rid);
   if (it == self->state.waiting.end()) return;
-  it->second.deliver(RequestDone{u.rid, std::move(u.result), ""});
+  // A batch the engine failed ends its requests with finish reason "error: ..." : a 500.
+  const std::string& reason = u.result.finish_reason;
+  if (reason.rfind("error", 0) == 0) it->second.deliver(RequestDone{u.rid, std::move(u.result), reason, 500});
+  else it->second.deliver(RequestDone{u.rid, std::move(u.result), ""});
   self->state.waiting.erase(it);
+}
+
+// The engine is down: every waiting request ends with 503 now, later ones are refused.
+void fail_all(caf::stateful_actor<SchedulerState>* self, const std::string& reason) {
+  auto& st = self->state;
+  if (!st.failed) st.failed = reason;
+  for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, "engine unavailable: " + reason, 503});
+  st.waiting.clear();
+  st.streams.clear();
+}
+
+void raise_fault(caf::stateful_actor<SchedulerState>* self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.faults.fault) st.faults.fault->raise(reason);  // its handler tells the Router, which tells every Scheduler
+  else fail_all(self, reason);
+}
+
+// Arms the watchdog for the batch just sent.
+void watch(caf::stateful_actor<SchedulerState>* self, uint64_t step_id) {
+  auto& f = self->state.faults;
+  if (f.watchdog) f.watchdog->arm(f.group, "DP group " + std::to_string(f.group) + ", step " + std::to_string(step_id));
 }
 
 // The next batch, or nothing when there is no work (or one is in flight). When nothing can
@@ -26,37 +50,44 @@ std::optional<transport::BatchMessage> plan(caf::stateful_actor<SchedulerState>*
   try {
     return st.core->plan_next();
   } catch (const std::exception& e) {
-    for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, ::aerie::client_message(e)});
+    for (auto& [rid, promise] : st.waiting) promise.deliver(RequestDone{rid, {}, ::aerie::client_message(e), 500});
     st.waiting.clear();
     return std::nullopt;
   }
 }
 
 void take_result(caf::stateful_actor<SchedulerState>* self, const transport::BatchResult& r) {
+  if (self->state.faults.watchdog) self->state.faults.watchdog->disarm(self->state.faults.group);
   for (auto& u : self->state.core->on_result(r)) deliver(self, u);
 }
 
 // Sends the next batch when the worker is free; its reply drives the next iteration.
 void dispatch(caf::stateful_actor<SchedulerState>* self) {
   auto& st = self->state;
+  if (st.failed) return;
   std::optional<transport::BatchMessage> batch = plan(self);
   if (!batch) return;
+  watch(self, batch->step_id);
   self->request(st.worker, caf::infinite, std::move(*batch))
       .then(
           [self](transport::BatchResult& r) {
+            if (self->state.failed) return;
             take_result(self, r);
             dispatch(self);
           },
           [self](caf::error& e) {
+            // The worker actor is gone: its batch fails, and the engine with it.
             transport::BatchResult failed;
             failed.error = "worker unreachable: " + self->system().render(e);
             take_result(self, failed);
+            raise_fault(self, "DP group " + std::to_string(self->state.faults.group) + ": " + failed.error);
           });
 }
 
 // Queues a request; `wake` runs when it arrived while nothing was in flight.
 template <class Wake>
 caf::result<RequestDone> submit(caf::stateful_actor<SchedulerState>* self, SubmitRequest& s, Wake wake) {
+  if (self->state.failed) return RequestDone{s.rid, {}, "engine unavailable: " + *self->state.failed, 503};
   try {
     self->state.core->submit(s.rid, std::move(s.request));
   } catch (const std::exception& e) {
@@ -78,10 +109,12 @@ LoadReport load_of(const core::SchedulerCore& c) {
 }  // namespace
 
 caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
-                              caf::actor worker) {
+                              caf::actor worker, SchedulerFaults faults) {
   self->state.core = std::make_unique<core::SchedulerCore>(kv, std::move(options));
   self->state.worker = std::move(worker);
+  self->state.faults = std::move(faults);
   return {
+      [self](EngineFailed& f) { fail_all(self, f.reason); },
       [self](SubmitRequest& s) -> caf::result<RequestDone> { return submit(self, s, [self] { dispatch(self); }); },
       [self](AbortRequest& a) {
         if (auto u = self->state.core->abort(a.rid)) deliver(self, *u);
@@ -91,10 +124,12 @@ caf::behavior scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::
 }
 
 caf::behavior lockstep_scheduler_actor(caf::stateful_actor<SchedulerState>* self, model::KvCacheShape kv, core::SchedulerOptions options,
-                                       caf::actor coordinator) {
+                                       caf::actor coordinator, SchedulerFaults faults) {
   self->state.core = std::make_unique<core::SchedulerCore>(kv, std::move(options));
   self->state.worker = coordinator;
+  self->state.faults = std::move(faults);  // the coordinator runs the step watchdog
   return {
+      [self](EngineFailed& f) { fail_all(self, f.reason); },
       [self](SubmitRequest& s) -> caf::result<RequestDone> {
         return submit(self, s, [self] { self->send(self->state.worker, WorkArrived{}); });
       },
@@ -103,10 +138,13 @@ caf::behavior lockstep_scheduler_actor(caf::stateful_actor<SchedulerState>* self
       },
       [self](GetLoad) { return load_of(*self->state.core); },
       [self](PlanStep) {
+        if (self->state.failed) return StepPlan{};
         std::optional<transport::BatchMessage> b = plan(self);
         return b ? StepPlan{.has_batch = true, .batch = std::move(*b)} : StepPlan{};
       },
-      [self](StepOutcome& o) { take_result(self, o.result); },
+      [self](StepOutcome& o) {
+        if (!self->state.failed) take_result(self, o.result);
+      },
   };
 }
 

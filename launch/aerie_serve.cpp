@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
       std::string name = options->served_model_name;
       if (name.empty()) name = d.model_path.empty() ? d.model_shape : std::filesystem::path(d.model_path).filename().string();
       launch::HttpServer server(deployment, config, d.model_path.empty() ? nullptr : model::load_text_tokenizer(d.model_path),
-                                d, {.host = options->host, .port = options->port, .model_name = name, .chat_template = options->chat_template});
+                                d, {.host = options->host, .port = options->port, .model_name = name, .chat_template = options->chat_template,
+                                 .shutdown_timeout = std::chrono::seconds(static_cast<int64_t>(options->shutdown_timeout_s))});
       std::thread stopper([&] {
         int sig = 0;
         sigwait(&stop_signals, &sig);

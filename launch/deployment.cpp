@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <optional>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -29,6 +30,7 @@
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_layout.hpp"
 #include "launch/tp_context.hpp"
+#include "transport/heartbeat.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace aerie::launch {
@@ -53,6 +55,9 @@ void check_tensor_parallel(const model::LlamaConfig& target, const model::LlamaC
 
 namespace {
 constexpr size_t kEndpointBytes = 4096;
+// After a fault, how long rank 0 keeps serving error replies before it ends the launch.
+constexpr std::chrono::milliseconds kFaultExitGrace{2000};
+constexpr int kFaultExitCode = 3;
 }
 
 struct Deployment::Impl {
@@ -80,6 +85,13 @@ struct Deployment::Impl {
   std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
   std::unique_ptr<transport::ZmqReceiver> from_scheduler;
   std::unique_ptr<transport::ZmqSender> to_scheduler;
+  // Liveness: each side's heartbeat channels (rank 0: one pair per other rank), then the
+  // thread that runs them once every rank is up.
+  std::vector<transport::HeartbeatPeer> beat_peers;
+  std::unique_ptr<transport::HeartbeatThread> heartbeat;
+  std::shared_ptr<core::EngineFault> fault = std::make_shared<core::EngineFault>();
+  std::thread fault_exit;  // rank 0: ends the launch a grace after a fault
+  std::shared_ptr<core::StepWatchdog> step_watchdog;  // rank 0: every step sent, until it comes back
 
   Impl(DeploymentOptions opts, parallel::ProcessGroup& w) : o(std::move(opts)), world(w) {
     // Everything that can refuse the layout runs before any weight is read.
@@ -138,6 +150,7 @@ struct Deployment::Impl {
                                                       o.speculative_eagle_topk);
     }
     bootstrap_channels();
+    start_heartbeats();
   }
 
   // The draft's shape, read before any weight: a STANDALONE model's config, or an EAGLE /
@@ -236,8 +249,17 @@ struct Deployment::Impl {
         link->to_worker = std::make_unique<transport::ZmqSender>(zmq_ctx, "tcp://127.0.0.1:*", true, &to_auth);
         link->from_worker =
             std::make_unique<transport::ZmqReceiver>(zmq_ctx, "tcp://127.0.0.1:*", true, transport::kDefaultMaxPayloadBytes, &from_auth);
+        link->timeout = watchdog();
+        link->to_worker->set_send_timeout(watchdog());
+        // The heartbeat pair takes the same server keys.
+        transport::HeartbeatPeer beat{.rank = r,
+                                      .out = std::make_unique<transport::ZmqSender>(zmq_ctx, "tcp://127.0.0.1:*", true, &to_auth),
+                                      .in = std::make_unique<transport::ZmqReceiver>(zmq_ctx, "tcp://127.0.0.1:*", true, 4096, &from_auth)};
+        beat.in->watch_peer();
         const std::string eps = link->to_worker->endpoint() + "\n" + link->from_worker->endpoint() + "\n" + to_auth.own.public_key + "\n" +
-                                from_auth.own.public_key + "\n" + client.public_key + "\n" + client.secret_key;
+                                from_auth.own.public_key + "\n" + client.public_key + "\n" + client.secret_key + "\n" + beat.out->endpoint() +
+                                "\n" + beat.in->endpoint();
+        beat_peers.push_back(std::move(beat));
         AERIE_CHECK(eps.size() < kEndpointBytes, "endpoint names too long");
         std::memcpy(buf.data() + kEndpointBytes * static_cast<size_t>(r), eps.data(), eps.size());
         links.push_back(std::move(link));
@@ -249,13 +271,51 @@ struct Deployment::Impl {
       std::string line;
       std::istringstream in(std::string(reinterpret_cast<const char*>(buf.data() + kEndpointBytes * static_cast<size_t>(world.rank()))));
       while (std::getline(in, line)) parts.push_back(line);
-      AERIE_CHECK(parts.size() == 6, "rank " << world.rank() << " got no endpoints and keys from rank 0");
+      AERIE_CHECK(parts.size() == 8, "rank " << world.rank() << " got no endpoints and keys from rank 0");
       const transport::CurveKeyPair client{parts[4], parts[5]};
       const transport::ChannelAuth from_auth{.own = client, .server_public_key = parts[2]};
       const transport::ChannelAuth to_auth{.own = client, .server_public_key = parts[3]};
       from_scheduler = std::make_unique<transport::ZmqReceiver>(zmq_ctx, parts[0], false, transport::kDefaultMaxPayloadBytes, &from_auth);
       to_scheduler = std::make_unique<transport::ZmqSender>(zmq_ctx, parts[1], false, &to_auth);
+      to_scheduler->set_send_timeout(watchdog());
+      beat_peers.push_back({.rank = 0,
+                            .out = std::make_unique<transport::ZmqSender>(zmq_ctx, parts[7], false, &to_auth),
+                            .in = std::make_unique<transport::ZmqReceiver>(zmq_ctx, parts[6], false, 4096, &from_auth)});
     }
+  }
+
+  std::chrono::milliseconds watchdog() const { return std::chrono::milliseconds(static_cast<int64_t>(o.watchdog_timeout_s * 1000)); }
+
+  // Heartbeats with the other ranks, from now until shutdown. Rank 0 raises the engine fault
+  // for a lost rank; another rank that loses rank 0 has nobody to tell and ends the launch.
+  void start_heartbeats() {
+    if (beat_peers.empty()) return;
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout_s * 1000));
+    const auto interval = std::max(std::chrono::milliseconds(10), std::min(std::chrono::milliseconds(500), timeout / 5));
+    auto on_lost = [this](const transport::PeerFault& f) {
+      if (world.rank() == 0) {
+        fault->raise(f.reason);
+        return;
+      }
+      AERIE_LOG_ERROR("lost rank 0: " << f.reason << "; ending the launch");
+      world.abort(kFaultExitCode);
+    };
+    heartbeat = std::make_unique<transport::HeartbeatThread>(world.rank(), std::move(beat_peers), interval, timeout, on_lost);
+  }
+
+  // Rank 0's response to a fault: every request fails with 503 now (through the Router), health
+  // turns 503, and a grace later (for the clients to read their error events) the launch ends
+  // with kFaultExitCode: mpirun kills every rank and exits non-zero.
+  void on_fault(const std::string& reason) {
+    AERIE_LOG_ERROR("engine fault: " << reason << "; failing every request, ending the launch in "
+                                     << std::chrono::duration_cast<std::chrono::milliseconds>(kFaultExitGrace).count() << " ms");
+    if (router) caf::anon_send(router, actors::EngineFailed{reason});
+    fault_exit = std::thread([this] {
+      std::this_thread::sleep_for(kFaultExitGrace);
+      AERIE_LOG_ERROR("ending the launch after an engine fault (exit code " << kFaultExitCode << ")");
+      world.abort(kFaultExitCode);
+    });
+    fault_exit.detach();  // it ends the process
   }
 
   // Rank 0's actors: one Scheduler per DP group over its worker, a Router in front.
@@ -294,6 +354,7 @@ struct Deployment::Impl {
   }
 
   void start_actors() {
+    step_watchdog = std::make_shared<core::StepWatchdog>(watchdog(), [this](const std::string& why) { fault->raise(why); });
     cfg = std::make_unique<caf::actor_system_config>();
     actors::register_message_types(*cfg);
     sys = std::make_unique<caf::actor_system>(*cfg);
@@ -329,14 +390,19 @@ struct Deployment::Impl {
       const core::DpStepOptions step_options{
           .dp_size = layout.dp_size,
           .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests))};
-      caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options);
+      caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
       dp_coordinator = coordinator;
-      for (int g = 0; g < layout.dp_size; ++g) schedulers.push_back(sys->spawn(actors::lockstep_scheduler_actor, kv->shape(), sched_opts, coordinator));
+      for (int g = 0; g < layout.dp_size; ++g)
+        schedulers.push_back(sys->spawn(actors::lockstep_scheduler_actor, kv->shape(), sched_opts, coordinator,
+                                        actors::SchedulerFaults{.group = g, .watchdog = step_watchdog, .fault = fault}));
       caf::anon_send(coordinator, actors::DpSchedulers{schedulers});
     } else {
-      for (int g = 0; g < layout.dp_size; ++g) schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, group_workers[static_cast<size_t>(g)]));
+      for (int g = 0; g < layout.dp_size; ++g)
+        schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, group_workers[static_cast<size_t>(g)],
+                                        actors::SchedulerFaults{.group = g, .watchdog = step_watchdog, .fault = fault}));
     }
-    router = sys->spawn(actors::router_actor, schedulers);
+    router = sys->spawn(actors::router_actor, schedulers, fault);
+    fault->set_handler([this](const std::string& reason) { on_fault(reason); });
   }
 
   std::vector<RequestOutcome> run_rank0(const std::vector<core::GenerationRequest>& requests) {
@@ -364,7 +430,10 @@ struct Deployment::Impl {
     for (;;) {
       auto m = from_scheduler->receive(std::chrono::seconds(1));
       if (!m) continue;
-      if (std::holds_alternative<transport::Shutdown>(*m)) break;
+      if (std::holds_alternative<transport::Shutdown>(*m)) {
+        heartbeat.reset();  // rank 0 stopped beating: the launch is ending on purpose
+        break;
+      }
       if (auto* b = std::get_if<transport::BatchMessage>(&*m)) {
         transport::BatchResult r;
         bridge->request(w, caf::infinite, std::move(*b))
@@ -381,6 +450,8 @@ struct Deployment::Impl {
   void shutdown() {
     if (stopped) return;
     stopped = true;
+    // A rank leaving on purpose is not a lost rank: rank 0 stops watching before it says stop.
+    if (world.rank() == 0) heartbeat.reset();
     if (world.rank() == 0) {
       if (dp_coordinator) caf::anon_send_exit(dp_coordinator, caf::exit_reason::user_shutdown);
       for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
@@ -415,6 +486,7 @@ std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRe
 }
 
 caf::actor Deployment::router() const { return impl_->router; }
+std::optional<std::string> Deployment::fault() const { return impl_->fault->reason(); }
 caf::actor_system& Deployment::system() { return *impl_->sys; }
 void Deployment::shutdown() { impl_->shutdown(); }
 

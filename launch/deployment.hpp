@@ -6,9 +6,12 @@
 // group's worker sends each batch to all its ranks (local on rank 0, others through
 // ZeroMQ), which run it in lock-step over their NCCL (GPU) or MPI (CPU) TP communicator.
 // Rank 0 bootstraps the ZeroMQ endpoints and sends them to every rank over MPI; after that,
-// control traffic is ZeroMQ only and tensor traffic the TP communicator.
+// control traffic is ZeroMQ only and tensor traffic the TP communicator. Rank 0 and every
+// other rank exchange heartbeats (transport/heartbeat.hpp): rank 0 fails every request and
+// ends the launch when a rank is lost; a rank that loses rank 0 ends the launch itself.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,11 @@ struct DeploymentOptions {
   // the MLP over all of them, every group's Scheduler in lock-step (actors/dp_coordinator_actor.hpp).
   bool enable_dp_attention = false;
   std::string log_level;  // "" : AERIE_LOG_LEVEL or warning (kernels/log.hpp)
+  // Fault handling (docs/reliability.md): a step that has not finished within the watchdog, or
+  // a rank silent for the heartbeat timeout (or whose connection closed), fails every request
+  // with 503 and ends the launch with exit code 3.
+  double watchdog_timeout_s = 300;
+  double heartbeat_timeout_s = 10;
   bool disable_custom_all_reduce = false;  // CUDA TP: NCCL for every all-reduce (sglang's flag)
   // Speculative decoding (sglang's flags). Chain drafting: topk 1, num_draft_tokens = steps + 1.
   std::string speculative_algorithm;     // "" (off), EAGLE, EAGLE3, STANDALONE
@@ -77,6 +85,8 @@ class Deployment {
   // Rank 0: the Router, where a frontend sends actors::SubmitRequest / AbortRequest.
   caf::actor router() const;
   caf::actor_system& system();
+  // Rank 0: why the engine is down (a rank lost, a step stuck), or nothing while it is healthy.
+  std::optional<std::string> fault() const;
   // Rank 0: stops the other ranks and waits for them. Other ranks: serve batches (through
   // their TargetWorker actor) until rank 0 says stop. Every rank calls it once.
   void shutdown();

@@ -27,6 +27,13 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
                "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for bf16 ones up to 2 MB)");
   app.add_option("--dp-size", d.dp_size, "data-parallel replicas, or DP-attention groups (one Scheduler each; under mpirun)")
       ->check(launch::kPositive);
+  app.add_option("--watchdog-timeout", d.watchdog_timeout_s,
+                 "seconds a step may take before its ranks count as stuck: every request then fails with 503 and the launch ends "
+                 "(exit code 3)")
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--heartbeat-timeout", d.heartbeat_timeout_s,
+                 "under mpirun: seconds without a heartbeat (or at once, when its connection closes) before a rank counts as lost")
+      ->check(CLI::Range(0.2, 3600.0));
   app.add_option("--log-level", d.log_level, "debug, info, warning or error (default: AERIE_LOG_LEVEL, else warning)")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
   app.add_option("--max-running-requests", d.max_running_requests, "requests decoded together per replica")->check(launch::kPositive);

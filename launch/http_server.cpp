@@ -10,6 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 #include "launch/serving/incremental_text.hpp"
 #include "launch/serving/request_id.hpp"
 #include "launch/serving/request_session.hpp"
@@ -24,9 +25,15 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Codes that name a server-side failure get OpenAI's "server_error" type.
 std::string error_body(const std::string& code, const std::string& message) {
-  return dump(json{{"error", {{"code", code}, {"type", "invalid_request_error"}, {"message", message}}}});
+  const bool server = code == "engine_error" || code == "unavailable" || code == "unhealthy";
+  return dump(json{{"error", {{"code", code}, {"type", server ? "server_error" : "invalid_request_error"}, {"message", message}}}});
 }
+
+// The error code of an engine reply's status: 400 the request was rejected, 500 the engine
+// failed it, 503 the engine is down.
+std::string error_code(int status) { return status == 500 ? "engine_error" : status == 503 ? "unavailable" : "rejected"; }
 
 void send_json(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
@@ -74,7 +81,11 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
     listen_fd_ = sock;
   });
 
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+  // 503 once the engine is down (a rank lost, a step stuck) or the server is draining.
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (const auto why = unavailable()) return send_json(res, 503, error_body("unavailable", *why));
+    res.set_content("{}", "application/json");
+  });
   s.Get("/health_generate", [this](const httplib::Request&, httplib::Response& res) {
     const Reply r = health_generate();
     send_json(res, r.status, r.body);
@@ -164,7 +175,7 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   });
   auto endpoint = [this](auto parse) {
     return [this, parse](const httplib::Request& req, httplib::Response& res) {
-      if (draining_) return send_json(res, 503, error_body("unavailable", "the server is shutting down"));
+      if (const auto why = unavailable()) return send_json(res, 503, error_body("unavailable", *why));
       const auto j = parse_body(req, res);
       if (!j) return;
       std::optional<ParsedRequest> p;
@@ -256,7 +267,7 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
     u = session.next();
     writer.absorb(u);
   } while (!u.finished);
-  if (!u.error.empty()) return send_json(res, 400, error_body("rejected", u.error));
+  if (!u.error.empty()) return send_json(res, u.status, error_body(error_code(u.status), u.error));
   send_json(res, 200, dump(writer.body(u, session.seconds_since_arrival())));
 }
 
@@ -291,7 +302,7 @@ void HttpServer::stream(ParsedRequest p, const std::string& id, httplib::Respons
         const SessionUpdate u = st->session->next();
         bool alive = true;
         if (!u.error.empty()) {
-          alive = write(error_body("rejected", u.error));
+          alive = write(error_body(error_code(u.status), u.error));
         } else {
           for (const auto& c : st->writer->chunks(u, st->session->seconds_since_arrival())) alive = alive && write(dump(c));
         }
@@ -324,10 +335,17 @@ void HttpServer::track(const std::string& client_rid, caf::actor session) {
 void HttpServer::untrack(const std::string& client_rid) {
   std::lock_guard<std::mutex> lock(live_mu_);
   live_.erase(client_rid);
+  live_cv_.notify_all();
+}
+
+std::optional<std::string> HttpServer::unavailable() const {
+  if (auto f = deployment_.fault()) return "the engine is down: " + *f;
+  if (draining_) return std::string("the server is shutting down");
+  return std::nullopt;
 }
 
 HttpServer::Reply HttpServer::health_generate() {
-  if (draining_) return {503, error_body("unavailable", "the server is shutting down")};
+  if (const auto why = unavailable()) return {503, error_body("unavailable", *why)};
   ParsedRequest probe;
   probe.request.prompt = {config_.bos_token_id >= 0 ? config_.bos_token_id : 0};
   probe.request.max_new_tokens = 1;
@@ -350,7 +368,22 @@ void HttpServer::listen() {
 }
 
 void HttpServer::stop() {
+  // Graceful drain: refuse new work (503) at once, let what is in flight finish within the
+  // shutdown timeout, then stop serving.
   draining_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      if (live_.empty()) break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      AERIE_LOG_WARNING("shutting down with requests still in flight after " << options_.shutdown_timeout.count() << " s");
+      break;
+    }
+    std::unique_lock<std::mutex> lock(live_mu_);
+    live_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
   server_->stop();
 }
 

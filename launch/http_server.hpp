@@ -12,6 +12,8 @@
 #include <caf/actor.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +42,7 @@ struct HttpOptions {
   size_t max_body_bytes = 16u << 20;
   int handler_threads = 1024;
   int listen_backlog = 4096;
+  std::chrono::seconds shutdown_timeout{30};  // stop(): how long requests in flight may take to finish
 };
 
 class HttpServer {
@@ -49,7 +52,8 @@ class HttpServer {
   ~HttpServer();
   // Serves until stop(); throws when the address cannot be bound.
   void listen();
-  // Refuses new work (health checks answer 503), then stops serving.
+  // Graceful drain: refuses new work (health checks answer 503), waits up to
+  // shutdown_timeout for the requests in flight to finish, then stops serving.
   void stop();
   int bound_port() const { return bound_port_; }
 
@@ -61,6 +65,8 @@ class HttpServer {
   void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
   void stream(ParsedRequest p, const std::string& id, httplib::Response& res);
   Reply health_generate();
+  // Why new work is refused (the engine is down, the server drains), or nothing.
+  std::optional<std::string> unavailable() const;
   EngineLoad load();
   // The request's id: the client's rid, or a random one.
   static std::string client_id(const ParsedRequest& p);
@@ -78,6 +84,7 @@ class HttpServer {
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
+  std::condition_variable live_cv_;  // a request left live_
   std::map<std::string, caf::actor> live_;  // client rid -> its session, while in progress
   // Claims a rid for a new request: false when a request with it is still in progress.
   bool reserve(const std::string& client_rid);

@@ -25,6 +25,9 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
                  "Jinja chat template for /v1/chat/completions: a .jinja file or a built-in (llama-3, llama-2, chatml, plain); "
                  "default: the model's own (chat_template.jinja, tokenizer_config.json or GGUF metadata), else plain");
   app.add_flag("--stdin-json", s.stdin_json, "read requests as JSON lines on stdin instead of serving HTTP");
+  app.add_option("--shutdown-timeout", s.shutdown_timeout_s,
+                 "on SIGTERM/SIGINT: refuse new requests (503) and give those in flight this many seconds to finish")
+      ->check(CLI::Range(0.0, 86400.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -14,6 +14,7 @@ struct ServeOptions {
   std::string served_model_name;  // default: the model folder's name
   std::string chat_template;      // a .jinja file or a built-in name; default: the model's own template
   bool stdin_json = false;         // read /generate bodies as JSON lines on stdin instead of HTTP
+  double shutdown_timeout_s = 30;  // SIGTERM: how long requests in flight may take to finish
 };
 
 // Throws aerie::Error with a clear message on bad flags; nothing when --help was printed.

@@ -1,8 +1,12 @@
 // Communicators that need no GPU library: a group of one, and CPU tensors over a
 // ProcessGroup (MPI under mpirun).
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/staging.hpp"
@@ -50,6 +54,15 @@ class SingleCommunicator final : public Communicator {
 // CPU tensors through the group's byte all-gather. Sums add every rank's values in rank
 // order on every rank, so all ranks hold the same bits (MPI_Allreduce promises no such
 // thing); CPU tensors in tests are small, so the extra traffic does not matter.
+// The failure drills (tests/launch/drill_test.py) need a rank that hangs inside a collective
+// while its process stays alive: AERIE_DRILL_STALL_ALL_REDUCE=N makes this process's N-th
+// all-reduce sleep for an hour first (set it on one rank only). Unset: never.
+void stall_for_drill() {
+  static const int at = kernels::env_knob("AERIE_DRILL_STALL_ALL_REDUCE");
+  static std::atomic<int> calls{0};
+  if (at > 0 && ++calls == at) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 class HostCommunicator final : public Communicator {
  public:
   explicit HostCommunicator(ProcessGroup& g) : g_(g) {}
@@ -59,6 +72,7 @@ class HostCommunicator final : public Communicator {
   void all_reduce_sum(const TensorView& x, const Stream& stream) override {
     check_cpu(x, "all_reduce_sum", stream);
     check_float(x, "all_reduce_sum");
+    stall_for_drill();
     gather_all(x);
     sum_block(0, x);
   }

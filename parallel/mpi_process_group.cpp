@@ -7,6 +7,8 @@
 #include "kernels/error.hpp"
 #include "parallel/process_group.hpp"
 
+#include <cstdlib>
+
 #define AERIE_MPI_CHECK(expr)                                                    \
   do {                                                                           \
     int aerie_mpi_rc_ = (expr);                                                  \
@@ -71,6 +73,10 @@ class MpiProcessGroup final : public ProcessGroup {
     AERIE_MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, comm_));
   }
   void barrier() override { AERIE_MPI_CHECK(MPI_Barrier(comm_)); }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this is for the type system
+  }
   std::unique_ptr<ProcessGroup> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     AERIE_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));

@@ -27,6 +27,9 @@ class ProcessGroup {
   // Rank `root`'s bytes to every rank; `bytes` must have the same size everywhere.
   virtual void broadcast(std::span<uint8_t> bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Ends the whole launch now with this exit code (MPI_Abort: mpirun kills every rank and
+  // exits non-zero); a group of one ends its process. Never returns; safe from any thread.
+  [[noreturn]] virtual void abort(int code) = 0;
   // A subgroup (MPI_Comm_split): the ranks that pass the same `color`, ordered by `key`.
   // Every rank of this group must call it, in the same order as the others.
   virtual std::unique_ptr<ProcessGroup> split(int color, int key) = 0;

@@ -10,7 +10,7 @@
 
 namespace aerie::transport {
 
-enum class MessageKind : uint16_t { kBatch = 1, kBatchResult = 2, kShutdown = 3 };
+enum class MessageKind : uint16_t { kBatch = 1, kBatchResult = 2, kShutdown = 3, kHeartbeat = 4 };
 
 enum class ForwardMode : int32_t { kIdle = 0, kExtend = 1, kDecode = 2, kMixed = 3, kVerify = 4 };
 
@@ -109,6 +109,18 @@ struct Shutdown {
   bool operator==(const Shutdown&) const = default;
 };
 
+// Liveness (launch/heartbeat.hpp): sent about every 0.5 s each way between rank 0 and every
+// other rank on channels of their own, so a lost or stopped peer is noticed in seconds.
+struct Heartbeat {
+  uint64_t seq = 0;
+  int32_t rank = 0;  // the sender's
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(seq, rank);
+  }
+  bool operator==(const Heartbeat&) const = default;
+};
+
 template <class T>
 constexpr MessageKind kind_of();
 template <>
@@ -117,5 +129,7 @@ template <>
 constexpr MessageKind kind_of<BatchResult>() { return MessageKind::kBatchResult; }
 template <>
 constexpr MessageKind kind_of<Shutdown>() { return MessageKind::kShutdown; }
+template <>
+constexpr MessageKind kind_of<Heartbeat>() { return MessageKind::kHeartbeat; }
 
 }  // namespace aerie::transport

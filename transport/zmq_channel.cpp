@@ -2,6 +2,9 @@
 
 #include <zmq.hpp>
 
+#include <atomic>
+#include <cstring>
+
 #include "kernels/error.hpp"
 
 namespace aerie::transport {
@@ -59,14 +62,22 @@ ZmqSender::ZmqSender(zmq::context_t& ctx, const std::string& endpoint, bool bind
 ZmqSender::~ZmqSender() = default;
 
 void ZmqSender::send_bytes(const std::vector<uint8_t>& frame) {
-  socket_->send(zmq::buffer(frame), zmq::send_flags::none);
+  AERIE_CHECK(socket_->send(zmq::buffer(frame), zmq::send_flags::none), "a ZeroMQ send timed out (the peer stopped reading)");
   ++stats_.sent;
 }
+
+bool ZmqSender::try_send_bytes(const std::vector<uint8_t>& frame) {
+  if (!socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait)) return false;
+  ++stats_.sent;
+  return true;
+}
+
+void ZmqSender::set_send_timeout(std::chrono::milliseconds timeout) { socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(timeout.count())); }
 
 std::string ZmqSender::endpoint() const { return last_endpoint(*socket_); }
 
 ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool bind, uint32_t max_message_bytes, const ChannelAuth* auth)
-    : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull)), max_message_bytes_(max_message_bytes) {
+    : socket_(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pull)), ctx_(&ctx), max_message_bytes_(max_message_bytes) {
   // ZeroMQ refuses (and disconnects) a peer whose message exceeds this, before buffering it.
   socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_message_bytes) + static_cast<int64_t>(kFrameHeaderBytes));
   socket_->set(zmq::sockopt::linger, 0);
@@ -75,6 +86,32 @@ ZmqReceiver::ZmqReceiver(zmq::context_t& ctx, const std::string& endpoint, bool 
   open(*socket_, endpoint, bind);
 }
 ZmqReceiver::~ZmqReceiver() = default;
+
+void ZmqReceiver::watch_peer() {
+  static std::atomic<uint64_t> next{0};
+  const std::string address = "inproc://aerie-monitor-" + std::to_string(next++);
+  AERIE_CHECK(zmq_socket_monitor(static_cast<void*>(*socket_), address.c_str(),
+                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0,
+              "cannot monitor a ZeroMQ socket: " << zmq_strerror(zmq_errno()));
+  monitor_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
+  monitor_->connect(address);
+}
+
+bool ZmqReceiver::peer_lost() {
+  if (!monitor_ || lost_) return lost_;
+  for (;;) {
+    // A monitor event is two frames: [u16 event, u32 value] and the endpoint.
+    zmq::message_t event, where;
+    if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return lost_;
+    (void)monitor_->recv(where, zmq::recv_flags::dontwait);
+    if (event.size() < 2) continue;
+    uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ++handshakes_;
+    // Only a peer that authenticated counts: a stranger failing CURVE is not our peer.
+    if (id == ZMQ_EVENT_DISCONNECTED && handshakes_ > 0) lost_ = true;
+  }
+}
 
 std::string ZmqReceiver::endpoint() const { return last_endpoint(*socket_); }
 
@@ -99,6 +136,7 @@ std::optional<AnyMessage> ZmqReceiver::receive(std::chrono::milliseconds timeout
       case MessageKind::kBatch: msg = as_message<BatchMessage>(f, stats_); break;
       case MessageKind::kBatchResult: msg = as_message<BatchResult>(f, stats_); break;
       case MessageKind::kShutdown: msg = as_message<Shutdown>(f, stats_); break;
+      case MessageKind::kHeartbeat: msg = as_message<Heartbeat>(f, stats_); break;
     }
     if (!msg) continue;
     const uint64_t seq = std::visit([](const auto& m) { return m.seq; }, *msg);

@@ -41,7 +41,20 @@ class ZmqSender {
     msg.seq = next_seq_++;
     send_bytes(encode_message(msg));
   }
+  // Like send(), but gives up at once (false) when the peer's queue is full or no peer is
+  // connected: for heartbeats, which must never block their thread.
+  template <class T>
+  bool try_send(T msg) {
+    msg.seq = next_seq_;
+    if (!try_send_bytes(encode_message(msg))) return false;
+    ++next_seq_;
+    return true;
+  }
   void send_bytes(const std::vector<uint8_t>& frame);  // raw (tests send malformed frames)
+  bool try_send_bytes(const std::vector<uint8_t>& frame);
+  // A send that cannot be queued within `timeout` (the peer stopped reading) throws aerie::Error
+  // instead of blocking for good.
+  void set_send_timeout(std::chrono::milliseconds timeout);
   const ChannelStats& stats() const { return stats_; }
   // The endpoint actually bound (resolves tcp://127.0.0.1:* to its port).
   std::string endpoint() const;
@@ -52,7 +65,7 @@ class ZmqSender {
   ChannelStats stats_;
 };
 
-using AnyMessage = std::variant<BatchMessage, BatchResult, Shutdown>;
+using AnyMessage = std::variant<BatchMessage, BatchResult, Shutdown, Heartbeat>;
 
 class ZmqReceiver {
  public:
@@ -64,9 +77,19 @@ class ZmqReceiver {
   std::optional<AnyMessage> receive(std::chrono::milliseconds timeout);
   const ChannelStats& stats() const { return stats_; }
   std::string endpoint() const;
+  // Watches the socket's connections (a ZeroMQ socket monitor): peer_lost() then tells, without
+  // blocking, whether a peer that completed its handshake has since disconnected — a process
+  // that dies has its connections closed by the kernel at once. Call watch_peer() before the
+  // peer connects.
+  void watch_peer();
+  bool peer_lost();
 
  private:
   std::unique_ptr<zmq::socket_t> socket_;
+  zmq::context_t* ctx_;
+  std::unique_ptr<zmq::socket_t> monitor_;  // the PAIR end of the socket monitor
+  int handshakes_ = 0;
+  bool lost_ = false;
   uint32_t max_message_bytes_;
   uint64_t expected_seq_ = 0;
   ChannelStats stats_;

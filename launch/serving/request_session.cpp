@@ -94,6 +94,7 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
         u.finished = true;
         if (!d.error.empty()) {
           u.error = d.error;
+          u.status = d.status;
           metrics_.request_failed();
           return;
         }
@@ -115,6 +116,7 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
     abort();
     u.finished = true;
     u.error = "no progress within " + std::to_string(timeout.count()) + " s";
+    u.status = 503;
     metrics_.request_failed();
     return u;
   }

@@ -33,6 +33,7 @@ struct SessionUpdate {
   core::GenerationResult result;  // when finished: the whole result as the client sees it
   std::optional<std::string> matched_stop;
   std::string error;  // when the engine rejected or failed the request
+  int status = 400;   // with an error: 400 rejected, 500 the engine failed it, 503 the engine is down
 };
 
 class RequestSession {

@@ -85,7 +85,7 @@ TEST(SchedulerActor, DrivesRequestsWithInjectedWorkerResults) {
   System s;
   caf::scoped_actor client{*s.sys}, worker{*s.sys};
   auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
-                                caf::actor_cast<caf::actor>(worker));
+                                caf::actor_cast<caf::actor>(worker), SchedulerFaults{});
   auto h1 = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
   auto h2 = client->request(scheduler, caf::infinite, SubmitRequest{2, request(3, 2)});
   auto bad = client->request(scheduler, caf::infinite, SubmitRequest{3, request(0, 2)});  // rejected at once
@@ -116,7 +116,7 @@ TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
   System s;
   caf::scoped_actor client{*s.sys}, worker{*s.sys};
   auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
-                                caf::actor_cast<caf::actor>(worker));
+                                caf::actor_cast<caf::actor>(worker), SchedulerFaults{});
   auto h = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
   worker->receive([](transport::BatchMessage& b) -> transport::BatchResult {
     return {.seq = 0, .step_id = b.step_id, .rids = {}, .next_tokens = {}, .error = "out of device memory"};
@@ -165,7 +165,8 @@ TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
 TEST(RouterActor, SpreadsRequestsOverTheLeastBusySchedulers) {
   System s;
   caf::scoped_actor client{*s.sys}, a{*s.sys}, b{*s.sys};
-  auto router = s.sys->spawn(router_actor, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a), caf::actor_cast<caf::actor>(b)});
+  auto router = s.sys->spawn(router_actor, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a), caf::actor_cast<caf::actor>(b)},
+                             std::shared_ptr<core::EngineFault>{});
   std::vector<decltype(client->request(router, caf::infinite, SubmitRequest{}))> pending;
   for (uint64_t rid = 0; rid < 4; ++rid) pending.push_back(client->request(router, caf::infinite, SubmitRequest{rid, request(2, 1)}));
   std::vector<uint64_t> at_a, at_b;

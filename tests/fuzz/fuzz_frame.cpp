@@ -14,5 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)decode_payload<BatchMessage>(bytes);
   (void)decode_payload<BatchResult>(bytes);
   (void)decode_payload<Shutdown>(bytes);
+  (void)decode_payload<Heartbeat>(bytes);
   return 0;
 }

@@ -132,3 +132,43 @@ TEST(ZmqChannel, CurveChannelsTakeOnlyPeersHoldingTheKeys) {
   EXPECT_FALSE(rogue.receive(300ms));
   EXPECT_EQ(rogue.stats().received, 0u);
 }
+
+// Liveness: a receiver that watches its peer learns, without blocking, that an authenticated
+// peer has gone (its connection closed, as the kernel closes a killed process's sockets); a
+// stranger failing CURVE does not count. Heartbeats go out without ever blocking.
+TEST(ZmqChannel, WatchedReceiverNoticesItsPeerLeaving) {
+  zmq::context_t ctx;
+  const ChannelAuth server{.own = CurveKeyPair::generate(), .server_public_key = {}};
+  ZmqReceiver rx(ctx, "tcp://127.0.0.1:*", /*bind=*/true, kDefaultMaxPayloadBytes, &server);
+  rx.watch_peer();
+  {
+    const ChannelAuth stranger{.own = CurveKeyPair::generate(), .server_public_key = CurveKeyPair::generate().public_key};
+    ZmqSender bad(ctx, rx.endpoint(), false, &stranger);
+    (void)bad.try_send(Heartbeat{.seq = 0, .rank = 9});  // queued or not, it returns at once
+    EXPECT_FALSE(rx.receive(200ms));
+  }
+  EXPECT_FALSE(rx.peer_lost());
+  {
+    const ChannelAuth client{.own = CurveKeyPair::generate(), .server_public_key = server.own.public_key};
+    ZmqSender tx(ctx, rx.endpoint(), false, &client);
+    ASSERT_TRUE(tx.try_send(Heartbeat{.seq = 0, .rank = 1}));
+    auto m = rx.receive(5s);
+    ASSERT_TRUE(m && std::holds_alternative<Heartbeat>(*m));
+    EXPECT_EQ(std::get<Heartbeat>(*m).rank, 1);
+    EXPECT_FALSE(rx.peer_lost());
+  }  // the peer's socket closes
+  bool lost = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 5s; !lost && std::chrono::steady_clock::now() < deadline;) {
+    lost = rx.peer_lost();
+    if (!lost) rx.receive(10ms);
+  }
+  EXPECT_TRUE(lost);
+}
+
+TEST(ZmqChannel, TrySendNeverBlocksWithoutAPeer) {
+  zmq::context_t ctx;
+  ZmqSender tx(ctx, "tcp://127.0.0.1:*", /*bind=*/true);  // nobody connects
+  EXPECT_FALSE(tx.try_send(Heartbeat{.seq = 0, .rank = 0}));
+  tx.set_send_timeout(50ms);
+  EXPECT_THROW(tx.send(Heartbeat{.seq = 0, .rank = 0}), aerie::Error);
+}

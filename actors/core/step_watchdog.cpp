@@ -1,0 +1,60 @@
+#include "actors/core/step_watchdog.hpp"
+
+#include <sstream>
+
+#include "kernels/error.hpp"
+
+namespace aerie::core {
+
+StepWatchdog::StepWatchdog(std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_expire)
+    : timeout_(timeout), on_expire_(std::move(on_expire)) {
+  AERIE_CHECK(timeout.count() > 0, "--watchdog-timeout must be positive");
+  thread_ = std::thread([this] { run(); });
+}
+
+StepWatchdog::~StepWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StepWatchdog::arm(int slot, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_[slot] = {std::chrono::steady_clock::now() + timeout_, std::move(what)};
+  }
+  cv_.notify_all();
+}
+
+void StepWatchdog::disarm(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_.erase(slot);
+}
+
+void StepWatchdog::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (armed_.empty() || fired_) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto first = armed_.begin();
+    for (auto it = armed_.begin(); it != armed_.end(); ++it)
+      if (it->second.deadline < first->second.deadline) first = it;
+    if (std::chrono::steady_clock::now() < first->second.deadline) {
+      cv_.wait_until(lock, first->second.deadline);
+      continue;
+    }
+    std::ostringstream why;
+    why << first->second.what << " did not finish within " << timeout_.count() / 1000.0 << " s (--watchdog-timeout): a rank is stuck";
+    fired_ = true;  // one report: the launch is going down
+    lock.unlock();
+    on_expire_(why.str());
+    lock.lock();
+  }
+}
+
+}  // namespace aerie::core
