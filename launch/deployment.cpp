@@ -298,9 +298,22 @@ struct Deployment::Impl {
         return;
       }
       AERIE_LOG_ERROR("lost rank 0: " << f.reason << "; ending the launch");
+      abort_communicators();
       world.abort(kFaultExitCode);
     };
     heartbeat = std::make_unique<transport::HeartbeatThread>(world.rank(), std::move(beat_peers), interval, timeout, on_lost);
+  }
+
+  // Releases forwards stuck in a collective with a lost peer (NCCL: ncclCommAbort) on a
+  // thread of its own, given a moment: the launch ends right after, whether it returns or not.
+  void abort_communicators() {
+    std::vector<std::shared_ptr<parallel::Communicator>> comms = {tp};
+    if (dp) comms.insert(comms.end(), {dp->mlp, dp->peers, dp->attn});
+    std::thread([comms] {
+      for (const auto& c : comms)
+        if (c) c->abort();
+    }).detach();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 
   // Rank 0's response to a fault: every request fails with 503 now (through the Router), health
@@ -313,6 +326,7 @@ struct Deployment::Impl {
     fault_exit = std::thread([this] {
       std::this_thread::sleep_for(kFaultExitGrace);
       AERIE_LOG_ERROR("ending the launch after an engine fault (exit code " << kFaultExitCode << ")");
+      abort_communicators();
       world.abort(kFaultExitCode);
     });
     fault_exit.detach();  // it ends the process
