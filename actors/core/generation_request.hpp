@@ -36,6 +36,7 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   std::vector<transport::TokenLogprobs> output_logprobs;  // one per output id, when asked
   int64_t spec_verify_ct = 0;  // target verify forwards of speculative decoding (0 without it)
+  double queue_seconds = 0;    // from submission to the first batch that ran it (sglang's queue time)
 };
 
 }  // namespace aerie::core

@@ -108,6 +108,11 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
     if (!take_chunk(rid)) break;
     waiting_.pop_front();
     running_.push_back(rid);
+    Request& q = requests_.at(rid);
+    if (!q.admitted) {
+      q.admitted = true;
+      q.result.queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - q.submitted).count();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // admission while pages and the running cap allow, preemption by recompute when the pool
 // runs out); results come back through on_result(), which commits tokens, applies stop
 // conditions and frees pages. One batch is in flight at a time.
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -86,6 +87,8 @@ class SchedulerCore {
     GenerationResult result;
     bool aborted = false;
     bool drafted = false;  // speculative: its last prompt chunk ran, so the draft holds its state
+    std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+    bool admitted = false;  // its first chunk was planned (queue time recorded)
   };
   struct Planned {
     uint64_t rid;

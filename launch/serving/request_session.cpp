@@ -39,6 +39,7 @@ caf::actor RequestSession::handle() const { return caf::actor_cast<caf::actor>(*
 void RequestSession::abort() {
   if (done_) return;
   done_ = true;
+  metrics_.request_aborted();
   (*self_)->send(deployment_.router(), actors::AbortRequest{rid_});
 }
 
@@ -108,6 +109,7 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
         u.result = kept_;
         u.result.finish_reason = stop_.matched() ? "stop" : d.result.finish_reason;
         u.result.spec_verify_ct = d.result.spec_verify_ct;
+        u.result.queue_seconds = d.result.queue_seconds;
         u.matched_stop = stop_.matched();
       },
       [&](actors::AbortRequest&) { (*self_)->send(deployment_.router(), actors::AbortRequest{rid_}); },
@@ -123,7 +125,8 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
   if (u.finished && u.error.empty()) {
     const auto& r = u.result;
     const double accept = r.spec_verify_ct > 0 ? static_cast<double>(r.output_ids.size()) / static_cast<double>(r.spec_verify_ct) : 0.0;
-    metrics_.request_finished(r.finish_reason, r.prompt_tokens, static_cast<int64_t>(r.output_ids.size()), seconds_since_arrival(), accept);
+    metrics_.request_finished(r.finish_reason, r.prompt_tokens, static_cast<int64_t>(r.output_ids.size()), seconds_since_arrival(), accept,
+                              r.queue_seconds);
   }
   return u;
 }

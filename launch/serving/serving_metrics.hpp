@@ -1,10 +1,13 @@
 #pragma once
-// ServingMetrics: what GET /metrics exposes, in Prometheus text format, under sglang's
-// metric names with the "aerie:" prefix: request and token counters, running / queued
-// requests and KV usage (asked of the Schedulers at scrape time), and histograms of
-// time to first token, inter-token latency, end-to-end latency and speculative accept
-// length, and the engine's speculative accept length and accept rate (sglang's
-// spec_accept_length / spec_accept_rate: accepted drafts per draft step verified). Thread-safe: every HTTP handler thread records into it.
+// ServingMetrics: what GET /metrics exposes, in Prometheus text format, under sglang's names
+// and types (sglang:num_requests_total, num_aborted_requests_total, prompt/generation token
+// counters, num_running_reqs, num_queue_reqs, num_used_tokens, token_usage, gen_throughput,
+// cache_hit_rate, the time_to_first_token / inter_token_latency / e2e_request_latency /
+// queue_time histograms, the spec_accept_length and spec_accept_rate gauges), so its
+// dashboards work unchanged; "aerie:" names for what sglang lacks (failed requests, finished
+// requests by reason, each request's accept length as a histogram). Running / queued requests
+// and KV usage are asked of the Schedulers at scrape time. Thread-safe: every HTTP handler
+// thread records into it.
 #include <memory>
 #include <string>
 
@@ -28,9 +31,11 @@ class ServingMetrics {
   void first_token(double seconds_since_arrival);
   void inter_token(double seconds, int64_t tokens);  // a chunk of `tokens` after `seconds`
   // A finished request; accept_length is output tokens per verify forward (0: no speculation).
+  // queue_seconds: its wait before the first batch (< 0: unknown).
   void request_finished(const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens, double e2e_seconds,
-                        double accept_length);
+                        double accept_length, double queue_seconds = -1);
   void request_failed();
+  void request_aborted();  // its client went away
   std::string render(const EngineLoad& load);
 
  private:

@@ -275,7 +275,7 @@ def drill_disconnects(args):
         deadline = time.monotonic() + 120
         used = running = None
         while time.monotonic() < deadline:
-            used, running = metric(server.base, "aerie:num_used_tokens"), metric(server.base, "aerie:num_running_reqs")
+            used, running = metric(server.base, "sglang:num_used_tokens"), metric(server.base, "sglang:num_running_reqs")
             if used == 0 and running == 0:
                 break
             time.sleep(0.2)

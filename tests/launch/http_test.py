@@ -143,7 +143,7 @@ def main():
                                                                              "ignore_eos": True}})
             # Only once the long request runs (a duplicate sent earlier would take the rid first).
             for _ in range(500):
-                running = re.search(r"^aerie:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
+                running = re.search(r"^sglang:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
                 if running and float(running.group(1)) >= 1:
                     break
                 time.sleep(0.01)
@@ -168,10 +168,12 @@ def main():
 
         status, metrics = call_text(base + "/metrics")
         assert status == 200, metrics
-        for needle in ["aerie:num_requests_total", "aerie:time_to_first_token_seconds_bucket", "aerie:num_running_reqs",
-                       "aerie:token_usage", "aerie:e2e_request_latency_seconds_count", "aerie:inter_token_latency_seconds"]:
+        for needle in ["sglang:num_requests_total", "sglang:time_to_first_token_seconds_bucket", "sglang:num_running_reqs",
+                       "sglang:token_usage", "sglang:e2e_request_latency_seconds_count", "sglang:inter_token_latency_seconds",
+                       "sglang:num_aborted_requests_total", "sglang:queue_time_seconds_bucket", "sglang:gen_throughput", "sglang:cache_hit_rate",
+                       "sglang:num_used_tokens", "sglang:prompt_tokens_total"]:
             assert needle in metrics, needle
-        done = [l for l in metrics.splitlines() if l.startswith("aerie:generation_tokens_total")]
+        done = [l for l in metrics.splitlines() if l.startswith("sglang:generation_tokens_total")]
         assert done and float(done[0].split()[-1]) >= 8 * 64, done
         print("/metrics: Prometheus text with counters, gauges and latency histograms")
 

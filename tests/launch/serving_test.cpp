@@ -253,24 +253,33 @@ TEST(ServingMetrics, RendersPrometheusText) {
   m.request_started();
   m.first_token(0.05);
   m.inter_token(0.02, 2);
-  m.request_finished("length", 7, 3, 0.2, 0.0);
+  m.request_finished("length", 7, 3, 0.2, 0.0, 0.004);
   m.request_started();
   m.request_failed();
+  m.request_started();
+  m.request_aborted();
   const std::string text = m.render({.running = 2, .queued = 1, .kv_used_tokens = 25, .kv_total_tokens = 100});
   auto has = [&](const std::string& s) { EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text; };
-  has("aerie:num_requests_total{model_name=\"tiny\"} 2");
-  has("aerie:prompt_tokens_total{model_name=\"tiny\"} 7");
-  has("aerie:generation_tokens_total{model_name=\"tiny\"} 3");
+  has("sglang:num_requests_total{model_name=\"tiny\"} 3");
+  has("sglang:num_aborted_requests_total{model_name=\"tiny\"} 1");
+  has("sglang:queue_time_seconds_count{model_name=\"tiny\"} 1");
+  has("sglang:queue_time_seconds_bucket{model_name=\"tiny\",le=\"0.005\"} 1");
+  has("sglang:cache_hit_rate{model_name=\"tiny\"} 0");
+  has("sglang:gen_throughput{model_name=\"tiny\"}");
+  has("sglang:num_used_tokens{model_name=\"tiny\"} 25");
+  has("sglang:prompt_tokens_total{model_name=\"tiny\"} 7");
+  has("sglang:generation_tokens_total{model_name=\"tiny\"} 3");
   has("aerie:num_failed_requests_total{model_name=\"tiny\"} 1");
-  has("aerie:num_running_reqs{model_name=\"tiny\"} 2");
-  has("aerie:num_queue_reqs{model_name=\"tiny\"} 1");
-  has("aerie:token_usage{model_name=\"tiny\"} 0.25");
-  has("aerie:time_to_first_token_seconds_count{model_name=\"tiny\"} 1");
-  has("aerie:inter_token_latency_seconds_count{model_name=\"tiny\"} 2");
-  has("aerie:e2e_request_latency_seconds_sum{model_name=\"tiny\"} 0.2");
+  has("sglang:num_running_reqs{model_name=\"tiny\"} 2");
+  has("sglang:num_queue_reqs{model_name=\"tiny\"} 1");
+  has("sglang:token_usage{model_name=\"tiny\"} 0.25");
+  has("sglang:time_to_first_token_seconds_count{model_name=\"tiny\"} 1");
+  has("sglang:inter_token_latency_seconds_count{model_name=\"tiny\"} 2");
+  has("sglang:e2e_request_latency_seconds_sum{model_name=\"tiny\"} 0.2");
   has("aerie:finished_requests_total{finish_reason=\"length\",model_name=\"tiny\"} 1");
-  has("# TYPE aerie:spec_accept_length histogram");
-  has("aerie:spec_accept_length_avg{model_name=\"tiny\"} 0");  // no verifies yet
+  has("# TYPE aerie:spec_accept_length_per_request histogram");
+  has("# TYPE sglang:spec_accept_length gauge");
+  has("sglang:spec_accept_length{model_name=\"tiny\"} 0");  // no verifies yet
 }
 
 TEST(ServingMetrics, ReportsTheEngineAcceptLengthAndRate) {
@@ -281,9 +290,9 @@ TEST(ServingMetrics, ReportsTheEngineAcceptLengthAndRate) {
   const std::string text = m.render({.running = 0, .queued = 0, .kv_used_tokens = 0, .kv_total_tokens = 10, .spec_verify_ct = 10,
                                      .spec_committed_tokens = 30});
   auto has = [&](const std::string& s) { EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text; };
-  has("aerie:spec_accept_length_avg{model_name=\"tiny\"} 3");
-  has("aerie:spec_accept_rate{model_name=\"tiny\"} 0.6666");
-  has("aerie:spec_accept_length_count{model_name=\"tiny\"} 1");
+  has("sglang:spec_accept_length{model_name=\"tiny\"} 3");
+  has("sglang:spec_accept_rate{model_name=\"tiny\"} 0.6666");
+  has("aerie:spec_accept_length_per_request_count{model_name=\"tiny\"} 1");
 }
 
 TEST(RequestId, RandomHexNeverRepeats) {
