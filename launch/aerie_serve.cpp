@@ -13,6 +13,7 @@
 
 #include "actors/frontend_actor.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 #include "launch/http_server.hpp"
 #include "launch/json_request.hpp"
 #include "launch/serve_options.hpp"
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
     auto options = launch::parse_serve_args(argc, argv);
     if (!options) return 0;
     auto world = parallel::make_process_group(&argc, &argv);
+    if (world->rank() == 0)
+      for (const auto& w : options->warnings) AERIE_LOG_WARNING(w);
     launch::Deployment deployment(options->deployment, *world);
     if (!deployment.is_rank0()) {
       deployment.shutdown();
@@ -74,14 +77,19 @@ int main(int argc, char** argv) {
       if (name.empty()) name = d.model_path.empty() ? d.model_shape : std::filesystem::path(d.model_path).filename().string();
       launch::HttpServer server(deployment, config, d.model_path.empty() ? nullptr : model::load_text_tokenizer(d.model_path),
                                 d, {.host = options->host, .port = options->port, .model_name = name, .chat_template = options->chat_template,
-                                 .shutdown_timeout = std::chrono::seconds(static_cast<int64_t>(options->shutdown_timeout_s))});
+                                 .shutdown_timeout = std::chrono::seconds(static_cast<int64_t>(options->shutdown_timeout_s)),
+                                 .api_key = options->api_key, .log_requests = options->log_requests});
       std::thread stopper([&] {
         int sig = 0;
         sigwait(&stop_signals, &sig);
         server.stop();
       });
-      std::cerr << "aerie-serve: listening on http://" << options->host << ":" << options->port << " (" << d.dp_size << " replica(s) of " << d.tp_size
-                << " tensor-parallel rank(s))\n";
+      std::cerr << "aerie-serve: listening on http://" << options->host << ":" << options->port << ": " << name << " on " << d.device << " ("
+                << d.dp_size << (d.enable_dp_attention ? " DP-attention group(s) over " : " replica(s) of ") << d.tp_size
+                << " tensor-parallel rank(s)), KV pool " << deployment.kv_capacity_tokens() << " tokens, context "
+                << config.max_position_embeddings << ", CUDA graphs "
+                << (d.device != "cuda" || d.disable_cuda_graph ? std::string("off") : "up to batch " + std::to_string(d.cuda_graph_max_bs))
+                << (d.speculative_algorithm.empty() ? std::string() : ", speculative " + d.speculative_algorithm) << "\n";
       try {
         server.listen();
       } catch (...) {

@@ -107,6 +107,11 @@ struct Deployment::Impl {
     config = o.model_path.empty() ? model::LlamaConfig::named_shape(o.model_shape) : model::LlamaConfig::load(o.model_path);
     AERIE_CHECK(config.architecture == "LlamaForCausalLM", o.model_path << " is a " << config.architecture
                                                                        << " draft head; give it as --speculative-draft-model-path");
+    if (o.context_length > 0) {
+      AERIE_CHECK(o.context_length <= config.max_position_embeddings, "--context-length " << o.context_length << " exceeds the model's "
+                                                                                          << config.max_position_embeddings << " positions");
+      config.max_position_embeddings = o.context_length;
+    }
     if (!o.speculative_algorithm.empty()) resolve_draft_config();
     check_tensor_parallel(config, o.speculative_algorithm.empty() || (head_config && head_config->replicated) ? nullptr : &draft_config,
                           o.tp_size, o.enable_dp_attention ? o.dp_size : 0);

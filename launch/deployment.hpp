@@ -30,6 +30,7 @@ struct DeploymentOptions {
   uint64_t random_seed = 0;
   std::string device = "cpu";
   std::string dtype = "auto";
+  int64_t context_length = 0;        // 0: the model's max_position_embeddings; else at most that
   int64_t max_total_tokens = 0;      // KV pool per replica, in tokens (0: from the memory budget below)
   double mem_fraction_static = 0.85;  // CUDA: share of the device's memory for weights + KV pool
   int64_t cpu_kv_budget_bytes = int64_t{256} << 20;  // CPU: KV pool budget when max_total_tokens is 0

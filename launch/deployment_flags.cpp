@@ -9,15 +9,17 @@
 namespace aerie::launch {
 
 void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string& max_total_tokens_help) {
-  app.add_option("--model-path", d.model_path, "Hugging Face model folder (config.json + safetensors) or a llama GGUF file");
+  app.add_option("--model-path,--model", d.model_path, "Hugging Face model folder (config.json + safetensors) or a llama GGUF file");
   app.add_option("--load-format", d.load_format, "auto: read the checkpoint; dummy: seeded random weights")
       ->check(CLI::IsMember({"auto", "dummy"}));
   app.add_option("--model-shape", d.model_shape, "with --load-format dummy and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");
   app.add_option("--random-seed", d.random_seed, "seed of the dummy weights");
   app.add_option("--device", d.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", d.dtype, "weight dtype: auto (the checkpoint's), f32, bf16, f16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}));
-  app.add_option("--tp-size", d.tp_size,
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16", "half", "float"}));
+  app.add_option("--context-length", d.context_length, "the longest prompt + output a request may have (default: the model's)")
+      ->check(launch::kNonNegative);
+  app.add_option("--tp-size,--tp", d.tp_size,
                  "tensor-parallel ranks per DP group (under mpirun, one GPU per rank); with --enable-dp-attention, all the ranks")
       ->check(launch::kPositive);
   app.add_flag("--enable-dp-attention", d.enable_dp_attention,
@@ -25,7 +27,7 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
                "runs over all --tp-size ranks in lock-step (mpirun -np <tp-size>)");
   app.add_flag("--disable-custom-all-reduce", d.disable_custom_all_reduce,
                "CUDA tensor parallelism: NCCL for every all-reduce (default: a one-shot NVLink kernel for bf16 ones up to 2 MB)");
-  app.add_option("--dp-size", d.dp_size, "data-parallel replicas, or DP-attention groups (one Scheduler each; under mpirun)")
+  app.add_option("--dp-size,--dp", d.dp_size, "data-parallel replicas, or DP-attention groups (one Scheduler each; under mpirun)")
       ->check(launch::kPositive);
   app.add_option("--watchdog-timeout", d.watchdog_timeout_s,
                  "seconds a step may take before its ranks count as stuck: every request then fails with 503 and the launch ends "

@@ -193,7 +193,15 @@ HttpServer::HttpServer(Deployment& deployment, model::LlamaConfig config, std::u
   // Bodies the size cap cannot see coming are refused before they are read: compressed ones
   // (cpp-httplib inflates them first: 1 MB of gzip became 1 GB) and chunked ones (0.11 checks
   // the cap only against Content-Length). JSON clients send a plain body with a length.
-  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // --api-key: every endpoint but the liveness probe wants the key (as sglang's middleware).
+    if (!options_.api_key.empty() && !(req.method == "GET" && req.path == "/health") &&
+        req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+      res.status = 401;
+      res.set_content(error_body("unauthorized", "a valid 'Authorization: Bearer <api key>' header is required"), "application/json");
+      res.set_header("Connection", "close");  // its body is never read (see below)
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const std::string encoding = req.get_header_value("Content-Encoding");
     const std::string transfer = req.get_header_value("Transfer-Encoding");
     if (!encoding.empty() && encoding != "identity") {
@@ -267,6 +275,7 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
     u = session.next();
     writer.absorb(u);
   } while (!u.finished);
+  log_request(id, u, session.seconds_since_arrival());
   if (!u.error.empty()) return send_json(res, u.status, error_body(error_code(u.status), u.error));
   send_json(res, 200, dump(writer.body(u, session.seconds_since_arrival())));
 }
@@ -311,6 +320,7 @@ void HttpServer::stream(ParsedRequest p, const std::string& id, httplib::Respons
           return false;
         }
         if (u.finished) {
+          log_request(st->id, u, st->session->seconds_since_arrival());
           write("[DONE]");
           sink.done();
         }
@@ -336,6 +346,16 @@ void HttpServer::untrack(const std::string& client_rid) {
   std::lock_guard<std::mutex> lock(live_mu_);
   live_.erase(client_rid);
   live_cv_.notify_all();
+}
+
+void HttpServer::log_request(const std::string& id, const SessionUpdate& u, double seconds) const {
+  if (!options_.log_requests) return;
+  if (!u.error.empty()) {
+    AERIE_LOG_INFO("request " << id << ": " << u.status << " " << u.error);
+    return;
+  }
+  AERIE_LOG_INFO("request " << id << ": " << u.result.prompt_tokens << " prompt + " << u.result.output_ids.size() << " output tokens, "
+                            << u.result.finish_reason << ", " << seconds << " s (queued " << u.result.queue_seconds << " s)");
 }
 
 std::optional<std::string> HttpServer::unavailable() const {

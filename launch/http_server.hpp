@@ -23,6 +23,7 @@
 #include "launch/deployment.hpp"
 #include "launch/json_request.hpp"
 #include "launch/serving/chat_template.hpp"
+#include "launch/serving/request_session.hpp"
 #include "launch/serving/serving_metrics.hpp"
 #include "model/config.hpp"
 #include "model/text_tokenizer.hpp"
@@ -43,6 +44,8 @@ struct HttpOptions {
   int handler_threads = 1024;
   int listen_backlog = 4096;
   std::chrono::seconds shutdown_timeout{30};  // stop(): how long requests in flight may take to finish
+  std::string api_key;                        // non-empty: every endpoint but GET /health wants "Authorization: Bearer <key>"
+  bool log_requests = false;                  // one info line per finished request
 };
 
 class HttpServer {
@@ -65,6 +68,8 @@ class HttpServer {
   void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
   void stream(ParsedRequest p, const std::string& id, httplib::Response& res);
   Reply health_generate();
+  // --log-requests: one info line for a finished request.
+  void log_request(const std::string& id, const SessionUpdate& u, double seconds) const;
   // Why new work is refused (the engine is down, the server drains), or nothing.
   std::optional<std::string> unavailable() const;
   EngineLoad load();

@@ -96,8 +96,33 @@ int64_t fresh_seed() {
   return static_cast<int64_t>(rng() >> 1);  // non-negative
 }
 
+// Options Aerie cannot honour yet, wherever they appear (sglang's sampling_params, OpenAI's
+// body): refused with a 400 saying which, rather than silently ignored. Their neutral values
+// (n 1, penalties 0 or 1, an empty logit_bias, a "text" response format, no tools) pass.
+void refuse_unsupported(const json& obj) {
+  AERIE_CHECK(field<int64_t>(obj, "n", 1) == 1, "'n' other than 1 is not supported (send the request n times)");
+  AERIE_CHECK(field<int64_t>(obj, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
+  AERIE_CHECK(field<double>(obj, "presence_penalty", 0.0) == 0.0, "'presence_penalty' other than 0 is not supported");
+  AERIE_CHECK(field<double>(obj, "frequency_penalty", 0.0) == 0.0, "'frequency_penalty' other than 0 is not supported");
+  AERIE_CHECK(field<double>(obj, "repetition_penalty", 1.0) == 1.0, "'repetition_penalty' other than 1 is not supported");
+  AERIE_CHECK(field<int64_t>(obj, "min_new_tokens", 0) == 0 && field<int64_t>(obj, "min_tokens", 0) == 0,
+              "'min_new_tokens' / 'min_tokens' other than 0 are not supported");
+  if (present(obj, "logit_bias")) AERIE_CHECK(obj["logit_bias"].is_object() && obj["logit_bias"].empty(), "'logit_bias' is not supported");
+  for (const char* key : {"json_schema", "regex", "ebnf", "structural_tag"})
+    AERIE_CHECK(!present(obj, key), "'" << key << "': structured output is not supported");
+  if (present(obj, "response_format")) {
+    const json& f = obj["response_format"];
+    AERIE_CHECK(f.is_object() && f.value("type", std::string("text")) == "text",
+                "'response_format' other than {\"type\": \"text\"}: structured output is not supported");
+  }
+  if (present(obj, "tools")) AERIE_CHECK(obj["tools"].is_array() && obj["tools"].empty(), "'tools': tool calls are not supported");
+  if (present(obj, "tool_choice"))
+    AERIE_CHECK(obj["tool_choice"].is_string() && obj["tool_choice"].get<std::string>() == "none", "'tool_choice': tool calls are not supported");
+}
+
 // The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
 void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
+  refuse_unsupported(obj);
   auto& r = p.request;
   r.sampling.temperature = field<float>(obj, "temperature", limits.sampling.temperature);
   r.sampling.top_p = field<float>(obj, "top_p", limits.sampling.top_p);
@@ -116,12 +141,6 @@ void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& lim
 // The OpenAI fields shared by completions and chat.
 void openai_common(const json& body, ParsedRequest& p, const RequestLimits& limits) {
   AERIE_CHECK(!present(body, "model") || body["model"].is_string(), "'model' must be a string");
-  AERIE_CHECK(field<int64_t>(body, "n", 1) == 1, "'n' other than 1 is not supported");
-  AERIE_CHECK(field<int64_t>(body, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
-  AERIE_CHECK(field<double>(body, "presence_penalty", 0.0) == 0.0, "'presence_penalty' other than 0 is not supported");
-  AERIE_CHECK(field<double>(body, "frequency_penalty", 0.0) == 0.0, "'frequency_penalty' other than 0 is not supported");
-  AERIE_CHECK(field<double>(body, "repetition_penalty", 1.0) == 1.0, "'repetition_penalty' other than 1 is not supported");
-  if (present(body, "logit_bias")) AERIE_CHECK(body["logit_bias"].is_object() && body["logit_bias"].empty(), "'logit_bias' is not supported");
   sampling_fields(body, p, limits);
   p.stream = field<bool>(body, "stream", false);
   if (present(body, "stream_options")) {

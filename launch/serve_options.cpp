@@ -25,6 +25,9 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
                  "Jinja chat template for /v1/chat/completions: a .jinja file or a built-in (llama-3, llama-2, chatml, plain); "
                  "default: the model's own (chat_template.jinja, tokenizer_config.json or GGUF metadata), else plain");
   app.add_flag("--stdin-json", s.stdin_json, "read requests as JSON lines on stdin instead of serving HTTP");
+  app.add_option("--api-key", s.api_key, "require 'Authorization: Bearer <key>' on every endpoint but GET /health");
+  app.add_flag("--log-requests", s.log_requests, "log one line per finished request (at info level, which this turns on)");
+  add_sglang_flags(app, s.sglang);
   app.add_option("--shutdown-timeout", s.shutdown_timeout_s,
                  "on SIGTERM/SIGINT: refuse new requests (503) and give those in flight this many seconds to finish")
       ->check(CLI::Range(0.0, 86400.0));
@@ -37,6 +40,8 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
     AERIE_FAIL(e.what() << " (see --help)");
   }
   check_deployment_flags(d);
+  s.warnings = check_sglang_flags(s.sglang, d.model_path, d.cuda_graph_max_bs);
+  if (s.log_requests && (d.log_level.empty() || d.log_level == "warning" || d.log_level == "error")) d.log_level = "info";
   return s;
 }
 

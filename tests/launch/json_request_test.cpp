@@ -142,3 +142,43 @@ TEST(JsonRequest, ClientsSeeMessagesWithoutSourceLocations) {
   }
   EXPECT_EQ(client_message(std::runtime_error("plain")), "plain");
 }
+
+// What Aerie cannot honour is refused with a reason, in sglang's sampling_params and in
+// OpenAI's body alike; the neutral values pass.
+TEST(JsonRequest, UnsupportedOptionsAreRefusedNotIgnored) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"("n": 2)", "'n'"},
+      {R"("frequency_penalty": 0.5)", "frequency_penalty"},
+      {R"("presence_penalty": 0.5)", "presence_penalty"},
+      {R"("repetition_penalty": 1.1)", "repetition_penalty"},
+      {R"("min_new_tokens": 3)", "min_new_tokens"},
+      {R"("logit_bias": {"5": 10})", "logit_bias"},
+      {R"("json_schema": "{}")", "structured output"},
+      {R"("regex": "a+")", "structured output"},
+      {R"("ebnf": "root ::= x")", "structured output"},
+  };
+  auto message = [](auto&& parse) -> std::string {
+    try {
+      parse();
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "";
+  };
+  for (const auto& [field, why] : refused) {
+    const auto sg = json::parse(R"({"input_ids": [1], "sampling_params": {)" + field + "}}");
+    EXPECT_NE(message([&] { launch::parse_generate_request(sg, kLimits); }).find(why), std::string::npos) << field;
+    const auto oai = json::parse(R"({"prompt": [1], "max_tokens": 2, )" + field + "}");
+    EXPECT_NE(message([&] { launch::parse_completion_request(oai, kLimits); }).find(why), std::string::npos) << field;
+  }
+  for (const std::string body : {R"({"prompt": [1], "response_format": {"type": "json_object"}})",
+                                 R"({"prompt": [1], "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                                 R"({"prompt": [1], "tool_choice": "auto"})"})
+    EXPECT_THROW(launch::parse_completion_request(json::parse(body), kLimits), Error) << body;
+  EXPECT_NO_THROW(launch::parse_completion_request(
+      json::parse(R"({"prompt": [1], "max_tokens": 2, "n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {},
+                     "response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})"),
+      kLimits));
+  EXPECT_NO_THROW(launch::parse_generate_request(
+      json::parse(R"({"input_ids": [1], "sampling_params": {"repetition_penalty": 1.0, "min_new_tokens": 0}})"), kLimits));
+}

@@ -155,19 +155,22 @@ def main():
             print(f"sglang bench_serving unavailable ({e}); skipping that part")
             have_sglang = False
         if have_sglang:
-            out_file = os.path.join(work, "bench.jsonl")
-            b = subprocess.run([sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1",
-                                "--port", str(port), "--dataset-name", "random-ids", "--num-prompts", "32",
-                                "--random-input-len", "64", "--random-output-len", "16", "--tokenizer", model_dir,
-                                "--output-file", out_file, "--seed", "1"],
-                               capture_output=True, text=True, timeout=600)
-            assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
-            assert "Serving Benchmark Result" in b.stdout, b.stdout[-3000:]
-            result = json.loads(open(out_file).read().splitlines()[-1])
-            assert result["completed"] == 32, result
-            assert result["mean_ttft_ms"] > 0 and result["total_output_tokens"] > 0, result
-            print(f"sglang bench_serving: {result['completed']} requests, {result['output_throughput']:.0f} tok/s, "
-                  f"p99 TTFT {result['p99_ttft_ms']:.1f} ms")
+            # Both of sglang's backends for a sglang server: native /generate and OpenAI
+            # /v1/completions (which sends max_tokens 0 for its warm-up).
+            for backend in ("sglang", "sglang-oai"):
+                out_file = os.path.join(work, f"bench-{backend}.jsonl")
+                b = subprocess.run([sys.executable, "-m", "sglang.bench_serving", "--backend", backend, "--host", "127.0.0.1",
+                                    "--port", str(port), "--dataset-name", "random-ids", "--num-prompts", "32",
+                                    "--random-input-len", "64", "--random-output-len", "16", "--tokenizer", model_dir,
+                                    "--output-file", out_file, "--seed", "1"],
+                                   capture_output=True, text=True, timeout=600)
+                assert b.returncode == 0, backend + ": " + b.stdout[-3000:] + b.stderr[-3000:]
+                assert "Serving Benchmark Result" in b.stdout, backend + ": " + b.stdout[-3000:]
+                result = json.loads(open(out_file).read().splitlines()[-1])
+                assert result["completed"] == 32, (backend, result)
+                assert result["mean_ttft_ms"] > 0 and result["total_output_tokens"] > 0, (backend, result)
+                print(f"sglang bench_serving --backend {backend}: {result['completed']} of 32 requests, "
+                      f"{result['output_throughput']:.0f} tok/s, p99 TTFT {result['p99_ttft_ms']:.1f} ms")
         if args.bench:
             out_file = os.path.join(work, "aerie_bench.json")
             b = subprocess.run([args.bench, "serving", "--base-url", base, "--num-prompts", "64", "--random-input-len", "64",
