@@ -15,7 +15,8 @@ namespace aerie::core {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingOptions& x) {
-  return f(caf::meta::type_name("SamplingOptions"), x.temperature, x.top_p, x.top_k, x.min_p, x.seed);
+  return f(caf::meta::type_name("SamplingOptions"), x.temperature, x.top_p, x.top_k, x.min_p, x.seed, x.frequency_penalty,
+           x.presence_penalty, x.repetition_penalty, x.min_new_tokens, x.logit_bias);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerationRequest& x) {
@@ -66,7 +67,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchMessage& x) {
   return f(caf::meta::type_name("BatchMessage"), x.seq, x.step_id, x.mode, x.rids, x.input_ids, x.positions, x.out_cache_loc,
            x.qo_indptr, x.kv_indptr, x.kv_indices, x.logit_rows, x.sampling, x.global_num_tokens, x.bucket,
-           x.dp_padding, x.dp_tokens_per_request, x.spec_steps, x.spec_topk, x.spec_draft_tokens, x.seq_rids, x.lookahead_ids, x.extra_slots, x.finished_rids);
+           x.dp_padding, x.dp_tokens_per_request, x.spec_steps, x.spec_topk, x.spec_draft_tokens, x.seq_rids, x.lookahead_ids, x.extra_slots, x.finished_rids, x.adjust_rows, x.adjust_ids, x.adjust_bias, x.adjust_rep, x.adjust_add);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchResult& x) {

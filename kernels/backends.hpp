@@ -4,6 +4,7 @@
 // handle (a cudaStream_t). Host header: no CUDA includes.
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
@@ -31,6 +32,7 @@ namespace aerie::kernels {
   Status fill_normal(const FillNormalParams& p __VA_ARGS__);    \
   Status gate_up_silu(const GateUpSiluParams& p __VA_ARGS__);  \
   Status qkv_rope(const QkvRopeParams& p __VA_ARGS__);          \
+  Status logit_adjust(const LogitAdjustParams& p __VA_ARGS__);  \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

@@ -10,6 +10,7 @@ Status unavailable(const char* op) {
 }  // namespace
 
 Status embedding(const EmbeddingParams&, void*) { return unavailable("embedding"); }
+Status logit_adjust(const LogitAdjustParams&, void*) { return unavailable("logit_adjust"); }
 Status rms_norm(const RmsNormParams&, void*) { return unavailable("rms_norm"); }
 Status rope(const RopeParams&, void*) { return unavailable("rope"); }
 Status matmul(const MatmulParams&, void*) { return unavailable("matmul"); }

@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace aerie::kernels {
 
@@ -39,6 +40,22 @@ void EmbeddingParams::validate() const {
   AERIE_CHECK(out.dim(1) == table.dim(1), "out " << out.describe() << " and table " << table.describe()
                                                  << " disagree on hidden size");
 }
+void LogitAdjustParams::validate() const {
+  check_tensor(logits, "logits", 2, logits.device);
+  check_dtype(logits, "logits", DType::kF32);
+  for (auto [t, name, dt] : {std::tuple{rows, "rows", DType::kI32}, std::tuple{ids, "ids", DType::kI32}, std::tuple{bias, "bias", DType::kF32},
+                             std::tuple{rep, "rep", DType::kF32},
+                             std::tuple{add, "add", DType::kF32}}) {
+    check_tensor(t, name, 1, logits.device);
+    check_dtype(t, name, dt);
+    AERIE_CHECK(t.dim(0) == ids.dim(0), name << " " << t.describe() << " and ids " << ids.describe() << " disagree on entries");
+  }
+}
+Status logit_adjust(const LogitAdjustParams& p, const Stream& s) {
+  return dispatch(p, s, device_of(p.logits), cpu::logit_adjust,
+                  [](const LogitAdjustParams& q, void* h) { return cuda::logit_adjust(q, h); });
+}
+
 Status embedding(const EmbeddingParams& p, const Stream& s) {
   return dispatch(p, s, device_of(p.ids), cpu::embedding,
                   [](const EmbeddingParams& q, void* h) { return cuda::embedding(q, h); });

@@ -44,6 +44,13 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--top-k", o.sampling.top_k, "keep the k most likely tokens (<= 0: all)");
   app.add_option("--min-p", o.sampling.min_p, "drop tokens below min_p * the top probability");
   app.add_option("--seed", o.sampling.seed, "sampling seed");
+  app.add_option("--frequency-penalty", o.sampling.frequency_penalty, "subtract this times each output token's count from its logit, in [-2, 2]");
+  app.add_option("--presence-penalty", o.sampling.presence_penalty, "subtract this from the logit of every token already output, in [-2, 2]");
+  app.add_option("--repetition-penalty", o.sampling.repetition_penalty,
+                 "divide positive (multiply negative) logits of prompt and output tokens by this, in (0, 2] (transformers' rule)");
+  app.add_option("--min-new-tokens", o.sampling.min_new_tokens, "no EOS or stop id before this many output tokens");
+  std::vector<std::string> biases;
+  app.add_option("--logit-bias", biases, "ID:BIAS added to a token's logit before sampling (repeatable), bias in [-100, 100]");
   app.add_option("--stop-token-ids", o.stop_token_ids, "extra ids that end generation")->delimiter(',');
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's EOS ids");
   app.add_option("--output", o.output, "json (one object per prompt) or text")->check(CLI::IsMember({"json", "text"}));
@@ -56,6 +63,15 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
     AERIE_FAIL(e.what() << " (see --help)");
   }
   for (const auto& s : id_lists) o.input_ids.push_back(parse_id_list(s));
+  for (const auto& b : biases) {
+    const auto colon = b.find(':');
+    AERIE_CHECK(colon != std::string::npos, "--logit-bias wants ID:BIAS, got '" << b << "'");
+    try {
+      o.sampling.logit_bias.emplace_back(static_cast<int32_t>(std::stol(b.substr(0, colon))), std::stof(b.substr(colon + 1)));
+    } catch (const std::exception&) {
+      AERIE_FAIL("--logit-bias wants ID:BIAS, got '" << b << "'");
+    }
+  }
   AERIE_CHECK(!o.input_ids.empty() || !o.prompts.empty(), "give at least one --input-ids or --prompt");
   check_deployment_flags(o.deployment);
   o.sampling.validate();

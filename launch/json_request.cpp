@@ -1,5 +1,7 @@
 #include "launch/json_request.hpp"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -98,16 +100,10 @@ int64_t fresh_seed() {
 
 // Options Aerie cannot honour yet, wherever they appear (sglang's sampling_params, OpenAI's
 // body): refused with a 400 saying which, rather than silently ignored. Their neutral values
-// (n 1, penalties 0 or 1, an empty logit_bias, a "text" response format, no tools) pass.
+// (n 1, a "text" response format, no tools) pass.
 void refuse_unsupported(const json& obj) {
   AERIE_CHECK(field<int64_t>(obj, "n", 1) == 1, "'n' other than 1 is not supported (send the request n times)");
   AERIE_CHECK(field<int64_t>(obj, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
-  AERIE_CHECK(field<double>(obj, "presence_penalty", 0.0) == 0.0, "'presence_penalty' other than 0 is not supported");
-  AERIE_CHECK(field<double>(obj, "frequency_penalty", 0.0) == 0.0, "'frequency_penalty' other than 0 is not supported");
-  AERIE_CHECK(field<double>(obj, "repetition_penalty", 1.0) == 1.0, "'repetition_penalty' other than 1 is not supported");
-  AERIE_CHECK(field<int64_t>(obj, "min_new_tokens", 0) == 0 && field<int64_t>(obj, "min_tokens", 0) == 0,
-              "'min_new_tokens' / 'min_tokens' other than 0 are not supported");
-  if (present(obj, "logit_bias")) AERIE_CHECK(obj["logit_bias"].is_object() && obj["logit_bias"].empty(), "'logit_bias' is not supported");
   for (const char* key : {"json_schema", "regex", "ebnf", "structural_tag"})
     AERIE_CHECK(!present(obj, key), "'" << key << "': structured output is not supported");
   if (present(obj, "response_format")) {
@@ -120,10 +116,33 @@ void refuse_unsupported(const json& obj) {
     AERIE_CHECK(obj["tool_choice"].is_string() && obj["tool_choice"].get<std::string>() == "none", "'tool_choice': tool calls are not supported");
 }
 
+// Penalties, logit_bias and the minimum output length (sglang's names, OpenAI's
+// frequency/presence penalties and logit_bias, vLLM's min_tokens / repetition_penalty).
+void penalty_fields(const json& obj, core::SamplingOptions& s, int64_t vocab_size) {
+  s.frequency_penalty = field<float>(obj, "frequency_penalty", 0.0f);
+  s.presence_penalty = field<float>(obj, "presence_penalty", 0.0f);
+  s.repetition_penalty = field<float>(obj, "repetition_penalty", 1.0f);
+  s.min_new_tokens = present(obj, "min_tokens") ? field<int64_t>(obj, "min_tokens", 0) : field<int64_t>(obj, "min_new_tokens", 0);
+  if (present(obj, "logit_bias")) {
+    const json& lb = obj["logit_bias"];
+    AERIE_CHECK(lb.is_object(), "'logit_bias' must be an object of token id -> bias");
+    AERIE_CHECK(lb.size() <= 1024, "'logit_bias' may name at most 1024 tokens");
+    for (const auto& [key, value] : lb.items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      AERIE_CHECK(!key.empty() && end && *end == '\0' && id >= 0 && id < vocab_size,
+                  "'logit_bias' keys must be token ids in [0, " << vocab_size << "), got '" << key << "'");
+      AERIE_CHECK(value.is_number(), "'logit_bias' values must be numbers");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
+}
+
 // The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
 void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
   refuse_unsupported(obj);
   auto& r = p.request;
+  penalty_fields(obj, r.sampling, limits.vocab_size);
   r.sampling.temperature = field<float>(obj, "temperature", limits.sampling.temperature);
   r.sampling.top_p = field<float>(obj, "top_p", limits.sampling.top_p);
   r.sampling.top_k = field<int32_t>(obj, "top_k", limits.sampling.top_k);

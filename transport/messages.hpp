@@ -75,10 +75,15 @@ struct BatchMessage {
   std::vector<int32_t> lookahead_ids;   // [sequences] EXTEND: the token after the chunk, -1 when it samples
   std::vector<int32_t> extra_slots;     // [sequences] the slot of the position after the last input token
   std::vector<uint64_t> finished_rids;  // requests ended since the last batch: the worker drops their draft state
+  // Logit adjustments before sampling (penalties, logit_bias, min_new_tokens;
+  // kernels/logit_adjust.hpp): entry e changes logit [adjust_rows[e], adjust_ids[e]], the row
+  // being the index among this batch's sampled rows. Empty for most batches.
+  std::vector<int32_t> adjust_rows, adjust_ids;
+  std::vector<float> adjust_bias, adjust_rep, adjust_add;
   template <class Archive>
   void serialize(Archive& ar) {
     ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
-       global_num_tokens, bucket, dp_padding, dp_tokens_per_request, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids);
+       global_num_tokens, bucket, dp_padding, dp_tokens_per_request, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids, adjust_rows, adjust_ids, adjust_bias, adjust_rep, adjust_add);
   }
   bool operator==(const BatchMessage&) const = default;
 };

@@ -2,6 +2,7 @@
 // What a caller asks of the engine for one prompt, and what it gets back.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transport/messages.hpp"
@@ -15,6 +16,18 @@ struct SamplingOptions {
   int32_t top_k = -1;        // <= 0: no limit
   float min_p = 0.0f;        // [0, 1]
   int64_t seed = 0;
+  // Penalties (sglang's and OpenAI's meaning; applied to the logits before sampling,
+  // actors/core/logit_adjustments.hpp): frequency and presence over the output so far,
+  // repetition over prompt and output (transformers' rule), logit_bias added as given, and
+  // EOS / stop ids banned until min_new_tokens tokens are out.
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float repetition_penalty = 1.0f;  // (0, 2]
+  int64_t min_new_tokens = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token -> bias in [-100, 100]
+  bool adjusts_logits() const {
+    return frequency_penalty != 0.0f || presence_penalty != 0.0f || repetition_penalty != 1.0f || min_new_tokens > 0 || !logit_bias.empty();
+  }
   // Throws aerie::Error naming the first bad field.
   void validate() const;
 };

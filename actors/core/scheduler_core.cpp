@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "actors/core/logit_adjustments.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
 
@@ -25,6 +26,12 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
               "top log-probabilities must be between 0 and " << kMaxTopLogprobs << ", got " << r.logprobs);
   for (int32_t id : r.prompt)
     AERIE_CHECK(id >= 0 && id < options_.vocab_size, "token id " << id << " is outside the vocabulary [0, " << options_.vocab_size << ")");
+  for (const auto& [id, bias] : r.sampling.logit_bias)
+    AERIE_CHECK(id >= 0 && id < options_.vocab_size, "logit_bias names token " << id << ", outside the vocabulary [0, " << options_.vocab_size << ")");
+  // A verify samples several tokens at once, each after the others: penalties would need the
+  // accepted prefix of every draft. Not done yet: such a request is refused on a speculative server.
+  AERIE_CHECK(!speculative() || !r.sampling.adjusts_logits(),
+              "penalties, logit_bias and min_new_tokens are not supported with speculative decoding (this server runs a draft model)");
   // Compared with the room left, never summed first: a huge max_new_tokens would wrap past the
   // check and leave a request that can never finish holding the pool.
   const auto prompt = static_cast<int64_t>(r.prompt.size());
@@ -135,6 +142,11 @@ void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p
   b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
   b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
   if (p.samples) {
+    if (q.req.sampling.adjusts_logits()) {
+      std::vector<int32_t> banned = q.req.stop_token_ids;
+      if (!q.req.ignore_eos) banned.insert(banned.end(), options_.eos_token_ids.begin(), options_.eos_token_ids.end());
+      append_logit_adjustments(b, static_cast<int32_t>(b.rids.size()), q.req.prompt, q.result.output_ids, q.req.sampling, banned);
+    }
     b.rids.push_back(p.rid);
     b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
     b.sampling.push_back(sampling_row(q));

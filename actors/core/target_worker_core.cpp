@@ -52,15 +52,17 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     const model::ForwardBatch b = forward_batch_of(m);
     const bool replay = graphs_ && graphs_->can_run(b);
     // The in-graph argmax serves all-greedy batches that need no logits back.
-    const bool all_greedy = std::all_of(m.sampling.begin(), m.sampling.end(),
-                                        [](const auto& s) { return s.temperature == 0.0f && s.logprobs < 0; });
+    const bool adjusted = !m.adjust_ids.empty();  // penalties, logit_bias, min_new_tokens
+    const bool all_greedy = !adjusted && std::all_of(m.sampling.begin(), m.sampling.end(),
+                                                     [](const auto& s) { return s.temperature == 0.0f && s.logprobs < 0; });
     stats_.graph_replays += replay ? 1 : 0;
     if (replay && all_greedy) {
       r.next_tokens = graphs_->replay_greedy(b);
       return r;
     }
     const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
-    r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), model_.stream());
+    const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
+    r.next_tokens = sampler_.sample(to_sample, sampling_rows_of(m), model_.stream());
     r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
   } catch (const std::exception& e) {
     ++stats_.errors;

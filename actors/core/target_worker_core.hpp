@@ -5,6 +5,7 @@
 // become a BatchResult with `error` set; the worker stays usable.
 #include <memory>
 
+#include "actors/core/logit_adjustments.hpp"
 #include "actors/core/logprob_reader.hpp"
 #include "actors/core/spec_worker_core.hpp"
 #include "model/llama_model.hpp"
@@ -39,6 +40,7 @@ class TargetWorkerCore {
   WorkerOptions options_;
   model::Sampler sampler_;
   LogprobReader logprobs_;
+  LogitAdjuster adjuster_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   std::unique_ptr<SpecWorkerCore> spec_;
   WorkerStats stats_;

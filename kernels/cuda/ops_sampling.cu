@@ -213,7 +213,28 @@ __global__ void fill_normal_kernel(T* x, int64_t n, uint64_t seed, float mean, f
   }
 }
 
+// One thread per entry; the entries of a row name distinct ids, so no two threads touch one
+// logit. An entry outside the logits is skipped (the op entry's caller checked them).
+__global__ void logit_adjust_kernel(float* logits, int64_t rows, int64_t vocab, const int32_t* row, const int32_t* id, const float* bias,
+                                    const float* rep, const float* add, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n || row[e] < 0 || row[e] >= rows || id[e] < 0 || id[e] >= vocab) return;
+  float& x = logits[static_cast<int64_t>(row[e]) * vocab + id[e]];
+  float v = x + bias[e];
+  if (rep[e] != 1.0f) v = v > 0.0f ? v / rep[e] : v * rep[e];
+  x = v + add[e];
+}
+
 }  // namespace
+
+Status logit_adjust(const LogitAdjustParams& p, void* stream) {
+  const int64_t n = p.ids.dim(0);
+  if (n == 0) return Status::ok();
+  logit_adjust_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
+      p.logits.ptr<float>(), p.logits.dim(0), p.logits.dim(1), p.rows.ptr<int32_t>(), p.ids.ptr<int32_t>(), p.bias.ptr<float>(), p.rep.ptr<float>(),
+      p.add.ptr<float>(), n);
+  return launch_status("logit_adjust");
+}
 
 Status sample(const SampleParams& p, void* stream) {
   const int64_t batch = p.logits.dim(0);

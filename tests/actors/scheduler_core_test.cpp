@@ -2,12 +2,14 @@
 // worker stand-in that answers every sampled row with (position of the row + 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include <limits>
 
 #include <cmath>
 
+#include "actors/core/logit_adjustments.hpp"
 #include "actors/core/scheduler_core.hpp"
 #include "kernels/error.hpp"
 
@@ -185,4 +187,43 @@ TEST(SchedulerCore, StopsAtEosAndStopTokens) {
       }
   }
   EXPECT_EQ(out, (std::vector<int32_t>{102, 103, 104}));
+}
+
+// Penalties, logit_bias and min_new_tokens become one entry per token for the sampled row.
+TEST(LogitAdjustments, OneEntryPerTokenWithTheRulesCombined) {
+  transport::BatchMessage b;
+  SamplingOptions s;
+  s.repetition_penalty = 1.5f;
+  s.frequency_penalty = 0.5f;
+  s.presence_penalty = 0.25f;
+  s.logit_bias = {{9, 2.0f}, {4, -1.0f}};
+  s.min_new_tokens = 5;
+  const std::vector<int32_t> prompt = {4, 6}, output = {6, 6, 8}, banned = {2};
+  append_logit_adjustments(b, 3, prompt, output, s, banned);
+  EXPECT_EQ(b.adjust_ids, (std::vector<int32_t>{2, 4, 6, 8, 9}));
+  EXPECT_EQ(b.adjust_rows, (std::vector<int32_t>(5, 3)));
+  EXPECT_EQ(b.adjust_rep, (std::vector<float>{1.0f, 1.5f, 1.5f, 1.5f, 1.0f}));
+  EXPECT_TRUE(std::isinf(b.adjust_add[0]) && b.adjust_add[0] < 0);  // EOS banned: 3 of 5 tokens out
+  EXPECT_EQ(b.adjust_bias, (std::vector<float>{0.0f, -1.0f, 0.0f, 0.0f, 2.0f}));
+  EXPECT_FLOAT_EQ(b.adjust_add[1], 0.0f);                           // 4: prompt only (repetition) + bias
+  EXPECT_FLOAT_EQ(b.adjust_add[2], -(0.5f * 2 + 0.25f));            // 6: twice in the output
+  EXPECT_FLOAT_EQ(b.adjust_add[3], -(0.5f + 0.25f));                // 8: once
+  EXPECT_FLOAT_EQ(b.adjust_add[4], 0.0f);                           // 9: bias only
+  transport::BatchMessage after;
+  const std::vector<int32_t> long_output = {6, 6, 8, 1, 1};
+  append_logit_adjustments(after, 0, prompt, long_output, s, banned);
+  EXPECT_EQ(std::count(after.adjust_ids.begin(), after.adjust_ids.end(), 2), 0);  // min_new_tokens reached: EOS free again
+}
+
+TEST(SchedulerCore, PenaltiesAreRefusedOnASpeculativeServer) {
+  SchedulerOptions o{.eos_token_ids = {2}, .vocab_size = 100, .context_length = 64, .spec_steps = 3};
+  SchedulerCore c({.num_pages = 64, .page_size = 4}, o);
+  GenerationRequest r{.prompt = {5, 6}, .max_new_tokens = 4};
+  r.sampling.presence_penalty = 0.5f;
+  EXPECT_THROW(c.submit(1, r), Error);
+  r.sampling.presence_penalty = 0.0f;
+  EXPECT_NO_THROW(c.submit(1, r));
+  SchedulerCore plain({.num_pages = 64, .page_size = 4}, SchedulerOptions{.eos_token_ids = {2}, .vocab_size = 100, .context_length = 64});
+  r.sampling.logit_bias = {{100, 1.0f}};  // outside the vocabulary
+  EXPECT_THROW(plain.submit(2, r), Error);
 }

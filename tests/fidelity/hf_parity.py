@@ -114,6 +114,54 @@ def check_greedy(args, path, model, cfg, rng, name):
     print(f"  {name}: greedy identical for {len(prompts)} prompts (also with a KV pool of {tight} tokens)")
 
 
+def check_penalties(args, path, model, cfg, rng, name):
+    """Penalties against transformers' logits processors (repetition_penalty, min_new_tokens,
+    sequence_bias as logit_bias) and, for OpenAI's frequency/presence penalties, which
+    transformers lacks, against a step-by-step reference on its logits."""
+    prompts = [[rng.randrange(3, cfg["vocab_size"]) for _ in range(rng.randint(2, 30))] for _ in range(4)]
+    n, eos = 20, cfg["eos_token_id"]
+    bias = {7: 6.0, 11: -50.0}
+    base = [args.generate, "--model-path", path, "--max-new-tokens", str(n), "--temperature", "0", "--output", "json"]
+    for p in prompts:
+        base += ["--input-ids", ",".join(map(str, p))]
+    plain = [g["output_ids"] for g in run_json(base)]
+
+    def hf(p, **kw):
+        with torch.no_grad():
+            out = model.generate(torch.tensor([p]), max_new_tokens=n, do_sample=False, eos_token_id=eos, pad_token_id=0,
+                                 attention_mask=torch.ones(1, len(p), dtype=torch.long), **kw)
+        return out[0, len(p):].tolist()
+
+    got = [g["output_ids"] for g in run_json(base + ["--repetition-penalty", "1.4", "--min-new-tokens", "6"] +
+                                                   sum((["--logit-bias", f"{t}:{b}"] for t, b in bias.items()), []))]
+    for p, g in zip(prompts, got):
+        ref = hf(p, repetition_penalty=1.4, min_new_tokens=6, sequence_bias={(t,): b for t, b in bias.items()})
+        assert g == ref, f"{name}: repetition/min tokens/bias, prompt {p}\n aerie {g}\n hf    {ref}"
+    assert got != plain, f"{name}: the penalties changed nothing; the test proves nothing"
+
+    def freq_presence(p, f, pres):
+        ids, out = list(p), []
+        with torch.no_grad():
+            for _ in range(n):
+                logits = model(torch.tensor([ids])).logits[0, -1].double()
+                for t in set(out):
+                    logits[t] -= f * out.count(t) + pres
+                t = int(torch.argmax(logits))
+                out.append(t)
+                ids.append(t)
+                if t == eos:
+                    break
+        return out
+
+    got = [g["output_ids"] for g in run_json(base + ["--frequency-penalty", "0.8", "--presence-penalty", "0.5"])]
+    for p, g in zip(prompts, got):
+        ref = freq_presence(p, 0.8, 0.5)
+        assert g == ref, f"{name}: frequency/presence, prompt {p}\n aerie {g}\n ref   {ref}"
+    assert got != plain, f"{name}: frequency/presence changed nothing"
+    print(f"  {name}: repetition_penalty + min_new_tokens + logit_bias equal transformers' processors, frequency/presence "
+          f"penalties the reference, for {len(prompts)} prompts")
+
+
 def check_text_prompt(args, workdir, seed):
     import sentencepiece as spm
     corpus = os.path.join(workdir, "corpus.txt")
@@ -190,6 +238,8 @@ def main():
             prompt = [rng.randrange(3, cfg["vocab_size"]) for _ in range(rng.randint(8, 30))]
             check_logits(args, path, model, prompt, name)
             check_greedy(args, path, model, cfg, rng, name)
+            if i == 0:
+                check_penalties(args, path, model, cfg, rng, name)
         check_text_prompt(args, tmp, seed)
     print("hf_parity: all checks passed")
 

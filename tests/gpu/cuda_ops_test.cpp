@@ -10,6 +10,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
@@ -413,5 +414,38 @@ TEST_F(CudaOps, SamplingFollowsTheFilteredDistribution) {
     if (dof > 0) {
       EXPECT_LT(chi, chi999[dof]) << "t=" << kn.t << " p=" << kn.p << " k=" << kn.k << " min_p=" << kn.mp;
     }
+  }
+}
+
+TEST_F(CudaOps, LogitAdjustMatchesCpu) {
+  std::mt19937 rng(17);
+  const int64_t rows = 5, vocab = 1000;
+  Buffer logits = random_buffer(rng, DType::kF32, {rows, vocab});
+  // Distinct (row, id) pairs: penalties, a bias and a ban.
+  std::vector<int32_t> r, id;
+  std::vector<float> bias, rep, add;
+  for (int32_t row = 0; row < rows; ++row)
+    for (int32_t k = 0; k < 40; ++k) {
+      r.push_back(row), id.push_back(static_cast<int32_t>((k * 37 + row * 11) % vocab));
+      bias.push_back(k % 4 == 0 ? 2.5f : 0.0f), rep.push_back(k % 3 == 0 ? 1.0f : 1.3f);
+      add.push_back(k == 5 ? -INFINITY : -0.1f * static_cast<float>(k % 7));
+    }
+  Buffer fbias(Device::kCpu, DType::kF32, {static_cast<int64_t>(bias.size())}), frep(Device::kCpu, DType::kF32, {static_cast<int64_t>(rep.size())}),
+      fadd(Device::kCpu, DType::kF32, {static_cast<int64_t>(add.size())});
+  fbias.copy_from_host(bias.data(), fbias.nbytes());
+  frep.copy_from_host(rep.data(), frep.nbytes());
+  fadd.copy_from_host(add.data(), fadd.nbytes());
+  Buffer rows_h = ints(r), ids_h = ints(id);
+  Buffer d_logits = to_gpu(logits), d_rows = to_gpu(rows_h), d_ids = to_gpu(ids_h), d_bias = to_gpu(fbias), d_rep = to_gpu(frep),
+         d_add = to_gpu(fadd);
+  OwnedStream cpu(Device::kCpu);
+  ASSERT_TRUE(logit_adjust({.logits = logits.view(), .rows = rows_h.view(), .ids = ids_h.view(), .bias = fbias.view(), .rep = frep.view(), .add = fadd.view()}, cpu.get()).is_ok());
+  ASSERT_TRUE(logit_adjust({.logits = d_logits.view(), .rows = d_rows.view(), .ids = d_ids.view(), .bias = d_bias.view(), .rep = d_rep.view(), .add = d_add.view()}, gpu()).is_ok());
+  const Buffer back = to_cpu(d_logits);
+  const float* a = logits.view().ptr<float>();
+  const float* b = back.view().ptr<float>();
+  for (int64_t i = 0; i < rows * vocab; ++i) {
+    if (std::isinf(a[i])) ASSERT_EQ(a[i], b[i]) << i;  // a banned token
+    else ASSERT_NEAR(a[i], b[i], 1e-6f * (1.0f + std::fabs(a[i]))) << i;  // (a fused multiply-add may round once less)
   }
 }

@@ -148,11 +148,6 @@ TEST(JsonRequest, ClientsSeeMessagesWithoutSourceLocations) {
 TEST(JsonRequest, UnsupportedOptionsAreRefusedNotIgnored) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"("n": 2)", "'n'"},
-      {R"("frequency_penalty": 0.5)", "frequency_penalty"},
-      {R"("presence_penalty": 0.5)", "presence_penalty"},
-      {R"("repetition_penalty": 1.1)", "repetition_penalty"},
-      {R"("min_new_tokens": 3)", "min_new_tokens"},
-      {R"("logit_bias": {"5": 10})", "logit_bias"},
       {R"("json_schema": "{}")", "structured output"},
       {R"("regex": "a+")", "structured output"},
       {R"("ebnf": "root ::= x")", "structured output"},
@@ -176,9 +171,24 @@ TEST(JsonRequest, UnsupportedOptionsAreRefusedNotIgnored) {
                                  R"({"prompt": [1], "tool_choice": "auto"})"})
     EXPECT_THROW(launch::parse_completion_request(json::parse(body), kLimits), Error) << body;
   EXPECT_NO_THROW(launch::parse_completion_request(
-      json::parse(R"({"prompt": [1], "max_tokens": 2, "n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {},
-                     "response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})"),
+      json::parse(R"({"prompt": [1], "max_tokens": 2, "n": 1, "response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})"),
       kLimits));
-  EXPECT_NO_THROW(launch::parse_generate_request(
-      json::parse(R"({"input_ids": [1], "sampling_params": {"repetition_penalty": 1.0, "min_new_tokens": 0}})"), kLimits));
+}
+
+TEST(JsonRequest, PenaltiesBiasAndMinTokensAreParsedAndChecked) {
+  const auto sg = launch::parse_generate_request(
+      json::parse(R"({"input_ids": [1], "sampling_params": {"frequency_penalty": 0.5, "presence_penalty": -0.25,
+                      "repetition_penalty": 1.3, "min_new_tokens": 3, "logit_bias": {"7": 5.5, "9": -100}}})"),
+      kLimits);
+  const auto& s = sg.request.sampling;
+  EXPECT_FLOAT_EQ(s.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(s.presence_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.3f);
+  EXPECT_EQ(s.min_new_tokens, 3);
+  EXPECT_EQ(s.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, 5.5f}, {9, -100.0f}}));
+  const auto oai = launch::parse_completion_request(json::parse(R"({"prompt": [1], "max_tokens": 4, "min_tokens": 2, "logit_bias": {"3": 1}})"), kLimits);
+  EXPECT_EQ(oai.request.sampling.min_new_tokens, 2);
+  for (const std::string bad : {R"({"frequency_penalty": 3})", R"({"repetition_penalty": 0})", R"({"logit_bias": {"100": 1}})",
+                                R"({"logit_bias": {"x": 1}})", R"({"logit_bias": {"1": 101}})", R"({"min_new_tokens": -1})"})
+    EXPECT_THROW(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": )" + bad + "}"), kLimits), Error) << bad;
 }
