@@ -1,5 +1,7 @@
 #include "launch/http_server.hpp"
 
+#include <limits>
+
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -258,6 +260,7 @@ EngineLoad HttpServer::load() {
 }
 
 void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
+  if (p.n > 1 && p.stream) return send_json(res, 400, error_body("invalid_request", "'n' > 1 with streaming is not supported yet"));
   const std::string id = client_id(p);
   if (!reserve(id)) return send_json(res, 409, error_body("rid_in_use", "a request with rid '" + id + "' is still in progress"));
   if (p.stream) return stream(std::move(p), id, res);  // its resource releaser gives the rid back
@@ -266,6 +269,7 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
     const std::string& id;
     ~GiveBack() { server->untrack(id); }
   } give_back{this, id};  // also when the session throws
+  if (p.n > 1) return serve_samples(p, id, res);
   const uint64_t rid = next_rid_++;
   RequestSession session(deployment_, tokenizer_.get(), metrics_, rid, p);
   track(id, session.handle());
@@ -278,6 +282,48 @@ void HttpServer::serve(ParsedRequest p, httplib::Response& res) {
   log_request(id, u, session.seconds_since_arrival());
   if (!u.error.empty()) return send_json(res, u.status, error_body(error_code(u.status), u.error));
   send_json(res, 200, dump(writer.body(u, session.seconds_since_arrival())));
+}
+
+// n > 1: every sample is a request of its own with seed + i, all submitted at once (the
+// engine batches them), then gathered: sglang answers with a list of n replies, OpenAI with
+// n choices (index i) and the usage summed over them.
+void HttpServer::serve_samples(const ParsedRequest& p, const std::string& id, httplib::Response& res) {
+  std::vector<std::unique_ptr<RequestSession>> sessions;
+  std::vector<std::unique_ptr<ResponseWriter>> writers;
+  for (int i = 0; i < p.n; ++i) {
+    ParsedRequest one = p;
+    one.n = 1;
+    // seed + i, wrapping within the non-negative seeds.
+    one.request.sampling.seed =
+        static_cast<int64_t>((static_cast<uint64_t>(p.request.sampling.seed) + static_cast<uint64_t>(i)) & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, one));
+    writers.push_back(std::make_unique<ResponseWriter>(one, id, options_.model_name, tokenizer_.get()));
+  }
+  if (!sessions.empty()) track(id, sessions.front()->handle());
+  std::vector<json> bodies;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    SessionUpdate u;
+    do {
+      u = sessions[i]->next();
+      writers[i]->absorb(u);
+    } while (!u.finished);
+    log_request(id + "#" + std::to_string(i), u, sessions[i]->seconds_since_arrival());
+    if (!u.error.empty()) return send_json(res, u.status, error_body(error_code(u.status), u.error));
+    bodies.push_back(writers[i]->body(u, sessions[i]->seconds_since_arrival()));
+  }
+  if (p.kind == ApiKind::kGenerate) return send_json(res, 200, dump(json(bodies)));
+  json merged = bodies.front();
+  merged["choices"] = json::array();
+  int64_t completion = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    json choice = bodies[i]["choices"][0];
+    choice["index"] = i;
+    merged["choices"].push_back(std::move(choice));
+    completion += bodies[i]["usage"].value("completion_tokens", int64_t{0});
+  }
+  merged["usage"]["completion_tokens"] = completion;
+  merged["usage"]["total_tokens"] = merged["usage"].value("prompt_tokens", int64_t{0}) + completion;
+  send_json(res, 200, dump(merged));
 }
 
 // Server-sent events: `data: {...}` per update, then `data: [DONE]`. The session (and its

@@ -67,6 +67,7 @@ class HttpServer {
   };
   void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
   void stream(ParsedRequest p, const std::string& id, httplib::Response& res);
+  void serve_samples(const ParsedRequest& p, const std::string& id, httplib::Response& res);  // n > 1
   Reply health_generate();
   // --log-requests: one info line for a finished request.
   void log_request(const std::string& id, const SessionUpdate& u, double seconds) const;

@@ -102,7 +102,6 @@ int64_t fresh_seed() {
 // body): refused with a 400 saying which, rather than silently ignored. Their neutral values
 // (n 1, a "text" response format, no tools) pass.
 void refuse_unsupported(const json& obj) {
-  AERIE_CHECK(field<int64_t>(obj, "n", 1) == 1, "'n' other than 1 is not supported (send the request n times)");
   AERIE_CHECK(field<int64_t>(obj, "best_of", 1) == 1, "'best_of' other than 1 is not supported");
   for (const char* key : {"json_schema", "regex", "ebnf", "structural_tag"})
     AERIE_CHECK(!present(obj, key), "'" << key << "': structured output is not supported");
@@ -141,6 +140,9 @@ void penalty_fields(const json& obj, core::SamplingOptions& s, int64_t vocab_siz
 // The sampling fields sglang keeps in "sampling_params" and OpenAI at the top level.
 void sampling_fields(const json& obj, ParsedRequest& p, const RequestLimits& limits) {
   refuse_unsupported(obj);
+  const int64_t n = field<int64_t>(obj, "n", 1);
+  AERIE_CHECK(n >= 1 && n <= kMaxParallelSamples, "'n' must be between 1 and " << kMaxParallelSamples << ", got " << n);
+  p.n = static_cast<int>(n);
   auto& r = p.request;
   penalty_fields(obj, r.sampling, limits.vocab_size);
   r.sampling.temperature = field<float>(obj, "temperature", limits.sampling.temperature);

@@ -30,6 +30,9 @@ struct ParsedRequest {
   bool include_usage = false;  // OpenAI stream_options.include_usage
   bool return_logprob = false;
   bool return_text_in_logprobs = false;  // sglang: each logprob entry carries its token's text
+  // Parallel samples of the prompt (sglang's sampling_params.n, OpenAI's n): sample i runs as
+  // its own request with seed + i (the prompt is prefilled for each; not shared yet).
+  int n = 1;
 };
 
 // What the parsers need to know about the model.
@@ -43,6 +46,8 @@ struct RequestLimits {
 // Client JSON nested deeper than this is refused while it is parsed (before any copy or walk
 // of it could recurse that deep).
 constexpr int kMaxJsonDepth = 64;
+// 'n' at most.
+constexpr int kMaxParallelSamples = 16;
 // Parses a client's body. Throws aerie::Error "malformed JSON: ..." (invalid JSON, invalid
 // UTF-8, NaN) or naming the depth cap.
 nlohmann::json parse_client_json(const std::string& text);

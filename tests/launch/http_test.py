@@ -55,6 +55,24 @@ def main():
         status, info = call(base + "/get_server_info")
         assert status == 200 and info["dp_size"] == 1, info
 
+        # n parallel samples: sample i is the request with seed + i (a reference: each run alone).
+        def sampled(body_seed, extra=None):
+            body = {"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 8, "temperature": 1.0, "seed": body_seed,
+                                                                 "ignore_eos": True, **(extra or {})}}
+            return call(base + "/generate", body)
+        status, many = sampled(41, {"n": 3})
+        assert status == 200 and isinstance(many, list) and len(many) == 3, (status, many)
+        alone = [sampled(41 + i)[1]["output_ids"] for i in range(3)]
+        assert [m["output_ids"] for m in many] == alone, (many, alone)
+        assert len({tuple(a) for a in alone}) > 1, "three seeds sampled the same tokens"
+        status, oai = call(base + "/v1/completions", {"prompt": prompts[0], "max_tokens": 8, "temperature": 1.0, "seed": 41, "n": 3,
+                                                      "ignore_eos": True})
+        assert status == 200 and [c["index"] for c in oai["choices"]] == [0, 1, 2], oai
+        assert oai["usage"]["completion_tokens"] == 24, oai["usage"]
+        status, bad = call(base + "/v1/completions", {"prompt": prompts[0], "max_tokens": 2, "n": 2, "stream": True})
+        assert status == 400 and "streaming" in bad["error"]["message"], (status, bad)
+        print("n = 3: the samples equal three requests with seeds s, s+1, s+2 (sglang list, OpenAI choices)")
+
         def one(i):
             return call(base + "/generate", {"rid": f"q{i}", "input_ids": prompts[i],
                                              "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}})

@@ -147,7 +147,8 @@ TEST(JsonRequest, ClientsSeeMessagesWithoutSourceLocations) {
 // OpenAI's body alike; the neutral values pass.
 TEST(JsonRequest, UnsupportedOptionsAreRefusedNotIgnored) {
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"("n": 2)", "'n'"},
+      {R"("n": 17)", "'n'"},
+      {R"("n": 0)", "'n'"},
       {R"("json_schema": "{}")", "structured output"},
       {R"("regex": "a+")", "structured output"},
       {R"("ebnf": "root ::= x")", "structured output"},
@@ -186,8 +187,10 @@ TEST(JsonRequest, PenaltiesBiasAndMinTokensAreParsedAndChecked) {
   EXPECT_FLOAT_EQ(s.repetition_penalty, 1.3f);
   EXPECT_EQ(s.min_new_tokens, 3);
   EXPECT_EQ(s.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, 5.5f}, {9, -100.0f}}));
-  const auto oai = launch::parse_completion_request(json::parse(R"({"prompt": [1], "max_tokens": 4, "min_tokens": 2, "logit_bias": {"3": 1}})"), kLimits);
+  const auto oai = launch::parse_completion_request(json::parse(R"({"prompt": [1], "max_tokens": 4, "min_tokens": 2, "logit_bias": {"3": 1}, "n": 3})"), kLimits);
   EXPECT_EQ(oai.request.sampling.min_new_tokens, 2);
+  EXPECT_EQ(oai.n, 3);
+  EXPECT_EQ(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": {"n": 4}})"), kLimits).n, 4);
   for (const std::string bad : {R"({"frequency_penalty": 3})", R"({"repetition_penalty": 0})", R"({"logit_bias": {"100": 1}})",
                                 R"({"logit_bias": {"x": 1}})", R"({"logit_bias": {"1": 101}})", R"({"min_new_tokens": -1})"})
     EXPECT_THROW(launch::parse_generate_request(json::parse(R"({"input_ids": [1], "sampling_params": )" + bad + "}"), kLimits), Error) << bad;
