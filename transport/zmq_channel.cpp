@@ -91,7 +91,7 @@ void ZmqReceiver::watch_peer() {
   static std::atomic<uint64_t> next{0};
   const std::string address = "inproc://aerie-monitor-" + std::to_string(next++);
   AERIE_CHECK(zmq_socket_monitor(static_cast<void*>(*socket_), address.c_str(),
-                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0,
+                                 ZMQ_EVENT_DISCONNECTED) == 0,
               "cannot monitor a ZeroMQ socket: " << zmq_strerror(zmq_errno()));
   monitor_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   monitor_->connect(address);
@@ -100,16 +100,18 @@ void ZmqReceiver::watch_peer() {
 bool ZmqReceiver::peer_lost() {
   if (!monitor_ || lost_) return lost_;
   for (;;) {
-    // A monitor event is two frames: [u16 event, u32 value] and the endpoint.
+    // A monitor event is two frames: [u16 event, u32 value (the connection's fd here)] and the endpoint.
     zmq::message_t event, where;
     if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return lost_;
     (void)monitor_->recv(where, zmq::recv_flags::dontwait);
-    if (event.size() < 2) continue;
+    if (event.size() < 6) continue;
     uint16_t id = 0;
+    uint32_t fd = 0;
     std::memcpy(&id, event.data(), sizeof id);
-    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ++handshakes_;
-    // Only a peer that authenticated counts: a stranger failing CURVE is not our peer.
-    if (id == ZMQ_EVENT_DISCONNECTED && handshakes_ > 0) lost_ = true;
+    std::memcpy(&fd, static_cast<const uint8_t*>(event.data()) + 2, sizeof fd);
+    // Only a connection our peer's messages came through counts (receive() records it): a
+    // stranger connecting, failing CURVE and being dropped must not pass for our peer leaving.
+    if (id == ZMQ_EVENT_DISCONNECTED && authenticated_.erase(fd) > 0) lost_ = true;
   }
 }
 
@@ -124,6 +126,12 @@ std::optional<AnyMessage> ZmqReceiver::receive(std::chrono::milliseconds timeout
     if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
     zmq::message_t raw;
     if (!socket_->recv(raw, zmq::recv_flags::dontwait)) continue;
+    if (monitor_) {
+      // The connection it came through passed the CURVE handshake: remember it as our peer's
+      // (ZMQ_SRCFD: the message's source socket).
+      const int fd = zmq_msg_get(raw.handle(), ZMQ_SRCFD);
+      if (fd >= 0) authenticated_.insert(static_cast<uint32_t>(fd));
+    }
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(raw.data()), raw.size());
     auto decoded = decode_frame(bytes, known_message_kinds(), max_message_bytes_);
     if (std::holds_alternative<FrameDecodeError>(decoded)) {

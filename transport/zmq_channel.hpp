@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 
@@ -78,9 +79,9 @@ class ZmqReceiver {
   const ChannelStats& stats() const { return stats_; }
   std::string endpoint() const;
   // Watches the socket's connections (a ZeroMQ socket monitor): peer_lost() then tells, without
-  // blocking, whether a peer that completed its handshake has since disconnected — a process
-  // that dies has its connections closed by the kernel at once. Call watch_peer() before the
-  // peer connects.
+  // blocking, whether the connection a message last came through (so one that passed the CURVE
+  // handshake) has since closed — a process that dies has its connections closed by the kernel
+  // at once. Call watch_peer() before the peer connects.
   void watch_peer();
   bool peer_lost();
 
@@ -88,7 +89,7 @@ class ZmqReceiver {
   std::unique_ptr<zmq::socket_t> socket_;
   zmq::context_t* ctx_;
   std::unique_ptr<zmq::socket_t> monitor_;  // the PAIR end of the socket monitor
-  int handshakes_ = 0;
+  std::set<uint32_t> authenticated_;  // fds of connections messages came through
   bool lost_ = false;
   uint32_t max_message_bytes_;
   uint64_t expected_seq_ = 0;
