@@ -186,7 +186,7 @@ TEST(OpenAiRequest, ParsesCompletionsAndChats) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  bad(R"({"prompt": "a", "n": 2})", "'n'");
+  bad(R"({"prompt": "a", "n": 17})", "'n'");  // n up to 16 is served (parallel samples)
   bad(R"({"prompt": "a", "echo": true})", "'echo'");
   bad(R"({"prompt": "a", "logprobs": 6})", "'logprobs'");
   bad(R"({"prompt": "a", "max_tokens": -1})", "'max_tokens' must be at least 0");
@@ -195,7 +195,7 @@ TEST(OpenAiRequest, ParsesCompletionsAndChats) {
   bad(R"({"prompt": ""})", "empty");
   bad(R"({"prompt": ["a", "b"]})", "one prompt per request");
   bad(R"({"prompt": "a", "temperature": -1})", "temperature");
-  bad(R"({"prompt": "a", "frequency_penalty": 0.5})", "frequency_penalty");
+  bad(R"({"prompt": "a", "frequency_penalty": 2.5})", "frequency_penalty");  // penalties are served within OpenAI's range
   bad(R"({"messages": []})", "empty", true);
   bad(R"({"messages": [{"role": "user"}]})", "content", true);
   bad(R"({"messages": [{"role": "robot", "content": "x"}]})", "robot", true);
