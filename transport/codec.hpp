@@ -23,6 +23,7 @@ namespace aerie::transport {
 template <class T>
 std::vector<uint8_t> encode_message(const T& msg) {
   std::vector<uint8_t> payload;
+  payload.reserve(64);  // (also keeps GCC 12 from a false -Wstringop-overflow on small messages)
   {
     CheckedOutputArchive ar(payload);
     ar(msg);

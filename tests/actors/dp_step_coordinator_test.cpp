@@ -171,7 +171,9 @@ TEST(DpStepCoordinator, EveryGroupGetsTheSameBucketForAThousandRandomSteps) {
       EXPECT_EQ(p.mode, first.mode);
       EXPECT_EQ(p.offsets, first.offsets);
       EXPECT_EQ(p.gathered_rows, first.gathered_rows);
-      if (m.bucket > 0) EXPECT_GE(static_cast<int64_t>(m.bucket) * m.dp_tokens_per_request, static_cast<int64_t>(m.input_ids.size()));
+      if (m.bucket > 0) {
+        EXPECT_GE(static_cast<int64_t>(m.bucket) * m.dp_tokens_per_request, static_cast<int64_t>(m.input_ids.size()));
+      }
     }
     bucketed += msgs->front().bucket > 0 ? 1 : 0;
     for (int g = 0; g < groups; ++g) c.on_result(g);
