@@ -23,17 +23,6 @@ DPA=(--tp-size 2 --dp-size 2 --enable-dp-attention)
 GEN=(--load-format dummy --model-shape llama-3.2-1b --device cuda --max-new-tokens 32 --temperature 0 --ignore-eos
      --max-total-tokens 65536 --output json)
 for i in $(seq 1 24); do GEN+=(--input-ids "$(python3 -c "import random; r=random.Random($i); print(','.join(str(r.randrange(3,128000)) for _ in range(r.randint(1,300))))")"); done
-compare() {  # two JSON-lines outputs: how far the greedy paths agree
-  python3 - "$@" <<'PY'
-import json, sys
-a = [json.loads(l)["output_ids"] for l in open(sys.argv[1])]
-b = [json.loads(l)["output_ids"] for l in open(sys.argv[2])]
-assert len(a) == len(b), (len(a), len(b))
-prefix = [next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), len(x)) for x, y in zip(a, b)]
-print(f"{sys.argv[2]}: {sum(x == y for x, y in zip(a, b))}/{len(a)} outputs identical to {sys.argv[1]}, "
-      f"first token equal in {sum(x[0] == y[0] for x, y in zip(a, b))}/{len(a)}, mean common prefix {sum(prefix)/len(a):.1f}/{len(a[0])}")
-PY
-}
 serve_bench() {  # name, seconds, launcher, serve args, bench args
   step "$1" "$2" python3 tools/serve_and_bench.py --serve "$B/aerie-serve" --bench "$B/aerie-bench" --launcher "$3" \
     --serve-args "$4" --bench-args "$5 --output-file $LOGS/$1.json" --stderr "$LOGS/$1.server.txt"

@@ -3,7 +3,8 @@
 # $LOGS under $RESULTS (the caller sets RESULTS), and step(), which runs one command with a
 # time limit into $LOGS/<name>.txt, prints its last `STEP_TAIL` lines (default 20) and
 # records a failure in $status. pack_logs puts $LOGS into $RESULTS/logs.tgz: one file, since
-# the device tool brings back only a few.
+# the device tool brings back only a few. compare() says how far two aerie-generate JSON-lines
+# outputs agree (bf16 runs of different layouts part at near-ties).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=$RESULTS/logs
 mkdir -p "$LOGS"
@@ -23,6 +24,17 @@ step() {  # name, seconds, command... (environment assignments go through `env`)
   echo "   ($((SECONDS - t0)) s, rc $rc)"
   tail -n "${STEP_TAIL:-20}" "$LOGS/$name.txt"
   [[ $rc -eq 0 ]] || { echo "$name FAILED ($rc)"; status=1; }
+}
+compare() {  # two JSON-lines outputs: how far the greedy paths agree
+  python3 - "$@" <<'PY'
+import json, sys
+a = [json.loads(l)["output_ids"] for l in open(sys.argv[1])]
+b = [json.loads(l)["output_ids"] for l in open(sys.argv[2])]
+assert len(a) == len(b), (len(a), len(b))
+prefix = [next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), len(x)) for x, y in zip(a, b)]
+print(f"{sys.argv[2]}: {sum(x == y for x, y in zip(a, b))}/{len(a)} outputs identical to {sys.argv[1]}, "
+      f"first token equal in {sum(x[0] == y[0] for x, y in zip(a, b))}/{len(a)}, mean common prefix {sum(prefix)/len(a):.1f}/{len(a[0])}")
+PY
 }
 pack_logs() {
   tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"

@@ -23,17 +23,6 @@ MPI=(mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
 GEN=(--load-format dummy --model-shape llama-3.1-8b --device cuda --max-new-tokens 32 --temperature 0 --ignore-eos
      --max-total-tokens 65536 --output json)
 for i in $(seq 1 16); do GEN+=(--input-ids "$(python3 -c "import random; r=random.Random($i); print(','.join(str(r.randrange(3,128000)) for _ in range(r.randint(1,300))))")"); done
-compare() {  # two JSON-lines outputs: how far the greedy paths agree
-  python3 - "$@" <<'PY'
-import json, sys
-a = [json.loads(l)["output_ids"] for l in open(sys.argv[1])]
-b = [json.loads(l)["output_ids"] for l in open(sys.argv[2])]
-assert len(a) == len(b), (len(a), len(b))
-prefix = [next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), len(x)) for x, y in zip(a, b)]
-print(f"{sys.argv[2]}: {sum(x == y for x, y in zip(a, b))}/{len(a)} outputs identical to {sys.argv[1]}, "
-      f"first token equal in {sum(x[0] == y[0] for x, y in zip(a, b))}/{len(a)}, mean common prefix {sum(prefix)/len(a):.1f}/{len(a[0])}")
-PY
-}
 for s in $steps; do
   case $s in
     tp_parity) step tp_parity 300 "${MPI[@]}" "$B/tp_parity_test" --device cuda --gtest_brief=1;;

@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_process import free_port  # noqa: E402
+from serve_process import free_port, rank_pids  # noqa: E402
 
 TINY = ["--load-format", "dummy", "--model-shape", "tiny", "--max-total-tokens", "60000"]
 
@@ -68,13 +68,7 @@ class Server:
                 assert time.monotonic() < deadline, "server did not come up"
                 time.sleep(0.05)
         if np:
-            for pid in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split():
-                try:
-                    for e in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
-                        if e.startswith(b"OMPI_COMM_WORLD_RANK="):
-                            self.ranks[int(e.split(b"=")[1])] = int(pid)
-                except OSError:
-                    pass
+            self.ranks = rank_pids(self.proc.pid)
             assert sorted(self.ranks) == list(range(np)), f"rank pids: {self.ranks}"
         else:
             self.ranks = {0: self.proc.pid}

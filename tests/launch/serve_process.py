@@ -21,6 +21,20 @@ def greedy_reference(generate, prompts, max_new_tokens):
     return [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
 
 
+def rank_pids(launcher_pid):
+    """{rank: pid} of the processes mpirun (pid `launcher_pid`) started: its children, each
+    named by the OMPI_COMM_WORLD_RANK of its environment."""
+    pids = {}
+    for pid in subprocess.run(["pgrep", "-P", str(launcher_pid)], capture_output=True, text=True).stdout.split():
+        try:
+            for e in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
+                if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    pids[int(e.split(b"=")[1])] = int(pid)
+        except OSError:  # it has ended meanwhile
+            pass
+    return pids
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

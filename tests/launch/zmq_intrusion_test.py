@@ -18,7 +18,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_process import greedy_reference, running_server  # noqa: E402
+from serve_process import greedy_reference, rank_pids, running_server  # noqa: E402
 
 
 def listening_ports(pid):
@@ -44,15 +44,6 @@ def listening_ports(pid):
     return sorted(ports)
 
 
-def rank_pids(mpirun_pid):
-    pids = {}
-    for pid in subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split():
-        for e in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
-            if e.startswith(b"OMPI_COMM_WORLD_RANK="):
-                pids[int(e.split(b"=")[1])] = int(pid)
-    return pids
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", required=True)
@@ -73,10 +64,7 @@ def main():
                 mpirun = subprocess.run(["pgrep", "-f", "--", f"--port {port}"], capture_output=True, text=True).stdout.split()
                 ranks = {}
                 for m in mpirun:
-                    try:
-                        ranks.update(rank_pids(int(m)))
-                    except OSError:
-                        pass
+                    ranks.update(rank_pids(int(m)))
                 zmq_ports = [p for p in listening_ports(ranks[0]) if p != port]
                 assert len(zmq_ports) >= 4, f"rank 0 listens on {zmq_ports}: expected its batch and heartbeat endpoints"
                 endpoints = [f"tcp://127.0.0.1:{p}" for p in zmq_ports]
