@@ -8,11 +8,11 @@
 
 #include "kernels/error.hpp"
 #include "launch/cli_checks.hpp"
-#include "launch/bench_kernels.hpp"
-#include "launch/bench_collectives.hpp"
-#include "launch/bench_one_batch.hpp"
-#include "launch/bench_serving.hpp"
-#include "launch/bench_speculative.hpp"
+#include "launch/bench/bench_kernels.hpp"
+#include "launch/bench/bench_collectives.hpp"
+#include "launch/bench/bench_one_batch.hpp"
+#include "launch/bench/bench_serving.hpp"
+#include "launch/bench/bench_speculative.hpp"
 
 int main(int argc, char** argv) {
   using namespace aerie::launch;

@@ -14,8 +14,8 @@
 #include "actors/frontend_actor.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
-#include "launch/http_server.hpp"
-#include "launch/json_request.hpp"
+#include "launch/serving/http_server.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serve_options.hpp"
 
 namespace {

@@ -16,7 +16,7 @@ if [[ -z "${AERIE_SKIP_APT:-}" ]]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential cmake ninja-build pkg-config python3 python3-pip clang \
     libcaf-dev libzmq3-dev cppzmq-dev libcereal-dev libopenmpi-dev openmpi-bin \
-    libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev \
+    libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev libcli11-dev \
     libspdlog-dev libsentencepiece-dev libpcre2-dev prometheus-cpp-dev >/dev/null
 fi
 

@@ -2,6 +2,8 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+
 #include "actors/messages.hpp"
 #include "launch/deployment.hpp"
 
@@ -52,7 +54,7 @@ void RequestSession::take(int32_t id, const transport::TokenLogprobs* lp, Sessio
   if (text_) u.text += stop_.feed(text_->push({id}));
 }
 
-SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
+SessionUpdate RequestSession::next(std::chrono::seconds timeout, const std::function<bool()>& client_gone) {
   SessionUpdate u;
   if (zero_tokens_ && !done_) {
     done_ = true;
@@ -67,7 +69,22 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
     return u;
   }
   bool received = false, timed_out = false;
-  while (!received && !timed_out) (*self_)->receive(
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // How long one receive waits: the whole timeout, or a poll interval to ask client_gone.
+  const auto wait = [&] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::max(std::chrono::milliseconds(0), client_gone ? std::min(left, std::chrono::milliseconds(200)) : left);
+  };
+  while (!received && !timed_out) {
+    if (client_gone && client_gone()) {
+      abort();
+      u.finished = true;
+      u.error = "the client disconnected";
+      u.status = 499;
+      return u;
+    }
+    bool polled = false;
+    (*self_)->receive(
       [&](actors::TokenChunk& c) {
         received = true;
         const auto now = std::chrono::steady_clock::now();
@@ -113,7 +130,9 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout) {
         u.matched_stop = stop_.matched();
       },
       [&](actors::AbortRequest&) { (*self_)->send(deployment_.router(), actors::AbortRequest{rid_}); },
-      caf::after(timeout) >> [&] { timed_out = true; });
+      caf::after(wait()) >> [&] { polled = true; });
+    if (polled && std::chrono::steady_clock::now() >= deadline) timed_out = true;
+  }
   if (!received) {
     abort();
     u.finished = true;

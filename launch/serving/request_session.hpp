@@ -6,12 +6,13 @@
 // appears (an AbortRequest frees its KV pages), and records the serving metrics. It owns a
 // scoped actor, so it must be created and used on one thread.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serving/incremental_text.hpp"
 #include "launch/serving/serving_metrics.hpp"
 #include "launch/serving/stop_matcher.hpp"
@@ -33,7 +34,7 @@ struct SessionUpdate {
   core::GenerationResult result;  // when finished: the whole result as the client sees it
   std::optional<std::string> matched_stop;
   std::string error;  // when the engine rejected or failed the request
-  int status = 400;   // with an error: 400 rejected, 500 the engine failed it, 503 the engine is down
+  int status = 400;   // with an error: 400 rejected, 499 the client left, 500 the engine failed it, 503 the engine is down
 };
 
 class RequestSession {
@@ -41,8 +42,10 @@ class RequestSession {
   RequestSession(Deployment& deployment, const model::TextTokenizer* tokenizer, ServingMetrics& metrics, uint64_t rid,
                  const ParsedRequest& request);
   ~RequestSession();
-  // Blocks until the request gains tokens or ends (an error after `timeout`).
-  SessionUpdate next(std::chrono::seconds timeout = std::chrono::seconds(600));
+  // Blocks until the request gains tokens or ends (an error after `timeout`). With
+  // `client_gone`, asks it a few times a second while waiting: once it says so, the request
+  // is aborted (its pages freed) and the update is an error with status 499.
+  SessionUpdate next(std::chrono::seconds timeout = std::chrono::seconds(600), const std::function<bool()>& client_gone = {});
   // The client went away: end the request and free its pages.
   void abort();
   // Where another thread sends an actors::AbortRequest to end this request (/abort_request).

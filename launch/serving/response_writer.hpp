@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serving/request_session.hpp"
 
 namespace aerie::launch {

@@ -5,7 +5,7 @@
 
 #include "fuzz_tokenizer.hpp"
 #include "kernels/error.hpp"
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serving/chat_template.hpp"
 #include "model/text_tokenizer.hpp"
 

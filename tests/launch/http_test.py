@@ -10,6 +10,7 @@ afterwards, and SIGTERM stops the server cleanly.
 import argparse
 import concurrent.futures
 import gzip
+import resource
 import json
 import re
 import os
@@ -33,6 +34,16 @@ def call(url, body=None, raw=None):
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+def raw_exchange(port, data):
+    """Sends raw bytes on one connection and reads until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(data)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
 
 
 def call_text(url):
@@ -69,9 +80,29 @@ def main():
                                                       "ignore_eos": True})
         assert status == 200 and [c["index"] for c in oai["choices"]] == [0, 1, 2], oai
         assert oai["usage"]["completion_tokens"] == 24, oai["usage"]
-        status, bad = call(base + "/v1/completions", {"prompt": prompts[0], "max_tokens": 2, "n": 2, "stream": True})
-        assert status == 400 and "streaming" in bad["error"]["message"], (status, bad)
-        print("n = 3: the samples equal three requests with seeds s, s+1, s+2 (sglang list, OpenAI choices)")
+        # Streamed n: each sample's chunks carry its index (sglang: "index", OpenAI: choices[].index),
+        # and sample i's tokens are still those of seed + i; OpenAI's usage comes once, summed.
+        def sse(path, body):
+            req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            events = []
+            with urllib.request.urlopen(req, timeout=120) as r:
+                for raw in r:
+                    line = raw.decode().strip()
+                    if line.startswith("data: "):
+                        events.append(line[6:])
+            assert events[-1] == "[DONE]", events[-3:]
+            return [json.loads(e) for e in events[:-1]]
+        events = sse("/generate", {"input_ids": prompts[0], "stream": True,
+                                   "sampling_params": {"max_new_tokens": 8, "temperature": 1.0, "seed": 41, "ignore_eos": True, "n": 3}})
+        last = {e["index"]: e["output_ids"] for e in events}
+        assert [last[i] for i in range(3)] == alone, (last, alone)
+        events = sse("/v1/completions", {"prompt": prompts[0], "max_tokens": 8, "temperature": 1.0, "seed": 41, "n": 3, "ignore_eos": True,
+                                         "stream": True, "stream_options": {"include_usage": True}})
+        usage = [e for e in events if not e["choices"]]
+        assert len(usage) == 1 and usage[0]["usage"]["completion_tokens"] == 24, usage
+        finished = sorted(c["index"] for e in events for c in e["choices"] if c["finish_reason"])
+        assert finished == [0, 1, 2], events
+        print("n = 3: the samples equal three requests with seeds s, s+1, s+2 (sglang list, OpenAI choices; streamed too)")
 
         def one(i):
             return call(base + "/generate", {"rid": f"q{i}", "input_ids": prompts[i],
@@ -244,14 +275,15 @@ def main():
             assert status == 200, f"unhealthy after {name}"
         print(f"{len(bad)} malformed requests answered with 4xx JSON errors; /health_generate stayed 200")
 
-        # Bodies the size cap cannot see coming are refused before they are read: gzip (20 KB here
-        # that inflate past the 16 MB cap; the issue's 1 MB inflated to 1 GB) and chunked.
+        # Bodies the size cap cannot see coming: gzip is refused before it is read (20 KB here that
+        # inflate past the 16 MB cap; the issue's 1 MB inflated to 1 GB); a chunked body is capped
+        # while it is read (413 at 16 MB), and one under the cap is served.
         gz = gzip.compress(b'{"input_ids": [' + b" " * (20 << 20) + b'1]}', compresslevel=1)
         raw_requests = [
             (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
              + f"Content-Length: {len(gz)}\r\n\r\n".encode() + gz, 415, "unsupported_encoding"),
             (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-             + b"".join(b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n" for _ in range(20)) + b"0\r\n\r\n", 411, "length_required"),
+             + b"".join(b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n" for _ in range(20)) + b"0\r\n\r\n", 413, "payload_too_large"),
         ]
         for raw, want, code in raw_requests:
             with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
@@ -273,7 +305,60 @@ def main():
             assert head.startswith(f"HTTP/1.1 {want}".encode()) and json.loads(body[:length])["error"]["code"] == code, reply[:400]
             assert b"Connection: close" in head, head
             assert call(base + "/health_generate")[0] == 200
-        print("gzip and chunked bodies are refused before they are read (415, 411)")
+        small = json.dumps({"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}).encode()
+        reply = raw_exchange(port, b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                             + b"%x\r\n" % len(small) + small + b"\r\n0\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 200") and json.loads(reply.partition(b"\r\n\r\n")[2])["output_ids"] == expected[0], reply[:300]
+        print("gzip bodies are refused before they are read (415); chunked ones are capped while read (413) or served")
+
+        # Pipelined requests on one connection are answered, in order.
+        one_req = (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   + f"Content-Length: {len(small)}\r\n\r\n".encode() + small)
+        reply = raw_exchange(port, one_req + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + one_req.replace(b"Host: x", b"Host: x\r\nConnection: close"))
+        heads = re.findall(rb"HTTP/1\.1 (\d+)", reply)
+        assert heads == [b"200", b"200", b"200"], reply[:600]
+        assert reply.count(json.dumps(expected[0]).replace(" ", "").encode()) == 2, reply[:600]
+        print("three pipelined requests on one connection were answered in order")
+
+        # A non-streaming request whose client disconnects is aborted and its pages freed.
+        def gauge(name):
+            text = call_text(base + "/metrics")[1]
+            return float(re.search(rf"^{re.escape(name)}\{{[^}}]*\}} (\S+)$", text, re.M).group(1))
+        aborted = gauge("sglang:num_aborted_requests_total")
+        long_body = json.dumps({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 3000, "temperature": 0, "ignore_eos": True}})
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.sendall(f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(long_body)}\r\n\r\n{long_body}".encode())
+            deadline = time.time() + 60
+            while gauge("sglang:num_running_reqs") < 1:
+                assert time.time() < deadline, "the long request never ran"
+                time.sleep(0.05)
+        deadline = time.time() + 30
+        while gauge("sglang:num_running_reqs") > 0 or gauge("sglang:num_aborted_requests_total") < aborted + 1:
+            assert time.time() < deadline, "a disconnected non-streaming request kept running"
+            time.sleep(0.05)
+        print("a non-streaming request was aborted when its client disconnected")
+
+        # Slow-loris: 2,000 sockets that send half a header and wait hold no handler thread;
+        # /health still answers (cpp-httplib's thread per connection hung it for 90 s).
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+        loris = []
+        try:
+            for _ in range(2000):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                sock.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Le")
+                loris.append(sock)
+            t0 = time.time()
+            with urllib.request.urlopen(base + "/health", timeout=20) as r:
+                assert r.status == 200
+            took = time.time() - t0
+            for sock in loris[:100]:  # a trickle keeps them alive; still no thread each
+                sock.sendall(b"n")
+            assert call(base + "/health_generate")[0] == 200
+        finally:
+            for sock in loris:
+                sock.close()
+        print(f"/health answered in {took:.3f} s beside 2,000 slow-loris sockets")
     print("http_test: all checks passed")
 
 

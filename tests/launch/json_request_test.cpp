@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/error.hpp"
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 
 #include <set>
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.hpp"
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serving/chat_template.hpp"
 #include "launch/serving/incremental_text.hpp"
 #include "launch/serving/response_writer.hpp"

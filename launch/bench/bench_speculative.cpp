@@ -1,4 +1,4 @@
-#include "launch/bench_speculative.hpp"
+#include "launch/bench/bench_speculative.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include "actors/core/scheduler_core.hpp"
 #include "actors/core/target_worker_core.hpp"
 #include "kernels/error.hpp"
-#include "launch/bench_timing.hpp"
+#include "launch/bench/bench_timing.hpp"
 #include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
 #include "model/eagle_head.hpp"

@@ -1,4 +1,4 @@
-#include "launch/bench_kernels.hpp"
+#include "launch/bench/bench_kernels.hpp"
 
 #include <algorithm>
 #include <cstdio>

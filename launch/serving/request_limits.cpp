@@ -1,9 +1,9 @@
-// The request limits of a running deployment, apart from the parsers (launch/json_request.cpp)
+// The request limits of a running deployment, apart from the parsers (launch/serving/json_request.cpp)
 // so those build without the engine (the fuzz harnesses in tests/fuzz link them alone).
 #include <algorithm>
 
 #include "launch/deployment.hpp"
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 
 namespace aerie::launch {
 

@@ -1,4 +1,4 @@
-#include "launch/bench_collectives.hpp"
+#include "launch/bench/bench_collectives.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
-#include "launch/bench_timing.hpp"
+#include "launch/bench/bench_timing.hpp"
 #include "launch/tp_context.hpp"
 
 namespace aerie::launch {

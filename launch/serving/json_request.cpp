@@ -1,4 +1,4 @@
-#include "launch/json_request.hpp"
+#include "launch/serving/json_request.hpp"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "launch/bench_one_batch.hpp"
+#include "launch/bench/bench_one_batch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
-#include "launch/bench_timing.hpp"
+#include "launch/bench/bench_timing.hpp"
 #include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
 #include "model/llama_model.hpp"

@@ -5,10 +5,11 @@
 //     POST /flush_cache
 //   OpenAI: POST /v1/completions, /v1/chat/completions, GET /v1/models
 //   Prometheus: GET /metrics
-// Streaming replies are server-sent events; a client that disconnects aborts its request.
-// Every bad request gets a 4xx JSON error {"error": {"code", "type", "message"}} and the
-// server stays healthy. Requests run on a large handler pool with a deep listen backlog, so
-// hundreds can wait on the engine at once.
+// Streaming replies are server-sent events. A client that disconnects aborts its request,
+// streamed or not, and frees its KV pages. Every bad request gets a 4xx JSON error
+// {"error": {"code", "type", "message"}} and the server stays healthy. The transport is
+// HttpFront (libmicrohttpd, one epoll thread): slow clients hold no thread, and handler
+// threads are taken only by complete requests, so hundreds can wait on the engine at once.
 #include <caf/actor.hpp>
 
 #include <atomic>
@@ -17,21 +18,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "launch/deployment.hpp"
-#include "launch/json_request.hpp"
 #include "launch/serving/chat_template.hpp"
+#include "launch/serving/http_front.hpp"
+#include "launch/serving/json_request.hpp"
 #include "launch/serving/request_session.hpp"
 #include "launch/serving/serving_metrics.hpp"
 #include "model/config.hpp"
 #include "model/text_tokenizer.hpp"
-
-namespace httplib {
-class Server;
-struct Response;
-}  // namespace httplib
 
 namespace aerie::launch {
 
@@ -41,7 +39,9 @@ struct HttpOptions {
   std::string model_name = "aerie";
   std::string chat_template;  // a .jinja file or a built-in name; empty: the model's own
   size_t max_body_bytes = 16u << 20;
-  int handler_threads = 1024;
+  int handler_threads = 1024;   // requests in progress at once (more wait for a thread)
+  int max_connections = 16384;  // open client sockets at once
+  std::chrono::seconds idle_timeout{60};  // a connection silent this long is closed
   int listen_backlog = 4096;
   std::chrono::seconds shutdown_timeout{30};  // stop(): how long requests in flight may take to finish
   std::string api_key;                        // non-empty: every endpoint but GET /health wants "Authorization: Bearer <key>"
@@ -55,6 +55,8 @@ class HttpServer {
   ~HttpServer();
   // Serves until stop(); throws when the address cannot be bound.
   void listen();
+  // Binds and serves on the front's own thread; returns at once (listen() = start() + wait).
+  void start();
   // Graceful drain: refuses new work (health checks answer 503), waits up to
   // shutdown_timeout for the requests in flight to finish, then stops serving.
   void stop();
@@ -65,9 +67,13 @@ class HttpServer {
     int status;
     std::string body;
   };
-  void serve(ParsedRequest p, httplib::Response& res);  // any endpoint, streaming or not
-  void stream(ParsedRequest p, const std::string& id, httplib::Response& res);
-  void serve_samples(const ParsedRequest& p, const std::string& id, httplib::Response& res);  // n > 1
+  using Route = std::function<HttpReply(const HttpRequest&, const ClientLink&)>;
+  void add_routes();
+  HttpReply route(const HttpRequest& req, const ClientLink& link);
+  std::optional<HttpReply> authorize(const HttpRequest& req) const;  // --api-key, before the body is read
+  HttpReply serve(ParsedRequest p, const ClientLink& link);  // any generation endpoint, streaming or not
+  HttpReply stream(ParsedRequest p, const std::string& id);
+  HttpReply serve_samples(const ParsedRequest& p, const std::string& id, const ClientLink& link);  // n > 1, not streamed
   Reply health_generate();
   // --log-requests: one info line for a finished request.
   void log_request(const std::string& id, const SessionUpdate& u, double seconds) const;
@@ -86,7 +92,8 @@ class HttpServer {
   DeploymentOptions deployment_options_;
   HttpOptions options_;
   ServingMetrics metrics_;
-  std::unique_ptr<httplib::Server> server_;
+  std::map<std::string, std::map<std::string, Route>> routes_;  // path -> method -> handler
+  std::unique_ptr<HttpFront> front_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
@@ -97,7 +104,9 @@ class HttpServer {
   void track(const std::string& client_rid, caf::actor session);
   void untrack(const std::string& client_rid);
   int bound_port_ = 0;
-  int listen_fd_ = -1;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopped_ = false;
 };
 
 }  // namespace aerie::launch

@@ -1,4 +1,4 @@
-#include "launch/bench_serving.hpp"
+#include "launch/bench/bench_serving.hpp"
 
 #include <httplib.h>
 
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "kernels/error.hpp"
-#include "launch/bench_timing.hpp"
+#include "launch/bench/bench_timing.hpp"
 #include "launch/progress.hpp"
 
 namespace aerie::launch {
