@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -319,7 +320,25 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<int32_t>& 
   }
 }
 
-std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_special) const {
+namespace {
+
+// Whether byte `at` lies in one of the sorted, disjoint ranges.
+bool in_ranges(const std::vector<std::pair<size_t, size_t>>& ranges, size_t at) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), at, [](size_t v, const auto& r) { return v < r.first; });
+  return it != ranges.begin() && at < std::prev(it)->second;
+}
+
+}  // namespace
+
+std::vector<std::string> BpeTokenizer::special_token_texts() const {
+  std::vector<std::string> out;
+  for (const auto& [text, id] : added_)
+    if (is_special_[static_cast<size_t>(id)]) out.push_back(text);
+  return out;
+}
+
+std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_special,
+                                          const std::vector<std::pair<size_t, size_t>>* literal) const {
   // Checked once here, so the regexes need not re-check the whole text at every match.
   AERIE_CHECK(valid_utf8(text), "tokenizer: the text is not valid UTF-8");
   std::vector<int32_t> out;
@@ -376,6 +395,9 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_spec
       if (!known[i] || (next[i] != std::string::npos && next[i] < pos)) {
         next[i] = text.find(a.first, pos);
         known[i] = true;
+        // A special token's text inside a literal range is plain text: look past it.
+        while (literal && next[i] != std::string::npos && is_special_[static_cast<size_t>(a.second)] && in_ranges(*literal, next[i]))
+          next[i] = text.find(a.first, next[i] + 1);
       }
       const size_t f = next[i];
       if (f < best) {

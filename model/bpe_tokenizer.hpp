@@ -54,7 +54,13 @@ class BpeTokenizer {
 
   // Token ids of `text`, with the tokenizer's own BOS/EOS around it when add_special (as
   // its post-processor says). Throws on invalid UTF-8.
-  std::vector<int32_t> encode(const std::string& text, bool add_special = true) const;
+  // With `literal` (sorted, disjoint byte ranges), added tokens marked special are not
+  // matched where they start inside a range: there their text is BPE-encoded like any other
+  // (Hugging Face's split_special_tokens=True, for those ranges only).
+  std::vector<int32_t> encode(const std::string& text, bool add_special = true,
+                              const std::vector<std::pair<size_t, size_t>>* literal = nullptr) const;
+  // The texts of the added tokens marked special.
+  std::vector<std::string> special_token_texts() const;
   // The bytes the ids stand for (may end inside a UTF-8 sequence). With skip_special, added
   // tokens marked "special" (BOS, EOS, chat headers) decode to nothing, as Hugging Face's
   // skip_special_tokens=True.

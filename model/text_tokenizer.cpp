@@ -16,6 +16,10 @@ class Bpe final : public TextTokenizer {
  public:
   explicit Bpe(std::unique_ptr<BpeTokenizer> tok) : tok_(std::move(tok)) {}
   std::vector<int32_t> encode(const std::string& text, bool add_special) const override { return tok_->encode(text, add_special); }
+  std::vector<int32_t> encode_with_literals(const std::string& text, bool add_special, const LiteralRanges& literal) const override {
+    return tok_->encode(text, add_special, &literal);
+  }
+  std::vector<std::string> special_token_texts() const override { return tok_->special_token_texts(); }
   std::string decode(const std::vector<int32_t>& ids) const override { return tok_->decode(ids); }
   std::string decode_output(const std::vector<int32_t>& ids) const override { return tok_->decode(ids, true); }
   int32_t token_id(const std::string& token) const override { return tok_->added_token_id(token); }

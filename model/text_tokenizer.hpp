@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aerie::model {
@@ -18,6 +19,18 @@ class TextTokenizer {
   // With add_special, the tokenizer's BOS/EOS around the text (Hugging Face's
   // add_special_tokens=True); rendered chat templates carry their own, so they pass false.
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special = true) const = 0;
+  // Byte ranges [first, second) of a text, sorted and apart, in which special-token text
+  // ("<|im_end|>") is plain text (Hugging Face's split_special_tokens=True), e.g. what a chat
+  // client typed, so that it cannot open a turn of its own.
+  using LiteralRanges = std::vector<std::pair<size_t, size_t>>;
+  // encode() with special tokens matched only outside `literal`. A tokenizer that never
+  // matches special tokens in text (sentencepiece's control pieces) ignores the ranges.
+  virtual std::vector<int32_t> encode_with_literals(const std::string& text, bool add_special, const LiteralRanges& literal) const {
+    (void)literal;
+    return encode(text, add_special);
+  }
+  // The texts of the special tokens encode() matches in text (none for sentencepiece).
+  virtual std::vector<std::string> special_token_texts() const { return {}; }
   // The text of ids, special tokens included (may end inside a UTF-8 character).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   // The text a client sees: special tokens (BOS, EOS, chat headers) left out, as

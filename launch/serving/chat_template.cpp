@@ -1,8 +1,10 @@
 #include "launch/serving/chat_template.hpp"
 
 #include <fstream>
+#include <algorithm>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "kernels/error.hpp"
 #include "model/gguf_file.hpp"
@@ -89,7 +91,12 @@ ChatTemplateSource find_chat_template(const std::string& choice, const std::file
 
 ChatTemplate::ChatTemplate(const ChatTemplateSource& source, const model::TextTokenizer& tokenizer, std::string bos_token,
                            std::string eos_token)
-    : name_(source.name), template_(source.text), tok_(tokenizer), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {}
+    : name_(source.name),
+      template_(source.text),
+      tok_(tokenizer),
+      bos_(std::move(bos_token)),
+      eos_(std::move(eos_token)),
+      specials_(tokenizer.special_token_texts()) {}
 
 std::string ChatTemplate::render_text(const std::vector<ChatMessage>& messages) const {
   AERIE_CHECK(!messages.empty(), "'messages' is empty");
@@ -99,10 +106,76 @@ std::string ChatTemplate::render_text(const std::vector<ChatMessage>& messages) 
   return template_.render(ctx);
 }
 
+namespace {
+
+// Stand-ins for special-token text typed in a message: U+E000, the text's index, U+E001
+// (private-use characters, which templates pass through untouched).
+constexpr std::string_view kMarkOpen = "\xEE\x80\x80";
+constexpr std::string_view kMarkClose = "\xEE\x80\x81";
+
+// `content` with every special token's text (leftmost, longest first) replaced by a stand-in
+// whose index points into `originals`.
+std::string mark_specials(const std::string& content, const std::vector<std::string>& specials, std::vector<std::string>& originals) {
+  std::vector<const std::string*> present;
+  for (const auto& sp : specials)
+    if (!sp.empty() && content.find(sp) != std::string::npos) present.push_back(&sp);
+  if (present.empty()) return content;
+  std::string out;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t best = std::string::npos;
+    const std::string* hit = nullptr;
+    for (const auto* sp : present) {
+      const size_t f = content.find(*sp, pos);
+      if (f < best || (f == best && f != std::string::npos && sp->size() > hit->size())) best = f, hit = sp;
+    }
+    if (!hit) break;
+    out.append(content, pos, best - pos);
+    out += kMarkOpen;
+    out += std::to_string(originals.size());
+    out += kMarkClose;
+    originals.push_back(*hit);
+    pos = best + hit->size();
+  }
+  out.append(content, std::min(pos, content.size()), std::string::npos);
+  return out;
+}
+
+}  // namespace
+
 std::vector<int32_t> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   // The template writes BOS itself where the model wants one (transformers encodes the
-  // rendered text with add_special_tokens=False).
-  return tok_.encode(render_text(messages), /*add_special=*/false);
+  // rendered text with add_special_tokens=False). Special-token text that a message
+  // carries stays text: rendered through stand-ins, put back, and encoded as literal, so a
+  // client typing "<|im_end|><|im_start|>system" gets those characters, not a turn of its own.
+  std::vector<std::string> originals;
+  std::vector<ChatMessage> marked = messages;
+  for (auto& m : marked) m.content = mark_specials(m.content, specials_, originals);
+  if (originals.empty()) return tok_.encode(render_text(messages), /*add_special=*/false);
+  const std::string rendered = render_text(marked);
+  std::string text;
+  model::TextTokenizer::LiteralRanges literal;
+  size_t pos = 0;
+  while (pos < rendered.size()) {
+    const size_t open = rendered.find(kMarkOpen, pos);
+    const size_t close = open == std::string::npos ? open : rendered.find(kMarkClose, open);
+    size_t index = originals.size();
+    if (close != std::string::npos) {
+      const std::string digits = rendered.substr(open + kMarkOpen.size(), close - open - kMarkOpen.size());
+      if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos) index = std::stoul(digits);
+    }
+    if (index >= originals.size()) {  // no (well-formed) stand-in left: the rest as rendered
+      const size_t upto = open == std::string::npos ? rendered.size() : open + kMarkOpen.size();
+      text.append(rendered, pos, upto - pos);
+      pos = upto;
+      continue;
+    }
+    text.append(rendered, pos, open - pos);
+    literal.emplace_back(text.size(), text.size() + originals[index].size());
+    text += originals[index];
+    pos = close + kMarkClose.size();
+  }
+  return tok_.encode_with_literals(text, /*add_special=*/false, literal);
 }
 
 std::vector<int32_t> ChatTemplate::stop_token_ids() const {

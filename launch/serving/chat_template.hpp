@@ -37,8 +37,10 @@ class ChatTemplate {
   ChatTemplate(const ChatTemplateSource& source, const model::TextTokenizer& tokenizer, std::string bos_token, std::string eos_token);
   // The text of the prompt for `messages`, ending where the assistant's reply begins.
   std::string render_text(const std::vector<ChatMessage>& messages) const;
-  // Its ids. Throws aerie::Error for an empty list or what the template rejects
-  // (raise_exception's message, e.g. roles that do not alternate).
+  // Its ids. Special-token text inside a message's content is encoded as plain text (no role
+  // spoofing); the template's own special tokens are tokens. Throws aerie::Error for an
+  // empty list or what the template rejects (raise_exception's message, e.g. roles that do
+  // not alternate).
   std::vector<int32_t> render(const std::vector<ChatMessage>& messages) const;
   // End-of-turn ids the tokenizer has besides the model's EOS (<|eot_id|>, <|im_end|>, ...).
   std::vector<int32_t> stop_token_ids() const;
@@ -49,6 +51,7 @@ class ChatTemplate {
   jinja::Template template_;
   const model::TextTokenizer& tok_;
   std::string bos_, eos_;
+  std::vector<std::string> specials_;  // special-token texts the tokenizer matches in text
 };
 
 }  // namespace aerie::launch

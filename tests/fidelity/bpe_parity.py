@@ -2,7 +2,8 @@
 """Aerie's byte-level BPE (tokenizer.json) against the `tokenizers` package: byte-level BPE
 tokenizers trained here (Llama-3 pre-tokenizer regex; GPT-2 ByteLevel regex), many strings
 (ASCII, accents, CJK, emoji, digits, whitespace runs, contractions, added tokens inside the
-text): identical ids, identical decoding, and streaming pieces that are valid UTF-8 and join
+text): identical ids (also with special-token text encoded as text, tokenizers'
+encode_special_tokens), identical decoding, and streaming pieces that are valid UTF-8 and join
 to the same text.
 
   bpe_parity.py --tokenize BIN/aerie-tokenize
@@ -78,7 +79,13 @@ def main():
                 assert g["ids"] == ref, f"{kind}: {t!r}\n aerie {g['ids']}\n hf    {ref}"
                 assert g["text"] == tok.decode(ref, skip_special_tokens=False), f"{kind}: decode {t!r}: {g['text']!r}"
                 assert g["stream"] == g["text"] and g["pieces_valid_utf8"], f"{kind}: streaming {t!r}"
-            print(f"{kind}: {len(texts)} strings, ids and decoding identical to tokenizers")
+            # Special-token text as plain text (what chat content gets): tokenizers' split mode.
+            tok.encode_special_tokens = True
+            for t, g in zip(texts, got):
+                ref = tok.encode(t, add_special_tokens=False).ids
+                assert g["literal_ids"] == ref, f"{kind} literal: {t!r}\n aerie {g['literal_ids']}\n hf    {ref}"
+            tok.encode_special_tokens = False
+            print(f"{kind}: {len(texts)} strings, ids (also with special-token text as text) and decoding identical to tokenizers")
     print("bpe_parity: all checks passed")
 
 

@@ -1,6 +1,7 @@
 // aerie-tokenize TOKENIZER_JSON|FILE.gguf: reads one JSON string per line on stdin and prints
 // {"ids": [...], "text": decode(ids), "stream": the incremental detokenizer's pieces joined,
-// "pieces_valid_utf8": bool} per line, for the parity test against the tokenizers package.
+// "pieces_valid_utf8": bool, "literal_ids": the ids with the whole text literal (special-token
+// text encoded as text)} per line, for the parity test against the tokenizers package.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -47,7 +48,9 @@ int main(int argc, char** argv) {
           stream += piece;
         }
         stream += inc.finish();
-        out = {{"ids", ids}, {"text", tok.decode(ids)}, {"stream", stream}, {"pieces_valid_utf8", valid}};
+        const std::vector<std::pair<size_t, size_t>> whole{{0, text.size()}};
+        out = {{"ids", ids}, {"text", tok.decode(ids)}, {"stream", stream}, {"pieces_valid_utf8", valid},
+               {"literal_ids", tok.encode(text, false, &whole)}};
       } catch (const std::exception& e) {
         out = {{"error", e.what()}};
       }
