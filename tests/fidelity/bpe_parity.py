@@ -53,6 +53,8 @@ def samples(rng):
         out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))))
     # Long single pieces (one word, one run of spaces): merged with a heap, not a rescan per merge.
     out += ["a" * 3000, " " * 2000, "ab" * 1500, "hello" * 600, "é" * 1000, "".join(rng.choice("abcde") for _ in range(4000))]
+    # 80 KB of special tokens (issue #17: 28 s when every occurrence rescanned the text).
+    out += ["<|eot_id|>" * 8000, "a<|eot_id|>" * 4000]
     return out
 
 
