@@ -56,7 +56,7 @@ caf::behavior frontend_actor(caf::stateful_actor<FrontendState>* self, caf::acto
                                       {"finish_reason", finish},
                                       {"prompt_tokens", d.result.prompt_tokens},
                                       {"completion_tokens", d.result.output_ids.size()},
-                                      {"cached_tokens", 0},
+                                      {"cached_tokens", d.result.cached_tokens},
                                       {"spec_verify_ct", d.result.spec_verify_ct}};
                   }
                   self->state.write(line_of(j));

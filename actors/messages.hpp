@@ -26,7 +26,7 @@ typename Inspector::result_type inspect(Inspector& f, GenerationRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerationResult& x) {
   return f(caf::meta::type_name("GenerationResult"), x.output_ids, x.finish_reason, x.prompt_tokens, x.output_logprobs,
-           x.spec_verify_ct, x.queue_seconds);
+           x.spec_verify_ct, x.queue_seconds, x.cached_tokens);
 }
 
 }  // namespace aerie::core

@@ -16,9 +16,8 @@
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/core/draft_worker_core.hpp"
-#include "model/eagle_head.hpp"
+#include "launch/draft_builder.hpp"
 #include "actors/draft_worker_actor.hpp"
-#include "model/token_map.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
@@ -73,11 +72,10 @@ struct Deployment::Impl {
   std::unique_ptr<model::KvCache> kv;
   std::unique_ptr<model::LlamaModel> model;
   std::shared_ptr<core::TargetWorkerCore> worker;
-  // Speculative decoding: the draft model (one of the two) and its KV cache.
-  model::LlamaConfig draft_config;
-  std::optional<model::EagleHeadConfig> head_config;
-  std::unique_ptr<model::EagleHead> draft_head;
-  std::unique_ptr<model::LlamaModel> draft_model;
+  // Speculative decoding: the draft (launch/draft_builder.hpp) and its KV cache.
+  DraftChoice draft_choice;
+  DraftShape draft_shape;
+  DraftModel draft_weights;  // handed to the DraftWorkerCore once the pools exist
   std::unique_ptr<model::KvCache> draft_kv;
   std::shared_ptr<core::DraftWorkerCore> draft;  // runs behind this rank's DraftWorker actor
   zmq::context_t zmq_ctx;
@@ -112,8 +110,18 @@ struct Deployment::Impl {
                                                                                           << config.max_position_embeddings << " positions");
       config.max_position_embeddings = o.context_length;
     }
-    if (!o.speculative_algorithm.empty()) resolve_draft_config();
-    check_tensor_parallel(config, o.speculative_algorithm.empty() || (head_config && head_config->replicated) ? nullptr : &draft_config,
+    if (!o.speculative_algorithm.empty()) {
+      draft_choice = {.algorithm = core::parse_spec_algorithm(o.speculative_algorithm),
+                      .path = o.speculative_draft_model_path,
+                      .target_path = o.model_path,
+                      .token_map = o.speculative_token_map,
+                      .dummy = o.load_format == "dummy",
+                      .seed = o.random_seed,
+                      .replicated = o.speculative_draft_tp_size == 1 && o.tp_size > 1,
+                      .draft_vocab = 0};
+      draft_shape = resolve_draft(draft_choice, config);
+    }
+    check_tensor_parallel(config, o.speculative_algorithm.empty() || (draft_shape.head && draft_shape.head->replicated) ? nullptr : &draft_shape.config,
                           o.tp_size, o.enable_dp_attention ? o.dp_size : 0);
     // A rank without a GPU of its own fails here, and all the others with it.
     if (device == Device::kCuda) parallel::check_on_every_rank(world, [&] { bind_local_gpu(); });
@@ -141,7 +149,8 @@ struct Deployment::Impl {
     stream = std::make_unique<OwnedStream>(device);
     model = std::make_unique<model::LlamaModel>(config, std::move(weights), stream->get(), act, tp, dp);
     // The draft's weights come before the KV pools, which share what memory is left.
-    if (!o.speculative_algorithm.empty()) load_draft(device, weight_dtype, act);
+    if (!o.speculative_algorithm.empty())
+      draft_weights = load_draft(draft_choice, draft_shape, *model, shard, tp, device, weight_dtype, act, stream->get());
     kv = std::make_unique<model::KvCache>(model->local_config(), kv_shape(device, act), device, act);
     worker = std::make_shared<core::TargetWorkerCore>(
         *model, *kv,
@@ -149,63 +158,12 @@ struct Deployment::Impl {
                             // DP attention pads to the agreed bucket eagerly (its graphs are not captured yet).
                             .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
-      draft_kv = std::make_unique<model::KvCache>(draft_local_config(), kv->shape(), device, act);
-      draft = std::make_shared<core::DraftWorkerCore>(core::parse_spec_algorithm(o.speculative_algorithm), std::move(draft_head),
-                                                      std::move(draft_model), *draft_kv, *model, o.max_running_requests,
-                                                      o.speculative_eagle_topk);
+      draft_kv = std::make_unique<model::KvCache>(draft_local_config(draft_shape, shard), kv->shape(), device, act);
+      draft = std::make_shared<core::DraftWorkerCore>(draft_choice.algorithm, std::move(draft_weights.head), std::move(draft_weights.model),
+                                                      *draft_kv, *model, o.max_running_requests, o.speculative_eagle_topk);
     }
     bootstrap_channels();
     start_heartbeats();
-  }
-
-  // The draft's shape, read before any weight: a STANDALONE model's config, or an EAGLE /
-  // EAGLE3 head's (its decoder layer's shape goes into draft_config).
-  void resolve_draft_config() {
-    const auto alg = core::parse_spec_algorithm(o.speculative_algorithm);
-    const std::string& path = o.speculative_draft_model_path;
-    if (alg == core::SpecAlgorithm::kStandalone) {
-      const bool self = path.empty() || path == o.model_path;
-      draft_config = self ? config : model::LlamaConfig::load(path);
-      return;
-    }
-    const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
-    auto hc = path.empty() ? model::EagleHeadConfig::for_target(kind, config) : model::EagleHeadConfig::load(path, config);
-    if (!o.speculative_token_map.empty()) hc.hot_tokens = model::load_token_map(o.speculative_token_map, config.vocab_size);
-    AERIE_CHECK(hc.kind == kind, path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
-                                      << o.speculative_algorithm);
-    hc.replicated = o.speculative_draft_tp_size == 1 && o.tp_size > 1;
-    draft_config = hc.layer;
-    head_config = std::move(hc);
-  }
-
-  // The draft model of --speculative-algorithm, this rank's shard of it (the draft runs in
-  // the target's TP group): an EAGLE / EAGLE3 head sharing the target's embeddings, or a
-  // STANDALONE Llama (the target's own weights when no other folder is given with dummy
-  // weights: a self-draft that accepts everything).
-  void load_draft(Device device, DType weight_dtype, DType act) {
-    const std::string& path = o.speculative_draft_model_path;
-    const bool dummy = o.load_format == "dummy";
-    if (!head_config) {
-      const bool self = path.empty() || path == o.model_path;
-      // In the attention-TP group under DP attention (the TP group otherwise): its forwards
-      // then need no other group in step.
-      const model::TpShard draft_shard = shard.attention_only();
-      auto w = dummy ? model::random_llama_weights(draft_config, self ? o.random_seed : o.random_seed + 1, device, weight_dtype, 0.02f, {},
-                                                   draft_shard)
-                     : model::load_llama_weights(path, draft_config, device, weight_dtype, {}, draft_shard);
-      draft_model = std::make_unique<model::LlamaModel>(draft_config, std::move(w), stream->get(), act, tp);
-      return;
-    }
-    const model::TpShard head_shard = head_config->replicated ? model::TpShard{} : shard.attention_only();
-    auto hw = dummy ? model::random_eagle_head(*head_config, o.random_seed, device, weight_dtype, head_shard)
-                    : model::load_eagle_head(path, *head_config, device, weight_dtype, head_shard);
-    draft_head = std::make_unique<model::EagleHead>(*head_config, std::move(hw), *model);
-  }
-
-  // The draft's per-rank shape (its KV cache holds this rank's KV heads, or all of a
-  // replicated head's).
-  model::LlamaConfig draft_local_config() const {
-    return head_config && head_config->replicated ? draft_config : shard.attention_only().local(draft_config);
   }
 
   // The KV pool: --max-total-tokens when given; else, on CUDA, what is left of
@@ -233,7 +191,7 @@ struct Deployment::Impl {
     if (o.speculative_algorithm.empty()) return model::kv_shape_for_budget(model->local_config(), act, budget, o.page_size);
     // Target and draft pools have the same slots: split the budget by their bytes per token.
     auto per_token = [&](const model::LlamaConfig& c) { return 2 * c.num_layers * c.kv_size() * static_cast<int64_t>(dtype_size(act)); };
-    const int64_t tokens = budget / (per_token(model->local_config()) + per_token(draft_local_config()));
+    const int64_t tokens = budget / (per_token(model->local_config()) + per_token(draft_local_config(draft_shape, shard)));
     AERIE_CHECK(tokens > o.page_size, "the KV budget holds no page for the target and draft caches");
     return model::kv_shape_for_tokens(tokens - o.page_size, o.page_size);
   }

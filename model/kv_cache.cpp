@@ -1,5 +1,6 @@
-#include <algorithm>
 #include "model/kv_cache.hpp"
+
+#include <algorithm>
 
 #include "kernels/error.hpp"
 
@@ -36,6 +37,7 @@ KvCache::KvCache(const LlamaConfig& c, KvCacheShape shape, Device device, DType 
 
 PageAllocator::PageAllocator(int64_t num_pages) : total_(num_pages - 1) {
   AERIE_CHECK(num_pages >= 2, "page allocator needs at least 2 pages");
+  refs_.assign(static_cast<size_t>(num_pages), 0);
   for (int64_t p = num_pages - 1; p >= 1; --p) free_.push_back(static_cast<int32_t>(p));
 }
 
@@ -43,15 +45,26 @@ std::optional<std::vector<int32_t>> PageAllocator::allocate(int64_t n) {
   if (n < 0 || n > free_pages()) return std::nullopt;
   std::vector<int32_t> out(free_.end() - n, free_.end());
   free_.resize(free_.size() - static_cast<size_t>(n));
+  for (int32_t p : out) refs_[static_cast<size_t>(p)] = 1;
   return out;
+}
+
+void PageAllocator::share(const std::vector<int32_t>& pages) {
+  for (int32_t p : pages) {
+    AERIE_CHECK(p >= 1 && p <= total_ && refs_[static_cast<size_t>(p)] > 0, "shared page " << p << " is not in use");
+    ++refs_[static_cast<size_t>(p)];
+  }
 }
 
 void PageAllocator::release(const std::vector<int32_t>& pages) {
   for (int32_t p : pages) {
-    AERIE_CHECK(p >= 1 && p <= total_, "released page " << p << " was never handed out");
-    free_.push_back(p);
+    AERIE_CHECK(p >= 1 && p <= total_ && refs_[static_cast<size_t>(p)] > 0, "released page " << p << " was never handed out");
+    if (--refs_[static_cast<size_t>(p)] == 0) free_.push_back(p);
   }
-  AERIE_CHECK(free_pages() <= total_, "more pages released than allocated");
+}
+
+int32_t PageAllocator::holders(int32_t page) const {
+  return page >= 1 && page <= total_ ? refs_[static_cast<size_t>(page)] : 0;
 }
 
 int64_t RequestPageTable::capacity(uint64_t rid) const {
@@ -98,6 +111,17 @@ void RequestPageTable::truncate(uint64_t rid, int64_t tokens) {
   if (it->second.size() <= keep) return;
   allocator_.release(std::vector<int32_t>(it->second.begin() + static_cast<std::ptrdiff_t>(keep), it->second.end()));
   it->second.resize(keep);
+}
+
+int64_t RequestPageTable::adopt_prefix(uint64_t rid, uint64_t donor, int64_t tokens) {
+  AERIE_CHECK(capacity(rid) == 0, "request " << rid << " already holds KV pages");
+  auto it = pages_.find(donor);
+  if (it == pages_.end() || tokens < page_size_) return 0;
+  const size_t n = std::min(it->second.size(), static_cast<size_t>(tokens / page_size_));
+  std::vector<int32_t> shared(it->second.begin(), it->second.begin() + static_cast<std::ptrdiff_t>(n));
+  allocator_.share(shared);
+  pages_[rid] = std::move(shared);
+  return static_cast<int64_t>(n) * page_size_;
 }
 
 void RequestPageTable::release(uint64_t rid) {

@@ -38,7 +38,8 @@ class KvCache {
   std::vector<Buffer> k_, v_;
 };
 
-// Hands out whole pages; page 0 is never handed out.
+// Hands out whole pages; page 0 is never handed out. A page may have several holders
+// (requests sharing a prompt's KV): it is free again when the last one releases it.
 class PageAllocator {
  public:
   explicit PageAllocator(int64_t num_pages);
@@ -46,11 +47,16 @@ class PageAllocator {
   int64_t total_pages() const { return total_; }
   // n pages, or nothing (and no change) when fewer are free.
   std::optional<std::vector<int32_t>> allocate(int64_t n);
+  // One more holder for each of these pages (all in use).
+  void share(const std::vector<int32_t>& pages);
+  // One holder fewer for each; a page with none left is free.
   void release(const std::vector<int32_t>& pages);
+  int32_t holders(int32_t page) const;
 
  private:
   int64_t total_;
   std::vector<int32_t> free_;  // a stack: the most recently freed page is reused first
+  std::vector<int32_t> refs_;  // holders per page
 };
 
 // Which pages each request holds, and so which slot each of its positions lives in.
@@ -65,6 +71,10 @@ class RequestPageTable {
   // Appends the slots of positions [begin, end) to out.
   void append_slots(uint64_t rid, int64_t begin, int64_t end, std::vector<int32_t>& out) const;
   void release(uint64_t rid);
+  // A request that holds no pages yet starts with the donor's pages for its first `tokens`
+  // positions (whole pages only; the donor's K/V there must be final): they are shared, not
+  // copied. Returns the positions adopted (a multiple of the page size).
+  int64_t adopt_prefix(uint64_t rid, uint64_t donor, int64_t tokens);
   // Gives back the pages past those `tokens` positions need (rejected draft positions).
   void truncate(uint64_t rid, int64_t tokens);
   int64_t capacity(uint64_t rid) const;

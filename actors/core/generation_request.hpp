@@ -50,6 +50,7 @@ struct GenerationResult {
   std::vector<transport::TokenLogprobs> output_logprobs;  // one per output id, when asked
   int64_t spec_verify_ct = 0;  // target verify forwards of speculative decoding (0 without it)
   double queue_seconds = 0;    // from submission to the first batch that ran it (sglang's queue time)
+  int64_t cached_tokens = 0;   // prompt tokens whose K/V it shared with another request (n > 1 samples, equal prompts)
 };
 
 }  // namespace aerie::core

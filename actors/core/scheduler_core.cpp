@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "actors/core/logit_adjustments.hpp"
 #include "kernels/error.hpp"
@@ -45,6 +46,9 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
               "prompt (" << r.prompt.size() << " tokens) + max_new_tokens (" << r.max_new_tokens << ") can never fit in the KV cache of "
                          << kv_shape_.usable_tokens() << " tokens; raise --max-total-tokens or the memory budget");
   Request q;
+  q.prompt_hash = std::hash<std::string_view>{}(
+      std::string_view(reinterpret_cast<const char*>(r.prompt.data()), r.prompt.size() * sizeof(int32_t)));
+  by_prompt_.emplace(q.prompt_hash, rid);
   q.tokens = r.prompt;
   q.result.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   q.req = std::move(r);
@@ -58,6 +62,11 @@ RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
   if (speculative()) finished_since_.push_back(rid);
   RequestUpdate u{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = q.result};
   pages_.release(rid);
+  for (auto [it, end] = by_prompt_.equal_range(q.prompt_hash); it != end; ++it)
+    if (it->second == rid) {
+      by_prompt_.erase(it);
+      break;
+    }
   running_.erase(std::remove(running_.begin(), running_.end(), rid), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), rid), waiting_.end());
   requests_.erase(rid);
@@ -110,17 +119,51 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
   };
   for (uint64_t rid : running_)
     if (!decoding(rid) && budget > 0) take_chunk(rid);
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests) {
-    const uint64_t rid = waiting_.front();
-    if (!take_chunk(rid)) break;
-    waiting_.pop_front();
-    running_.push_back(rid);
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && static_cast<int64_t>(running_.size()) < options_.max_running_requests;) {
+    const uint64_t rid = *it;
     Request& q = requests_.at(rid);
+    // A request whose prompt another running request is computing waits for it, then
+    // shares those pages and starts at the last prompt position.
+    const PrefixSource src = prefix_source(rid);
+    if (src.wait) {
+      ++it;
+      continue;
+    }
+    if (src.tokens > 0) q.computed = pages_.adopt_prefix(rid, src.donor, src.tokens);
+    if (!take_chunk(rid)) {
+      if (q.computed > 0) pages_.release(rid), q.computed = 0;
+      break;
+    }
+    q.result.cached_tokens = q.computed;
+    stats_.shared_prefix_tokens += q.computed;
+    it = waiting_.erase(it);
+    running_.push_back(rid);
     if (!q.admitted) {
       q.admitted = true;
       q.result.queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - q.submitted).count();
     }
   }
+}
+
+SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
+  const Request& q = requests_.at(rid);
+  const int64_t page = kv_shape_.page_size;
+  const auto prompt = static_cast<int64_t>(q.req.prompt.size());
+  const int64_t most = (prompt - 1) / page * page;  // whole pages before the last prompt position
+  PrefixSource src;
+  if (most <= 0 || pages_.capacity(rid) > 0) return src;
+  bool computing = false;
+  for (auto [it, end] = by_prompt_.equal_range(q.prompt_hash); it != end; ++it) {
+    const uint64_t other = it->second;
+    if (other == rid || pages_.capacity(other) == 0) continue;  // itself, or not running
+    const Request& d = requests_.at(other);
+    if (d.aborted || d.req.prompt != q.req.prompt) continue;
+    const int64_t ready = std::min(d.computed, prompt - 1) / page * page;
+    if (ready > src.tokens) src.donor = other, src.tokens = ready;
+    computing = computing || d.computed < prompt - 1;
+  }
+  src.wait = src.tokens < most && computing;
+  return src;
 }
 
 transport::SamplingRowMsg SchedulerCore::sampling_row(const Request& q) const {

@@ -4,7 +4,9 @@
 // batching: decodes and prompt chunks together, chunked prefill under a token budget,
 // admission while pages and the running cap allow, preemption by recompute when the pool
 // runs out); results come back through on_result(), which commits tokens, applies stop
-// conditions and frees pages. One batch is in flight at a time.
+// conditions and frees pages. One batch is in flight at a time. Requests with the same
+// prompt share its K/V pages: the first computes them, the others wait for it and then
+// prefill only the last prompt position (sglang's parallel samples sharing the prompt).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -12,6 +14,7 @@
 #include <span>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/core/generation_request.hpp"
@@ -41,6 +44,7 @@ struct SchedulerStats {
   int64_t prefill_chunks = 0;
   int64_t spec_verifies = 0;          // request-verifies (one per request per VERIFY batch)
   int64_t spec_committed_tokens = 0;  // tokens those verifies committed
+  int64_t shared_prefix_tokens = 0;   // prompt positions taken from another request's pages
 };
 
 // What happened to a request in one iteration.
@@ -89,7 +93,18 @@ class SchedulerCore {
     bool drafted = false;  // speculative: its last prompt chunk ran, so the draft holds its state
     std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
     bool admitted = false;  // its first chunk was planned (queue time recorded)
+    uint64_t prompt_hash = 0;
   };
+  // Where a request about to start can take its prompt's K/V from: a running request with
+  // the same prompt (n > 1 samples, or equal prompts) shares its whole pages of positions
+  // [0, prompt - 1) (the last prompt position is each request's own: it makes its logits).
+  // `wait`: such a request is still on its prompt and will have more to share soon.
+  struct PrefixSource {
+    uint64_t donor = 0;
+    int64_t tokens = 0;
+    bool wait = false;
+  };
+  PrefixSource prefix_source(uint64_t rid) const;
   struct Planned {
     uint64_t rid;
     int64_t new_computed;  // computed after this batch
@@ -133,6 +148,7 @@ class SchedulerCore {
   model::PageAllocator allocator_;
   model::RequestPageTable pages_;
   std::map<uint64_t, Request> requests_;
+  std::unordered_multimap<uint64_t, uint64_t> by_prompt_;  // prompt hash -> rid, for prefix_source
   std::deque<uint64_t> waiting_;
   std::vector<uint64_t> running_;  // admission order: the newest is preempted first
   std::optional<std::vector<Planned>> in_flight_;

@@ -20,7 +20,7 @@
 #include "launch/bench/bench_timing.hpp"
 #include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
-#include "model/eagle_head.hpp"
+#include "launch/draft_builder.hpp"
 
 namespace aerie::launch {
 
@@ -114,23 +114,16 @@ int run_spec_bench(const SpecBenchOptions& o) {
       plain_ms = median(t);
     }
     for (const auto& alg_name : o.algorithms) {
-      const auto alg = core::parse_spec_algorithm(alg_name);
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      model::LlamaConfig draft_local = target.local_config();
-      if (alg == core::SpecAlgorithm::kStandalone) {  // the target itself as the draft
-        standalone = std::make_unique<model::LlamaModel>(config, model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard),
-                                                         stream.get(), wdt, tp.tp);
-      } else {
-        const auto kind = alg == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
-        auto hc = model::EagleHeadConfig::for_target(kind, config, eagle3_vocab);
-        hc.replicated = replicated_head;
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, o.seed, device, wdt, replicated_head ? model::TpShard{} : tp.shard),
-                                                  target);
-        draft_local = head->local_layer();
-      }
-      model::KvCache draft_kv(draft_local, shape, device, wdt);
-      auto draft = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), draft_kv, target, B, K);
+      // The draft as a launch builds it (launch/draft_builder.hpp): STANDALONE is the target
+      // itself (its seed), EAGLE / EAGLE3 a random head shaped for the target.
+      const DraftChoice choice{.algorithm = core::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
+                               .dummy = true, .seed = o.seed, .replicated = replicated_head,
+                               .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab};
+      const DraftShape draft_shape = resolve_draft(choice, config);
+      DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, wdt, wdt, stream.get());
+      model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
+      auto draft = std::make_shared<core::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
+                                                           draft_kv, target, B, K);
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings, .spec_steps = S, .spec_topk = K, .spec_draft_tokens = N});
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = 0});

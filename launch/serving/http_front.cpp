@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "kernels/error.hpp"
@@ -370,6 +371,16 @@ int HttpFront::port() const { return impl_->port; }
 void HttpFront::stop() {
   auto& s = *impl_;
   if (!s.daemon) return;
+  // Replies still on their way (a stream's last chunks, a reply queued a moment ago) get a
+  // short grace to reach their clients before the connections close.
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < grace) {
+    {
+      std::lock_guard<std::mutex> lock(s.live_mu);
+      if (s.live.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   {
     // No resume may run while the daemon goes, and none may stay suspended (libmicrohttpd
     // must not be stopped with suspended connections).

@@ -72,7 +72,8 @@ class HttpFront {
   // Binds and starts serving on its own thread; throws when the address cannot be bound.
   void start();
   int port() const;
-  // Closes every connection; handlers still running see their client gone.
+  // Closes every connection, after up to 2 s for requests in progress to finish sending;
+  // handlers still running then see their client gone.
   void stop();
 
  private:

@@ -127,6 +127,7 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout, const std::func
         u.result.finish_reason = stop_.matched() ? "stop" : d.result.finish_reason;
         u.result.spec_verify_ct = d.result.spec_verify_ct;
         u.result.queue_seconds = d.result.queue_seconds;
+        u.result.cached_tokens = d.result.cached_tokens;
         u.matched_stop = stop_.matched();
       },
       [&](actors::AbortRequest&) { (*self_)->send(deployment_.router(), actors::AbortRequest{rid_}); },
@@ -145,7 +146,7 @@ SessionUpdate RequestSession::next(std::chrono::seconds timeout, const std::func
     const auto& r = u.result;
     const double accept = r.spec_verify_ct > 0 ? static_cast<double>(r.output_ids.size()) / static_cast<double>(r.spec_verify_ct) : 0.0;
     metrics_.request_finished(r.finish_reason, r.prompt_tokens, static_cast<int64_t>(r.output_ids.size()), seconds_since_arrival(), accept,
-                              r.queue_seconds);
+                              r.queue_seconds, r.cached_tokens);
   }
   return u;
 }

@@ -94,7 +94,7 @@ json ResponseWriter::meta_info(const SessionUpdate* last, double e2e) const {
          {"finish_reason", last ? finish_reason_sglang(*last) : json()},
          {"prompt_tokens", prompt_tokens_},
          {"completion_tokens", ids_.size()},
-         {"cached_tokens", 0},
+         {"cached_tokens", last ? last->result.cached_tokens : 0},  // prompt tokens shared with another request
          {"e2e_latency", e2e},
          {"spec_verify_ct", last ? last->result.spec_verify_ct : 0}};
   if (return_logprob_) m.update(logprobs_sglang());

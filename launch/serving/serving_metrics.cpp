@@ -6,6 +6,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <sstream>
@@ -46,6 +48,7 @@ struct ServingMetrics::Impl {
   prometheus::Histogram* queue = nullptr;
   prometheus::Gauge* gen_throughput = nullptr;
   prometheus::Gauge* cache_hit_rate = nullptr;
+  std::atomic<double> cached_tokens{0};  // prompt tokens shared so far
   int64_t spec_steps = 0;
   // gen_throughput: generated tokens per second between two scrapes.
   std::mutex mu;
@@ -78,7 +81,7 @@ ServingMetrics::ServingMetrics(const std::string& model_name, int64_t spec_steps
   m.token_usage = gauge("sglang:token_usage", "Share of the KV pool held by requests");
   m.used_tokens = gauge("sglang:num_used_tokens", "KV slots held by requests");
   m.gen_throughput = gauge("sglang:gen_throughput", "Generated tokens per second since the last scrape");
-  m.cache_hit_rate = gauge("sglang:cache_hit_rate", "Prefix-cache hit rate (Aerie keeps no prefix cache: 0)");
+  m.cache_hit_rate = gauge("sglang:cache_hit_rate", "Share of prompt tokens whose K/V was shared with another request (n > 1 samples, equal prompts)");
   m.ttft = histogram("sglang:time_to_first_token_seconds", "Time to first token", kTtft);
   m.itl = histogram("sglang:inter_token_latency_seconds", "Time between output tokens", kItl);
   m.e2e = histogram("sglang:e2e_request_latency_seconds", "Request latency, arrival to last token", kE2e);
@@ -100,8 +103,9 @@ void ServingMetrics::inter_token(double s, int64_t tokens) {
   for (int64_t i = 0; i < tokens; ++i) impl_->itl->Observe(s / static_cast<double>(tokens));
 }
 void ServingMetrics::request_finished(const std::string& reason, int64_t prompt, int64_t completion, double e2e, double accept,
-                                      double queue_seconds) {
+                                      double queue_seconds, int64_t cached_tokens) {
   auto& m = *impl_;
+  m.cached_tokens += static_cast<double>(std::max<int64_t>(0, cached_tokens));
   if (reason == "abort") m.aborted->Increment();
   if (queue_seconds >= 0) m.queue->Observe(queue_seconds);
   m.prompt_tokens->Increment(static_cast<double>(prompt));
@@ -128,7 +132,10 @@ std::string ServingMetrics::render(const EngineLoad& load) {
     if (dt > 0) m.gen_throughput->Set((tokens - m.last_tokens) / dt);
     m.last_tokens = tokens, m.last_scrape = now;
   }
-  m.cache_hit_rate->Set(0.0);
+  {
+    const double prompts = m.prompt_tokens->Value();
+    m.cache_hit_rate->Set(prompts > 0 ? m.cached_tokens / prompts : 0.0);
+  }
   if (load.spec_verify_ct > 0) {
     const double per_verify = static_cast<double>(load.spec_committed_tokens) / static_cast<double>(load.spec_verify_ct);
     m.accept_length->Set(per_verify);

@@ -31,9 +31,10 @@ class ServingMetrics {
   void first_token(double seconds_since_arrival);
   void inter_token(double seconds, int64_t tokens);  // a chunk of `tokens` after `seconds`
   // A finished request; accept_length is output tokens per verify forward (0: no speculation).
-  // queue_seconds: its wait before the first batch (< 0: unknown).
+  // queue_seconds: its wait before the first batch (< 0: unknown); cached_tokens: prompt tokens whose K/V
+  // it shared with another request (sglang's cached_tokens; cache_hit_rate is their share of all prompt tokens).
   void request_finished(const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens, double e2e_seconds,
-                        double accept_length, double queue_seconds = -1);
+                        double accept_length, double queue_seconds = -1, int64_t cached_tokens = 0);
   void request_failed();
   void request_aborted();  // its client went away
   std::string render(const EngineLoad& load);

@@ -23,9 +23,13 @@ SchedulerOptions options(int64_t chunk = 8192, int64_t max_running = 256) {
           .context_length = 4096};
 }
 
-GenerationRequest request(int prompt_len, int max_new, float temperature = 0.0f) {
+// Each call's prompt differs from the others' (equal prompts would share their pages)
+// unless `first` names the first token.
+GenerationRequest request(int prompt_len, int max_new, float temperature = 0.0f, int first = -1) {
+  static int calls = 0;
+  if (first < 0) first = 10 + (calls++ % 16) * 31;
   GenerationRequest r;
-  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(10 + i);
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(first + i);
   r.max_new_tokens = max_new;
   r.sampling.temperature = temperature;
   return r;
@@ -226,4 +230,47 @@ TEST(SchedulerCore, PenaltiesAreRefusedOnASpeculativeServer) {
   SchedulerCore plain({.num_pages = 64, .page_size = 4}, SchedulerOptions{.eos_token_ids = {2}, .vocab_size = 100, .context_length = 64});
   r.sampling.logit_bias = {{100, 1.0f}};  // outside the vocabulary
   EXPECT_THROW(plain.submit(2, r), Error);
+}
+
+// Requests with the same prompt (n > 1 samples) share its K/V: the first computes the prompt,
+// the others wait for it, then take its pages for every whole page before the last prompt
+// position and prefill only the rest. Pages are freed when their last holder ends.
+TEST(SchedulerCore, RequestsWithTheSamePromptShareItsPages) {
+  for (int64_t page : {1, 4}) {
+    SchedulerCore s({.num_pages = 64, .page_size = page}, options());
+    const int64_t free0 = s.free_pages();
+    for (uint64_t rid = 1; rid <= 3; ++rid) s.submit(rid, request(10, 3, 1.0f, /*first=*/10));
+    s.submit(4, request(6, 3));  // another prompt: no sharing
+    auto b1 = s.plan_next();
+    ASSERT_TRUE(b1);
+    EXPECT_EQ(b1->rids, (std::vector<uint64_t>{1, 4})) << "the samples wait for the first to compute the prompt";
+    const std::vector<int32_t> prompt_slots(b1->kv_indices.begin(), b1->kv_indices.begin() + 9);
+    s.on_result(answer(*b1));
+    auto b2 = s.plan_next();
+    ASSERT_TRUE(b2);
+    const int64_t shared = 9 / page * page;  // 9 (page 1) or 8 (page 4)
+    EXPECT_EQ(b2->rids, (std::vector<uint64_t>{1, 4, 2, 3}));
+    for (size_t seq = 2; seq < 4; ++seq) {  // the samples: their own positions [shared, 10)
+      const int32_t q0 = b2->qo_indptr[seq], q1 = b2->qo_indptr[seq + 1], k0 = b2->kv_indptr[seq];
+      EXPECT_EQ(q1 - q0, 10 - shared);
+      EXPECT_EQ(b2->positions[static_cast<size_t>(q0)], shared);
+      for (int64_t t = 0; t < shared; ++t)
+        EXPECT_EQ(b2->kv_indices[static_cast<size_t>(k0 + t)], prompt_slots[static_cast<size_t>(t)]) << "position " << t;
+      for (int32_t q = q0; q < q1; ++q)  // what they write is their own
+        EXPECT_EQ(std::count(prompt_slots.begin(), prompt_slots.end(), b2->out_cache_loc[static_cast<size_t>(q)]), 0);
+    }
+    EXPECT_EQ(s.stats().shared_prefix_tokens, 2 * shared);
+    // The first sample aborted: the others keep its pages; all free once everything ends.
+    s.on_result(answer(*b2));
+    ASSERT_TRUE(s.abort(1));
+    std::vector<RequestUpdate> done;
+    while (auto b = s.plan_next()) {
+      auto u = s.on_result(answer(*b));
+      for (auto& x : u)
+        if (x.finished) done.push_back(x);
+    }
+    ASSERT_EQ(done.size(), 3u);
+    for (const auto& u : done) EXPECT_EQ(u.result.cached_tokens, u.rid == 4 ? 0 : shared) << u.rid;
+    EXPECT_EQ(s.free_pages(), free0);
+  }
 }

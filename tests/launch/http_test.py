@@ -76,6 +76,8 @@ def main():
         alone = [sampled(41 + i)[1]["output_ids"] for i in range(3)]
         assert [m["output_ids"] for m in many] == alone, (many, alone)
         assert len({tuple(a) for a in alone}) > 1, "three seeds sampled the same tokens"
+        # The samples shared the prompt's K/V: the second and third prefilled only its last token.
+        assert [m["meta_info"]["cached_tokens"] for m in many] == [0] + [len(prompts[0]) - 1] * 2, [m["meta_info"] for m in many]
         status, oai = call(base + "/v1/completions", {"prompt": prompts[0], "max_tokens": 8, "temperature": 1.0, "seed": 41, "n": 3,
                                                       "ignore_eos": True})
         assert status == 200 and [c["index"] for c in oai["choices"]] == [0, 1, 2], oai

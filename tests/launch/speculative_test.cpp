@@ -72,6 +72,36 @@ TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
   }
 }
 
+// Requests with one prompt (n > 1 samples) share its K/V pages, with and without a draft:
+// every sample's output equals the same request run alone, and all but the first prefilled
+// only the prompt's last page's worth (cached_tokens). The prompt is longer than a chunk.
+TEST(Speculative, SamplesSharingAPromptEqualEachAlone) {
+  std::vector<core::GenerationRequest> reqs;
+  auto base = mixed(1, 77, 12).front();
+  base.prompt.clear();
+  for (int t = 0; t < 60; ++t) base.prompt.push_back(3 + (t * 37) % 400);
+  base.ignore_eos = true;
+  for (int i = 0; i < 6; ++i) {
+    auto r = base;
+    r.sampling.temperature = i < 2 ? 0.0f : 0.8f;
+    r.sampling.seed = i;
+    reqs.push_back(r);
+  }
+  for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"", {}}, {"EAGLE3", {3, 1, 0}}, {"EAGLE", {3, 2, 6}}, {"STANDALONE", {3, 1, 0}}})
+    for (int64_t page : {1, 4}) {
+      const auto together = run(options(alg, shape, 8192, page), reqs);
+      int64_t cached = 0;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(together[i].error.empty()) << together[i].error;
+        const auto alone = run(options(alg, shape, 8192, page), {reqs[i]});
+        EXPECT_EQ(together[i].result.output_ids, alone[0].result.output_ids) << alg << " page " << page << " request " << i;
+        EXPECT_EQ(alone[0].result.cached_tokens, 0);
+        cached += together[i].result.cached_tokens;
+      }
+      EXPECT_EQ(cached, 5 * (59 / page * page)) << alg << " page " << page;
+    }
+}
+
 TEST(Speculative, EagleWithAHotTokenMapKeepsGreedyOutput) {
   // --speculative-token-map: the head drafts from every third token only.
   const auto path = std::filesystem::temp_directory_path() / ("aerie_hot_" + std::to_string(::getpid()) + ".json");
