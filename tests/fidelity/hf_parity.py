@@ -8,7 +8,9 @@ built here with fresh seeds, it checks:
   * greedy continuations of a batch of mixed-length prompts, token for token,
   * text prompts through a sentencepiece tokenizer.model trained here.
 
-  hf_parity.py --generate PATH/aerie-generate --dump-logits PATH/aerie-dump-logits
+  * n parallel samples through aerie-serve with a repetition penalty (with --serve).
+
+  hf_parity.py --generate PATH/aerie-generate --dump-logits PATH/aerie-dump-logits [--serve PATH/aerie-serve]
 Set AERIE_TEST_SEED to replay a run (every run prints the seed it used).
 Exit code 77 (skip) when torch or transformers cannot be imported.
 """
@@ -19,6 +21,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 try:
     import torch
@@ -162,6 +165,31 @@ def check_penalties(args, path, model, cfg, rng, name):
           f"penalties the reference, for {len(prompts)} prompts")
 
 
+def check_samples(args, path, model, cfg, rng, name):
+    """n parallel samples through aerie-serve (they share the prompt's KV pages): at temperature 0
+    with a repetition penalty every sample equals transformers' greedy continuation with its
+    RepetitionPenaltyLogitsProcessor, and the samples after the first reused the prompt."""
+    if not args.serve:
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
+    from serve_process import running_server  # noqa: E402
+    n, eos = 16, cfg["eos_token_id"]
+    prompts = [[rng.randrange(3, cfg["vocab_size"]) for _ in range(rng.randint(2, 30))] for _ in range(3)]
+    with running_server(args.serve, ["--model-path", path]) as (base, _):
+        for p in prompts:
+            body = {"input_ids": p, "sampling_params": {"n": 3, "temperature": 0, "repetition_penalty": 1.3, "max_new_tokens": n}}
+            req = urllib.request.Request(base + "/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                replies = json.loads(r.read())
+            with torch.no_grad():
+                out = model.generate(torch.tensor([p]), max_new_tokens=n, do_sample=False, eos_token_id=eos, pad_token_id=0,
+                                     attention_mask=torch.ones(1, len(p), dtype=torch.long), repetition_penalty=1.3)
+            ref = out[0, len(p):].tolist()
+            assert [x["output_ids"] for x in replies] == [ref] * 3, f"{name}: n = 3, prompt {p}\n aerie {replies}\n hf    {ref}"
+            assert [x["meta_info"]["cached_tokens"] for x in replies] == [0] + [len(p) - 1] * 2, [x["meta_info"] for x in replies]
+    print(f"  {name}: n = 3 samples (sharing the prompt's KV) equal transformers with repetition_penalty, {len(prompts)} prompts")
+
+
 def check_text_prompt(args, workdir, seed):
     import sentencepiece as spm
     corpus = os.path.join(workdir, "corpus.txt")
@@ -226,6 +254,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     ap.add_argument("--dump-logits", required=True)
+    ap.add_argument("--serve", help="aerie-serve, for n parallel samples over HTTP")
     args = ap.parse_args()
     seed = int(os.environ.get("AERIE_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     print(f"seed {seed} (AERIE_TEST_SEED={seed} replays this run)")
@@ -240,6 +269,7 @@ def main():
             check_greedy(args, path, model, cfg, rng, name)
             if i == 0:
                 check_penalties(args, path, model, cfg, rng, name)
+                check_samples(args, path, model, cfg, rng, name)
         check_text_prompt(args, tmp, seed)
     print("hf_parity: all checks passed")
 
