@@ -10,8 +10,8 @@ namespace aerie::kernels {
 /// (a vocab-parallel shard: the rank holding the id supplies it, the others add zeros).
 struct EmbeddingParams {
   TensorView ids;    // [tokens] i32
-  TensorView table;  // [rows, hidden] f32|bf16|f16
-  TensorView out;    // [tokens, hidden] f32|bf16|f16
+  TensorView table;  // [rows, hidden] f32|bf16|f16, or i32 (an id map: out i32, copied exactly)
+  TensorView out;    // [tokens, hidden] f32|bf16|f16 (i32 with an i32 table)
   int64_t first_id = 0;       // the id of table row 0
   bool zero_outside = false;  // ids outside the table give zeros (else an error)
   void validate() const;

@@ -33,9 +33,13 @@ void EmbeddingParams::validate() const {
   check_tensor(ids, "ids", 1, ids.device);
   check_dtype(ids, "ids", DType::kI32);
   check_tensor(table, "table", 2, ids.device);
-  check_floating(table, "table");
   check_tensor(out, "out", 2, ids.device);
-  check_floating(out, "out");
+  if (table.dtype == DType::kI32) {  // an id map (kernels/embedding.hpp)
+    check_dtype(out, "out", DType::kI32);
+  } else {
+    check_floating(table, "table");
+    check_floating(out, "out");
+  }
   check_rows_match(ids, "ids", out, "out");
   AERIE_CHECK(out.dim(1) == table.dim(1), "out " << out.describe() << " and table " << table.describe()
                                                  << " disagree on hidden size");

@@ -221,27 +221,38 @@ void EagleHead::reserve(int64_t tokens) {
   }
 }
 
+std::unique_ptr<ForwardWorkspace> EagleHead::make_workspace(const ForwardCapacity& capacity) const {
+  LlamaConfig shape = local_;
+  shape.vocab_size = vocab();
+  return std::make_unique<ForwardWorkspace>(shape, capacity, stream_.device(), act_, lm_head_group().size());
+}
+
 TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv) {
   batch.validate();
-  const auto& c = local_;
-  const bool e3 = config_.kind == EagleKind::kEagle3;
-  const int64_t T = batch.num_tokens(), R = static_cast<int64_t>(batch.logit_rows.size()), h = c.hidden_size;
-  AERIE_CHECK(in_hidden.dim(0) == T, "EAGLE head: " << in_hidden.dim(0) << " hidden rows for " << T << " tokens");
-  const int64_t width = in_hidden.dim(1);
-  AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
-  parallel::Communicator& tp = target_.tp();
   // The head's attention has the target's geometry: the target's plan for the batch.
   const auto [tpb, splits] = target_.attention_plan(batch);
   if (!ws_ || !ws_->fits(batch, splits)) {
     const ForwardCapacity cap = (ws_ ? ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);
-    LlamaConfig shape = c;
-    shape.vocab_size = vocab();
-    ws_ = std::make_unique<ForwardWorkspace>(shape, cap, stream_.device(), act_, lm_head_group().size());
+    ws_ = make_workspace(cap);
   }
-  reserve(ws_->capacity().max_tokens);
   ws_->upload(batch, stream_);
-  auto& ws = *ws_;
+  return run(*ws_, in_hidden, kv,
+             {.tokens = batch.num_tokens(), .seqs = batch.batch_size(), .logit_rows = static_cast<int64_t>(batch.logit_rows.size()),
+              .custom_mask = !batch.custom_mask.empty(), .num_splits = splits, .logits_all_rows = batch.logits_for_every_row(),
+              .attention_tokens_per_block = tpb});
+}
+
+TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvCache& kv, const ForwardDims& dims) {
+  const auto& c = local_;
+  const bool e3 = config_.kind == EagleKind::kEagle3;
+  const int64_t T = dims.tokens, R = dims.logit_rows, h = c.hidden_size;
+  AERIE_CHECK(in_hidden.dim(0) == T, "EAGLE head: " << in_hidden.dim(0) << " hidden rows for " << T << " tokens");
+  const int64_t width = in_hidden.dim(1);
+  AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
+  parallel::Communicator& tp = target_.tp();
+  const int tpb = dims.attention_tokens_per_block, splits = dims.num_splits;
+  reserve(ws.capacity().max_tokens);
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
   const LayerActivations a{.hidden = rows(ws.hidden, T), .residual = rows(ws.residual, T), .normed = rows(ws.normed, T),
                            .qkv = rows(ws.qkv, T), .q = rows(ws.q, T), .attn = rows(ws.attn, T), .gate_up = rows(ws.gate_up, T),
@@ -275,11 +286,11 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
     put(attn_in_, 2, 1, a.normed);
     attn_input = attn_in_.view().slice_rows(0, T);
   }
-  const bool masked = !batch.custom_mask.empty();
+  const bool masked = dims.custom_mask;
   const LayerAttention at{.positions = ws.positions(T), .slots = ws.slots(T), .inv_freq = target_.inv_freq().view(),
-                          .attention_scaling = target_.attention_scaling(), .qo_indptr = ws.qo_indptr(batch.batch_size()),
-                          .kv_indptr = ws.kv_indptr(batch.batch_size()), .kv_indices = ws.kv_indices(),
-                          .custom_mask = masked ? ws.mask() : TensorView(), .mask_indptr = masked ? ws.mask_indptr(batch.batch_size()) : TensorView(),
+                          .attention_scaling = target_.attention_scaling(), .qo_indptr = ws.qo_indptr(dims.seqs),
+                          .kv_indptr = ws.kv_indptr(dims.seqs), .kv_indices = ws.kv_indices(),
+                          .custom_mask = masked ? ws.mask() : TensorView(), .mask_indptr = masked ? ws.mask_indptr(dims.seqs) : TensorView(),
                           .workspace = ws.attn_partial.view(), .num_splits = splits, .tokens_per_block = tpb};
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),

@@ -80,6 +80,10 @@ class EagleHead {
   // captured states) or [tokens, H] (the head's own output, EAGLE3 draft steps). Returns
   // logits [logit_rows, vocab of the head] f32; out_hidden() then holds [tokens, H].
   TensorView forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv);
+  // A workspace for run() (graph runners keep their own, at fixed addresses).
+  std::unique_ptr<ForwardWorkspace> make_workspace(const ForwardCapacity& capacity) const;
+  // forward() over inputs already uploaded to `ws`: only enqueues kernels (capturable).
+  TensorView run(ForwardWorkspace& ws, const TensorView& in_hidden, KvCache& kv, const ForwardDims& dims);
   TensorView out_hidden() const { return out_hidden_.view().slice_rows(0, tokens_); }
   // The target id of a head logit column.
   int32_t to_target(int32_t draft_id) const;

@@ -4,7 +4,6 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
-#include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
 
 namespace aerie::spec {
@@ -31,30 +30,16 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   }
   ws_ = model.make_workspace(cap);
   const Stream& stream = model.stream();
-  // Greedy parameters for every row: temperature 0 (the rest is ignored by a greedy row).
-  greedy_params_ = Buffer(Device::kCuda, DType::kI64, {top_rows * 2});  // seeds, steps (zeros), reused as zero floats/ints
-  greedy_params_.zero();
-  greedy_workspace_ = Buffer(Device::kCuda, DType::kF32, {kernels::sample_workspace_floats(top_rows)});
+  argmax_ = std::make_unique<DeviceArgmax>(Device::kCuda, top_rows);
   greedy_tokens_ = Buffer(Device::kCuda, DType::kI32, {top_rows});
   greedy_host_ = HostStaging(Device::kCuda, static_cast<size_t>(top_rows) * 4);
-  Buffer ones(Device::kCuda, DType::kF32, {top_rows});
-  std::vector<float> host_ones(static_cast<size_t>(top_rows), 1.0f);
-  ones.copy_from_host(host_ones.data(), ones.nbytes());
-  greedy_top_p_ = std::move(ones);
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it, rows = bs * q_;
     ws_->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, q_), stream);
     auto forward_and_argmax = [&] {
       const TensorView logits = model.run(*ws_, kv, dims_.at(bs));
-      const TensorView zeros_f(greedy_params_.data(), DType::kF32, {rows}, Device::kCuda);
-      const TensorView zeros_i32(greedy_params_.data(), DType::kI32, {rows}, Device::kCuda);
-      const TensorView zeros_i64(greedy_params_.data(), DType::kI64, {rows}, Device::kCuda);
-      AERIE_CHECK_STATUS(kernels::sample({.logits = logits, .temperature = zeros_f, .top_p = greedy_top_p_.view().slice_rows(0, rows),
-                                          .top_k = zeros_i32, .min_p = zeros_f, .seed = zeros_i64, .step = zeros_i64,
-                                          .out = greedy_tokens_.view().slice_rows(0, rows),
-                                          .workspace = greedy_workspace_.view().slice_rows(0, kernels::sample_workspace_floats(rows))},
-                                         stream));
+      argmax_->run(logits, greedy_tokens_.view().slice_rows(0, rows), stream);
     };
     forward_and_argmax();  // warm-up outside the capture (cuBLAS picks its kernels; the capture buffer is allocated)
     synchronize(stream);

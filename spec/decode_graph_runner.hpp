@@ -18,6 +18,7 @@
 #include "model/forward_workspace.hpp"
 #include "model/llama_model.hpp"
 #include "spec/cuda_graph_buckets.hpp"
+#include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
 
@@ -51,9 +52,9 @@ class DecodeGraphRunner {
   const int64_t q_;
   BucketSchedule schedule_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
-  // The in-graph argmax: all-greedy sampling parameters, its scratch and output, and a
-  // pinned landing area for the tokens.
-  Buffer greedy_params_, greedy_top_p_, greedy_workspace_, greedy_tokens_;
+  // The in-graph argmax, its output, and a pinned landing area for the tokens.
+  std::unique_ptr<DeviceArgmax> argmax_;
+  Buffer greedy_tokens_;
   HostStaging greedy_host_;
   std::map<int64_t, void*> graphs_;              // bucket -> executable graph
   std::map<int64_t, model::ForwardDims> dims_;   // bucket -> the forward's dims (splits, tokens per attention block)

@@ -182,9 +182,26 @@ void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
   for (uint64_t r : rids) forget(r);
 }
 
+void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs) {
+  chain_.reset();
+  if (info_.topk > 1 || steps < 2) return;
+  chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), kv_, target_,
+                                                    steps, std::min(max_bs, max_requests_), max_context, graphs);
+}
+
 std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps) {
   std::vector<std::vector<int32_t>> drafts(seqs.size());
   if (steps <= 0 || seqs.empty()) return drafts;
+  if (chain_ && steps == chain_->steps()) {
+    std::vector<spec::ChainSeq> chain;
+    for (const auto& s : seqs) {
+      auto it = state_.find(s.rid);
+      AERIE_CHECK(it != state_.end(), "no draft state for request " << s.rid << " (its prefill did not reach the draft)");
+      chain.push_back({.first_token = it->second.next_token, .first_position = s.first_position, .context = &s.context,
+                       .state_row = static_cast<int32_t>(it->second.hidden_row)});
+    }
+    if (chain_->can_run(chain)) return chain_->propose(chain);
+  }
   const int64_t B = static_cast<int64_t>(seqs.size());
   const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
   for (size_t i = 0; i < seqs.size(); ++i) {

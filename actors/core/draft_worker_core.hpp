@@ -20,6 +20,7 @@
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "actors/core/draft_port.hpp"
+#include "spec/draft_chain_runner.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::core {
@@ -49,6 +50,12 @@ class DraftWorkerCore : public DraftPort {
   const DraftInfo& info() const override { return info_; }
   std::vector<spec::DraftTree> propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
+
+  // Chain proposals (topk 1) of `steps` tokens run as one device-side sequence from now on
+  // (spec/draft_chain_runner.hpp): captured as a CUDA graph per batch-size bucket up to
+  // max_bs with graphs, else eagerly; proposals it cannot take draft step by step.
+  void enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs);
+  const spec::DraftChainRunner* chain_runner() const { return chain_.get(); }
 
   const model::EagleHead* head() const { return head_.get(); }
   bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
@@ -91,6 +98,7 @@ class DraftWorkerCore : public DraftPort {
   model::ArgmaxSampler argmax_;
   Buffer gather_ids_;              // [rows] i32 row ids for gather()
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
+  std::unique_ptr<spec::DraftChainRunner> chain_;
 };
 
 }  // namespace aerie::core

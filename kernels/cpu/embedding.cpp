@@ -13,6 +13,12 @@ Status embedding(const EmbeddingParams& p) {
       return Status::error("token id " + std::to_string(ids[t]) + " is outside the vocabulary [" + std::to_string(p.first_id) + ", " +
                            std::to_string(p.first_id + vocab) + ")");
   }
+  if (p.table.dtype == DType::kI32) {  // an id map: exact copies
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < hidden; ++h)
+        p.out.ptr<int32_t>()[t * hidden + h] = inside(t) ? p.table.ptr<int32_t>()[(ids[t] - p.first_id) * hidden + h] : 0;
+    return Status::ok();
+  }
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t row = ids[t] - p.first_id;
     for (int64_t h = 0; h < hidden; ++h)

@@ -19,6 +19,15 @@ __global__ void embedding_kernel(const int32_t* ids, const TT* table, TO* out, i
     out[t * hidden + h] = from_float<TO>(ok ? to_float(table[id * hidden + h]) : 0.0f);
 }
 
+// The i32 table of an id map (a draft vocabulary's target ids): copied exactly.
+__global__ void embedding_i32_kernel(const int32_t* ids, const int32_t* table, int32_t* out, int64_t first_id, int64_t vocab, int64_t hidden) {
+  pdl_begin();
+  const int64_t t = blockIdx.x;
+  const int64_t id = ids[t] - first_id;
+  const bool ok = id >= 0 && id < vocab;
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) out[t * hidden + h] = ok ? table[id * hidden + h] : 0;
+}
+
 template <class T, class TW, class TR>
 __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
   pdl_begin();
@@ -196,6 +205,11 @@ Status embedding(const EmbeddingParams& p, void* stream) {
   const int64_t tokens = p.ids.dim(0);
   if (tokens == 0) return Status::ok();
   const int64_t hidden = p.table.dim(1), vocab = p.table.dim(0);
+  if (p.table.dtype == DType::kI32) {
+    launch_pdl(embedding_i32_kernel, dim3(static_cast<unsigned>(tokens)), dim3(threads_for(hidden)), 0, as_stream(stream),
+               p.ids.ptr<int32_t>(), p.table.ptr<int32_t>(), p.out.ptr<int32_t>(), p.first_id, vocab, hidden);
+    return launch_status("embedding");
+  }
   AERIE_DISPATCH_FLOAT(p.table.dtype, TT, [&] {
     AERIE_DISPATCH_FLOAT(p.out.dtype, TO, [&] {
       launch_pdl(embedding_kernel<TT, TO>, dim3(static_cast<unsigned>(tokens)), dim3(threads_for(hidden)), 0, as_stream(stream),

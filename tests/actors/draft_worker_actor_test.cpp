@@ -285,3 +285,70 @@ TEST(DraftWorkerActor, Eagle1WithAHotTokenMapDraftsOnlyHotTokens) {
     self->send_exit(actor, caf::exit_reason::user_shutdown);
   }
 }
+
+// The chain runner (spec/draft_chain_runner.hpp: every step's input token and hidden state
+// fed on the device, one copy back) proposes exactly what step-by-step drafting proposes:
+// EAGLE3 with its full and a reduced vocabulary (ids mapped on the device), EAGLE with a
+// hot-token map, STANDALONE; three requests at different positions.
+TEST(DraftChainRunner, ProposesWhatStepByStepDraftingProposes) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(9);
+  struct Case {
+    std::string name;
+    core::SpecAlgorithm alg;
+    model::EagleKind kind;
+    int64_t draft_vocab;
+    bool hot;
+  };
+  const Case cases[] = {{"EAGLE3", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false},
+                        {"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
+                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
+                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
+  for (const auto& c : cases) {
+    auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
+    if (c.hot)
+      for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
+    const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
+    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
+    model::KvCache kv_a(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_b(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    auto make_core = [&](model::KvCache& kv) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle)
+        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
+      else
+        standalone = tiny_model(6);
+      return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
+    };
+    auto stepwise = make_core(kv_a);
+    auto chained = make_core(kv_b);
+    chained->enable_chain_runner(4, 8, 256, /*graphs=*/false);
+    ASSERT_NE(chained->chain_runner(), nullptr);
+    const int64_t width = eagle ? hc.input_width() : 0;
+    std::vector<core::DraftProposeSeq> ps;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(4 + 3 * rid);
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+      // Each request in its own slot range: 64 slots apart.
+      auto seq = prompt_extend(rid, prompt);
+      for (auto& s : seq.slots) s += static_cast<int32_t>(64 * rid);
+      for (auto& s : seq.context) s += static_cast<int32_t>(64 * rid);
+      Buffer hidden;
+      if (eagle) {
+        hidden = aerie::testing::random_buffer(rng, DType::kF32, {n, width});
+        for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(i);
+      }
+      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
+      chained->extend({seq}, eagle ? hidden.view() : TensorView());
+      auto context = slots(0, n + 4);
+      for (auto& s : context) s += static_cast<int32_t>(64 * rid);
+      ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = prompt.back()});
+    }
+    const auto want = stepwise->propose_chain(ps, 4);
+    const auto got = chained->propose_chain(ps, 4);
+    EXPECT_EQ(got, want) << c.name;
+    for (const auto& d : got) EXPECT_EQ(d.size(), 4u) << c.name;
+  }
+}

@@ -1,0 +1,185 @@
+#include "spec/draft_chain_runner.hpp"
+
+#include <algorithm>
+
+#include "kernels/device_runtime.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/error.hpp"
+
+namespace aerie::spec {
+
+DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, model::KvCache& kv,
+                                   const model::LlamaModel& target, int64_t steps, int64_t max_bs, int64_t max_context, bool graphs)
+    : head_(head),
+      standalone_(standalone),
+      state_pool_(state_pool),
+      kv_(kv),
+      target_(target),
+      stream_(target.stream()),
+      act_(target.act_dtype()),
+      steps_(steps),
+      max_bs_(max_bs),
+      max_context_(max_context),
+      schedule_(max_bs) {
+  AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a chain runner drafts with a head or a standalone model");
+  AERIE_CHECK(!head_ || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
+  AERIE_CHECK(steps_ >= 2, "a chain runner needs at least one draft forward (steps >= 2)");
+  AERIE_CHECK(max_bs_ >= 1 && max_context_ >= 1, "a chain runner needs a batch and a context");
+  AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
+  const Device dev = stream_.device();
+  const int64_t top = graphs ? schedule_.sizes().back() : max_bs_;
+  model::ForwardCapacity cap;
+  cap.max_tokens = cap.max_seqs = cap.max_logit_rows = top;
+  cap.max_kv_indices = kv.shape().num_slots() + top;  // every real slot once, plus one per padded sequence
+  for (int64_t bs : graphs ? schedule_.sizes() : std::vector<int64_t>{}) {
+    dims_[bs] = dims_for(bs);
+    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
+  }
+  cap.max_splits = std::max(cap.max_splits, dims_for(top).num_splits);
+  for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
+  argmax_ = std::make_unique<DeviceArgmax>(dev, top);
+  draft_ids_ = Buffer(dev, DType::kI32, {top});
+  tokens_ = Buffer(dev, DType::kI32, {(steps_ - 1) * top});
+  rows_ = Buffer(dev, DType::kI32, {top});
+  rows_.zero();
+  rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
+  tokens_host_ = HostStaging(dev, static_cast<size_t>((steps_ - 1) * top) * 4);
+  if (head_) {
+    in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
+    in_hidden_.zero();
+    std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
+    bool identity = true;
+    for (size_t id = 0; id < map.size(); ++id) {
+      map[id] = head_->to_target(static_cast<int32_t>(id));
+      identity = identity && map[id] == static_cast<int32_t>(id);
+    }
+    if (!identity) {
+      to_target_ = Buffer(dev, DType::kI32, {static_cast<int64_t>(map.size()), 1});
+      to_target_.copy_from_host(map.data(), map.size() * 4);
+    }
+  }
+  if (!graphs) return;
+  // Largest first, as sglang does: later (smaller) captures reuse the memory pool. Warm up
+  // outside the capture (cuBLAS picks its kernels), then capture the whole chain.
+  for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
+    const int64_t bs = *it;
+    for (auto& w : ws_) w->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, 1), stream_);
+    enqueue(bs);
+    synchronize(stream_);
+    cuda_runtime::begin_capture(stream_.handle());
+    try {
+      enqueue(bs);
+    } catch (...) {
+      cuda_runtime::end_capture(stream_.handle());
+      throw;
+    }
+    graphs_[bs] = cuda_runtime::end_capture(stream_.handle());
+  }
+  synchronize(stream_);
+}
+
+DraftChainRunner::~DraftChainRunner() {
+  for (auto& [bs, g] : graphs_) cuda_runtime::destroy_graph(g);
+}
+
+model::ForwardDims DraftChainRunner::dims_for(int64_t bs) const {
+  const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
+  const int tpb = geometry.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, 1));
+  return {.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false,
+          .num_splits = geometry.attention_splits(bs / tpb, max_context_), .logits_all_rows = true, .attention_tokens_per_block = tpb};
+}
+
+int64_t DraftChainRunner::bucket_for(int64_t batch_size) const {
+  if (graphs_.empty()) return -1;
+  const auto b = schedule_.bucket_for(batch_size);
+  return b ? *b : -1;
+}
+
+bool DraftChainRunner::can_run(const std::vector<ChainSeq>& seqs) const {
+  const auto n = static_cast<int64_t>(seqs.size());
+  if (n < 1 || n > (graphs_.empty() ? max_bs_ : schedule_.sizes().back())) return false;
+  int64_t indices = 0;
+  for (const auto& s : seqs) {
+    const int64_t longest = s.first_position + steps_ - 1;  // the last step's context
+    if (!s.context || static_cast<int64_t>(s.context->size()) < longest || longest > max_context_) return false;
+    indices += longest;
+  }
+  return indices + n <= ws_.front()->capacity().max_kv_indices;
+}
+
+void DraftChainRunner::enqueue(int64_t bs) {
+  const Device dev = stream_.device();
+  const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
+  const int64_t h = target_.config().hidden_size;
+  const TensorView ids(draft_ids_.data(), DType::kI32, {bs}, dev);
+  for (int64_t j = 1; j < steps_; ++j) {
+    model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
+    TensorView logits;
+    if (head_) {
+      const TensorView in(in_hidden_.data(), act_, {bs, h}, dev);
+      if (j == 1) {  // each request's state row
+        AERIE_CHECK_STATUS(kernels::embedding({.ids = rows_.view().slice_rows(0, bs), .table = state_pool_, .out = in}, stream_));
+      } else {  // the previous step's output
+        copy_async(in.data, head_->out_hidden().data, static_cast<size_t>(bs * h) * dtype_size(act_), stream_);
+      }
+      logits = head_->run(ws, in, kv_, dims);
+    } else {
+      logits = standalone_->run(ws, kv_, dims);
+    }
+    argmax_->run(logits, ids, stream_);
+    const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + (j - 1) * bs, DType::kI32, {bs, 1}, dev);
+    if (to_target_.data()) {
+      AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_.view(), .out = step_tokens}, stream_));
+    } else {
+      copy_async(step_tokens.data, ids.data, static_cast<size_t>(bs) * 4, stream_);
+    }
+    if (j + 1 < steps_)  // the next forward's input tokens
+      copy_async(ws_[static_cast<size_t>(j)]->ids(bs).data, step_tokens.data, static_cast<size_t>(bs) * 4, stream_);
+  }
+}
+
+std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<ChainSeq>& seqs) {
+  AERIE_CHECK(can_run(seqs), "this proposal does not fit the chain runner");
+  const auto n = static_cast<int64_t>(seqs.size());
+  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  // Every step's batch: request i's token at first_position + j - 1, writing that position's
+  // slot, over its context up to it. Step 1's tokens are the states'; later ones are replaced
+  // on the device by the previous step's.
+  for (int64_t j = 1; j < steps_; ++j) {
+    model::ForwardBatch b;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& s = seqs[static_cast<size_t>(i)];
+      const int32_t pos = s.first_position + static_cast<int32_t>(j - 1);
+      b.input_ids.push_back(j == 1 ? s.first_token : 0);
+      b.positions.push_back(pos);
+      b.out_cache_loc.push_back((*s.context)[static_cast<size_t>(pos)]);
+      b.qo_indptr.push_back(static_cast<int32_t>(i + 1));
+      b.kv_indices.insert(b.kv_indices.end(), s.context->begin(), s.context->begin() + pos + 1);
+      b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+      b.logit_rows.push_back(static_cast<int32_t>(i));
+    }
+    ws_[static_cast<size_t>(j - 1)]->upload(bs > n ? model::pad_to_bucket(b, bs, 1) : b, stream_);
+  }
+  if (head_) {
+    int32_t* rows = rows_host_.as<int32_t>();
+    for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
+    copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
+  }
+  if (graphs_.empty()) {
+    enqueue(bs);
+  } else {
+    cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
+  }
+  const size_t bytes = static_cast<size_t>((steps_ - 1) * bs) * 4;
+  copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
+  synchronize(stream_);
+  const int32_t* t = tokens_host_.as<int32_t>();
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    out[static_cast<size_t>(i)].push_back(seqs[static_cast<size_t>(i)].first_token);
+    for (int64_t j = 1; j < steps_; ++j) out[static_cast<size_t>(i)].push_back(t[(j - 1) * bs + i]);
+  }
+  return out;
+}
+
+}  // namespace aerie::spec

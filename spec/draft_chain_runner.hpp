@@ -1,0 +1,89 @@
+#pragma once
+// DraftChainRunner: the draft forwards of a chain proposal (topk 1) as one device-side
+// sequence, sglang's multi-step draft. Step j's input token is step j - 1's argmax, mapped
+// to a target id on the device (an EAGLE3 head's reduced vocabulary, a hot-token map); an
+// EAGLE head's input hidden state is the previous step's output (the first step's is each
+// request's state row, gathered on the device). Every step's positions, slots and context
+// are uploaded before the first, so nothing waits on the host between steps: one copy of
+// the [steps, batch] tokens comes back at the end.
+//
+// With graphs (CUDA) the whole sequence is one CUDA graph per batch-size bucket, captured
+// largest first over one set of max-size workspaces (one per step); a batch is padded to
+// its bucket as the decode graphs pad (spec/decode_graph_runner.hpp: padded sequences read
+// token 0, write the dummy KV slot 0 and attend to it; their state row is row 0; their
+// tokens are sliced away). Without graphs (the CPU, --disable-cuda-graph) the same sequence
+// runs eagerly over the same workspaces.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+#include "kernels/staging.hpp"
+#include "model/eagle_head.hpp"
+#include "model/forward_workspace.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llama_model.hpp"
+#include "spec/cuda_graph_buckets.hpp"
+#include "spec/device_argmax.hpp"
+
+namespace aerie::spec {
+
+// One request of a chain proposal.
+struct ChainSeq {
+  int32_t first_token;     // the first draft token (the request's draft state): step 1's input
+  int32_t first_position;  // where step 1's input token sits
+  const std::vector<int32_t>* context;  // slots of positions [0, first_position + steps - 1)
+  int32_t state_row;       // EAGLE: the request's row of the state-hidden pool
+};
+
+class DraftChainRunner {
+ public:
+  // Exactly one of head / standalone. state_pool: EAGLE's state-hidden rows [rows, H], at a
+  // fixed address for the runner's life (graphs read it). steps: the proposal's length (the
+  // first token plus steps - 1 forwards); max_bs: the largest batch (and bucket);
+  // max_context: the longest context a request may have (fixes the attention splits per
+  // bucket). graphs: capture (CUDA only).
+  DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, model::KvCache& kv,
+                   const model::LlamaModel& target, int64_t steps, int64_t max_bs, int64_t max_context, bool graphs);
+  ~DraftChainRunner();
+  DraftChainRunner(const DraftChainRunner&) = delete;
+  DraftChainRunner& operator=(const DraftChainRunner&) = delete;
+
+  int64_t steps() const { return steps_; }
+  // Whether a proposal of these requests fits (batch size, context slots); else the caller
+  // drafts step by step.
+  bool can_run(const std::vector<ChainSeq>& seqs) const;
+  // Each request's `steps` draft tokens (target ids), the first one included.
+  std::vector<std::vector<int32_t>> propose(const std::vector<ChainSeq>& seqs);
+  // The bucket a batch of this many requests replays (-1: none captured).
+  int64_t bucket_for(int64_t batch_size) const;
+  bool graphs() const { return !graphs_.empty(); }
+
+ private:
+  // Enqueues the whole chain for a batch padded to `bs` whose inputs are uploaded.
+  void enqueue(int64_t bs);
+  model::ForwardDims dims_for(int64_t bs) const;
+
+  model::EagleHead* head_;
+  model::LlamaModel* standalone_;
+  TensorView state_pool_;
+  model::KvCache& kv_;
+  const model::LlamaModel& target_;
+  Stream stream_;
+  DType act_;
+  int64_t steps_, max_bs_, max_context_;
+  BucketSchedule schedule_;
+  std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
+  std::unique_ptr<DeviceArgmax> argmax_;
+  Buffer draft_ids_;   // [max_bs] i32: a step's argmax (draft vocabulary)
+  Buffer to_target_;   // [draft vocab, 1] i32: draft id -> target id (empty: the same)
+  Buffer tokens_;      // [steps - 1, max_bs] i32: every step's token (target ids)
+  Buffer rows_;        // [max_bs] i32: each request's state row
+  Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state
+  HostStaging rows_host_, tokens_host_;
+  std::map<int64_t, model::ForwardDims> dims_;  // bucket -> dims (captured splits)
+  std::map<int64_t, void*> graphs_;             // bucket -> executable graph
+};
+
+}  // namespace aerie::spec
