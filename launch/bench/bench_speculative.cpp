@@ -85,7 +85,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                 static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
                 verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab),
                 static_cast<long long>(o.tp_size), o.tp_size == 1 ? "" : replicated_head ? " (EAGLE heads whole on every rank)" : " (heads sharded)");
-    std::printf("%-11s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
+    std::printf("%-16s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
                 "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
   }
 
@@ -113,7 +113,12 @@ int run_spec_bench(const SpecBenchOptions& o) {
       }
       plain_ms = median(t);
     }
+    std::vector<std::pair<std::string, bool>> variants;  // (algorithm, chain runner)
     for (const auto& alg_name : o.algorithms) {
+      if (K > 1 || o.draft_chain != "runner") variants.emplace_back(alg_name, false);
+      if (K == 1 && o.draft_chain != "steps") variants.emplace_back(alg_name, true);
+    }
+    for (const auto& [alg_name, chain_runner] : variants) {
       // The draft as a launch builds it (launch/draft_builder.hpp): STANDALONE is the target
       // itself (its seed), EAGLE / EAGLE3 a random head shaped for the target.
       const DraftChoice choice{.algorithm = core::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
@@ -124,6 +129,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
       model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
       auto draft = std::make_shared<core::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
                                                            draft_kv, target, B, K);
+      if (chain_runner) draft->enable_chain_runner(S, B, per_request, device == Device::kCuda);
+      const std::string label = alg_name + (K == 1 ? (chain_runner ? (device == Device::kCuda ? "+graph" : "+chain") : "") : "");
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings, .spec_steps = S, .spec_topk = K, .spec_draft_tokens = N});
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = 0});
@@ -218,7 +225,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       const double speedup = (tok_per_round / round_ms) / (1.0 / plain_ms);
       const double parts = verify_ms + draft_ms * static_cast<double>(S - 1) + extend_ms;
       if (report)
-        std::printf("%-11s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %11.2f %9.2f %8.2f\n", alg_name.c_str(), static_cast<long long>(B),
+        std::printf("%-16s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %11.2f %9.2f %8.2f\n", label.c_str(), static_cast<long long>(B),
                   plain_ms, draft_ms, extend_ms, verify_ms, round_ms, verify_ms / plain_ms, round_ms / parts, tok_per_round, speedup);
       // Where a round's wall time goes on the worker's thread (means over the timed rounds);
       // "scheduler" is the rest: planning the batch and committing its result.
@@ -230,11 +237,11 @@ int run_spec_bench(const SpecBenchOptions& o) {
                                        {"scheduler", mean_round - (stages.propose_ms + stages.verify_ms + stages.accept_ms +
                                                                    stages.extend_ms) / n_st}};
       if (report)
-        std::printf("%17s stages (ms, mean of %lld): propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
+        std::printf("%22s stages (ms, mean of %lld): propose %.3f  verify %.3f  accept %.3f  send-extend %.3f  scheduler %.3f\n",
                   "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
-      out.push_back({{"algorithm", alg_name}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
+      out.push_back({{"algorithm", alg_name}, {"draft_chain_runner", chain_runner}, {"draft_graphs", chain_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
                      {"eagle3_draft_vocab", eagle3_vocab},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},

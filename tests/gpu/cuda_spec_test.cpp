@@ -5,8 +5,14 @@
 #include <gtest/gtest.h>
 
 
+#include <random>
+
+#include "actors/core/draft_worker_core.hpp"
 #include "kernels/buffer.hpp"
+#include "kernels/topk.hpp"
 #include "launch/deployment.hpp"
+#include "model/llama_weights.hpp"
+#include "tests/test_util.hpp"
 #include "launch/deployment_flags.hpp"
 #include "tests/launch/random_requests.hpp"
 
@@ -95,3 +101,65 @@ TEST(CudaSpeculative, LogprobsEqualPlainLogprobs) {
   }
 }
 
+
+// The draft chain as one CUDA graph per bucket proposes what step-by-step drafting proposes,
+// for every batch size up to 16 (most padded up to their bucket), EAGLE3 with a reduced
+// vocabulary and STANDALONE; the dummy KV slot that padded rows write and read is filled with
+// garbage before every replay, so a padded row leaking into a real one would show.
+TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cfg = model::LlamaConfig::named_shape("tiny");
+  OwnedStream stream(Device::kCuda);
+  model::LlamaModel target(cfg, model::random_llama_weights(cfg, 5, Device::kCuda, DType::kF32, 0.1f), stream.get(), DType::kF32);
+  std::mt19937 rng(17);
+  for (const bool eagle : {true, false}) {
+    const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, cfg, 200);
+    const model::LlamaConfig layer = eagle ? hc.layer : cfg;
+    const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
+    model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
+    auto make_core = [&](model::KvCache& kv) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle)
+        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCuda, DType::kF32), target);
+      else
+        standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f),
+                                                         stream.get(), DType::kF32);
+      return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
+                                                     std::move(standalone), kv, target, 16, 1);
+    };
+    auto stepwise = make_core(kv_a);
+    auto graphed = make_core(kv_b);
+    graphed->enable_chain_runner(4, 16, shape.usable_tokens(), /*graphs=*/true);
+    ASSERT_TRUE(graphed->chain_runner() && graphed->chain_runner()->graphs());
+    std::vector<core::DraftProposeSeq> ps;
+    for (uint64_t rid = 1; rid <= 16; ++rid) {
+      const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
+      const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
+      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      for (int32_t p = 0; p < n; ++p) {
+        seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+        seq.slots.push_back(base + p);
+        seq.hidden_rows.push_back(p);
+      }
+      seq.context = seq.slots;
+      Buffer hidden;
+      if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
+      if (!eagle) seq.hidden_rows.clear();
+      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
+      graphed->extend({seq}, eagle ? hidden.view() : TensorView());
+      std::vector<int32_t> context;
+      for (int32_t p = 0; p < n + 4; ++p) context.push_back(base + p);
+      ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = seq.tokens.back()});
+    }
+    for (size_t bs = 1; bs <= ps.size(); ++bs) {
+      const std::vector<core::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
+      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
+        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
+          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
+      const auto want = stepwise->propose_chain(batch, 4);
+      const auto got = graphed->propose_chain(batch, 4);
+      EXPECT_EQ(got, want) << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " bucket " << graphed->chain_runner()->bucket_for(bs);
+    }
+  }
+}
