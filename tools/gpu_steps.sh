@@ -9,7 +9,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=$RESULTS/logs
 mkdir -p "$LOGS"
 export NCCL_NVLS_ENABLE=0
-[[ -d .device ]] || tar xzf .device.tgz  # tools/device_pack.sh
+# tools/device_pack.sh's bundle, unpacked again when a newer one came (a warm machine keeps the old .device/).
+[[ -d .device && .device -nt .device.tgz ]] || { rm -rf .device && tar xzf .device.tgz && touch .device; }
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 B=$PWD/.device/bin
 status=0

@@ -144,7 +144,11 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
       }
       seq.context = seq.slots;
       Buffer hidden;
-      if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
+      if (eagle) {  // stand-in target hidden states, on the GPU
+        const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
+        hidden = Buffer(Device::kCuda, DType::kF32, {n, hc.input_width()});
+        hidden.copy_from_host(host.data(), host.nbytes());
+      }
       if (!eagle) seq.hidden_rows.clear();
       stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
       graphed->extend({seq}, eagle ? hidden.view() : TensorView());
