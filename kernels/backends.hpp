@@ -18,6 +18,7 @@ namespace aerie::kernels {
 #define AERIE_DECLARE_BACKEND(ns, ...)                          \
   namespace ns {                                                \
   Status embedding(const EmbeddingParams& p __VA_ARGS__);       \
+  Status scatter_rows(const ScatterRowsParams& p __VA_ARGS__);  \
   Status rms_norm(const RmsNormParams& p __VA_ARGS__);          \
   Status rope(const RopeParams& p __VA_ARGS__);                 \
   Status matmul(const MatmulParams& p __VA_ARGS__);             \

@@ -10,6 +10,7 @@ Status unavailable(const char* op) {
 }  // namespace
 
 Status embedding(const EmbeddingParams&, void*) { return unavailable("embedding"); }
+Status scatter_rows(const ScatterRowsParams&, void*) { return unavailable("scatter_rows"); }
 Status logit_adjust(const LogitAdjustParams&, void*) { return unavailable("logit_adjust"); }
 Status rms_norm(const RmsNormParams&, void*) { return unavailable("rms_norm"); }
 Status rope(const RopeParams&, void*) { return unavailable("rope"); }

@@ -18,4 +18,14 @@ struct EmbeddingParams {
 };
 Status embedding(const EmbeddingParams& p, const Stream& stream);
 
+/// The other way: out[rows[i]] = src[i] (rows distinct, inside out), the rest of out untouched;
+/// a row copied as is (same dtype: floating or i32). Keeps per-request state rows on the device.
+struct ScatterRowsParams {
+  TensorView src;   // [n, width]
+  TensorView rows;  // [n] i32
+  TensorView out;   // [rows_out, width]
+  void validate() const;
+};
+Status scatter_rows(const ScatterRowsParams& p, const Stream& stream);
+
 }  // namespace aerie::kernels

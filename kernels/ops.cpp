@@ -60,6 +60,19 @@ Status logit_adjust(const LogitAdjustParams& p, const Stream& s) {
                   [](const LogitAdjustParams& q, void* h) { return cuda::logit_adjust(q, h); });
 }
 
+void ScatterRowsParams::validate() const {
+  check_tensor(src, "src", 2, src.device);
+  check_tensor(rows, "rows", 1, src.device);
+  check_dtype(rows, "rows", DType::kI32);
+  check_tensor(out, "out", 2, src.device);
+  check_rows_match(rows, "rows", src, "src");
+  AERIE_CHECK(src.dtype == out.dtype && src.dim(1) == out.dim(1), "src " << src.describe() << " and out " << out.describe() << " disagree");
+}
+Status scatter_rows(const ScatterRowsParams& p, const Stream& s) {
+  return dispatch(p, s, device_of(p.src), cpu::scatter_rows,
+                  [](const ScatterRowsParams& q, void* h) { return cuda::scatter_rows(q, h); });
+}
+
 Status embedding(const EmbeddingParams& p, const Stream& s) {
   return dispatch(p, s, device_of(p.ids), cpu::embedding,
                   [](const EmbeddingParams& q, void* h) { return cuda::embedding(q, h); });

@@ -8,11 +8,14 @@
 
 namespace aerie::spec {
 
-DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, model::KvCache& kv,
-                                   const model::LlamaModel& target, int64_t steps, int64_t max_bs, int64_t max_context, bool graphs)
+DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool,
+                                   const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
+                                   int64_t steps, int64_t max_bs, int64_t max_context, bool graphs)
     : head_(head),
       standalone_(standalone),
       state_pool_(state_pool),
+      next_pool_(next_pool),
+      to_target_(to_target),
       kv_(kv),
       target_(target),
       stream_(target.stream()),
@@ -23,6 +26,7 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
       schedule_(max_bs) {
   AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a chain runner drafts with a head or a standalone model");
   AERIE_CHECK(!head_ || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
+  AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "a chain runner reads the requests' next tokens from a pool");
   AERIE_CHECK(steps_ >= 2, "a chain runner needs at least one draft forward (steps >= 2)");
   AERIE_CHECK(max_bs_ >= 1 && max_context_ >= 1, "a chain runner needs a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
@@ -39,24 +43,14 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
   for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   draft_ids_ = Buffer(dev, DType::kI32, {top});
-  tokens_ = Buffer(dev, DType::kI32, {(steps_ - 1) * top});
+  tokens_ = Buffer(dev, DType::kI32, {steps_ * top});
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
-  tokens_host_ = HostStaging(dev, static_cast<size_t>((steps_ - 1) * top) * 4);
+  tokens_host_ = HostStaging(dev, static_cast<size_t>(steps_ * top) * 4);
   if (head_) {
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
-    std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
-    bool identity = true;
-    for (size_t id = 0; id < map.size(); ++id) {
-      map[id] = head_->to_target(static_cast<int32_t>(id));
-      identity = identity && map[id] == static_cast<int32_t>(id);
-    }
-    if (!identity) {
-      to_target_ = Buffer(dev, DType::kI32, {static_cast<int64_t>(map.size()), 1});
-      to_target_.copy_from_host(map.data(), map.size() * 4);
-    }
   }
   if (!graphs) return;
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool. Warm up
@@ -112,13 +106,19 @@ void DraftChainRunner::enqueue(int64_t bs) {
   const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
   const int64_t h = target_.config().hidden_size;
   const TensorView ids(draft_ids_.data(), DType::kI32, {bs}, dev);
+  const TensorView rows = rows_.view().slice_rows(0, bs);
+  // Row 0 of the tokens: each request's next token, which is also step 1's input.
+  const TensorView next_tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev),
+                                         .out = next_tokens}, stream_));
+  copy_async(ws_.front()->ids(bs).data, next_tokens.data, static_cast<size_t>(bs) * 4, stream_);
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
     TensorView logits;
     if (head_) {
       const TensorView in(in_hidden_.data(), act_, {bs, h}, dev);
       if (j == 1) {  // each request's state row
-        AERIE_CHECK_STATUS(kernels::embedding({.ids = rows_.view().slice_rows(0, bs), .table = state_pool_, .out = in}, stream_));
+        AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = state_pool_, .out = in}, stream_));
       } else {  // the previous step's output
         copy_async(in.data, head_->out_hidden().data, static_cast<size_t>(bs * h) * dtype_size(act_), stream_);
       }
@@ -127,9 +127,9 @@ void DraftChainRunner::enqueue(int64_t bs) {
       logits = standalone_->run(ws, kv_, dims);
     }
     argmax_->run(logits, ids, stream_);
-    const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + (j - 1) * bs, DType::kI32, {bs, 1}, dev);
-    if (to_target_.data()) {
-      AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_.view(), .out = step_tokens}, stream_));
+    const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + j * bs, DType::kI32, {bs, 1}, dev);
+    if (to_target_.defined()) {
+      AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_, .out = step_tokens}, stream_));
     } else {
       copy_async(step_tokens.data, ids.data, static_cast<size_t>(bs) * 4, stream_);
     }
@@ -143,14 +143,13 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
   // Every step's batch: request i's token at first_position + j - 1, writing that position's
-  // slot, over its context up to it. Step 1's tokens are the states'; later ones are replaced
-  // on the device by the previous step's.
+  // slot, over its context up to it. The tokens themselves are filled in on the device.
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardBatch b;
     for (int64_t i = 0; i < n; ++i) {
       const auto& s = seqs[static_cast<size_t>(i)];
       const int32_t pos = s.first_position + static_cast<int32_t>(j - 1);
-      b.input_ids.push_back(j == 1 ? s.first_token : 0);
+      b.input_ids.push_back(0);  // replaced on the device: the next token (step 1), the previous step's token
       b.positions.push_back(pos);
       b.out_cache_loc.push_back((*s.context)[static_cast<size_t>(pos)]);
       b.qo_indptr.push_back(static_cast<int32_t>(i + 1));
@@ -160,7 +159,9 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
     }
     ws_[static_cast<size_t>(j - 1)]->upload(bs > n ? model::pad_to_bucket(b, bs, 1) : b, stream_);
   }
-  if (head_) {
+  {
+    // The host staging is rewritten only after the previous proposal's tokens came back
+    // (propose ends with a synchronisation), so its copy has run.
     int32_t* rows = rows_host_.as<int32_t>();
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
     copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
@@ -170,15 +171,13 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
   } else {
     cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
   }
-  const size_t bytes = static_cast<size_t>((steps_ - 1) * bs) * 4;
+  const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
   copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
   synchronize(stream_);
   const int32_t* t = tokens_host_.as<int32_t>();
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    out[static_cast<size_t>(i)].push_back(seqs[static_cast<size_t>(i)].first_token);
-    for (int64_t j = 1; j < steps_; ++j) out[static_cast<size_t>(i)].push_back(t[(j - 1) * bs + i]);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < steps_; ++j) out[static_cast<size_t>(i)].push_back(t[j * bs + i]);
   return out;
 }
 

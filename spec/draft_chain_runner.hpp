@@ -2,8 +2,9 @@
 // DraftChainRunner: the draft forwards of a chain proposal (topk 1) as one device-side
 // sequence, sglang's multi-step draft. Step j's input token is step j - 1's argmax, mapped
 // to a target id on the device (an EAGLE3 head's reduced vocabulary, a hot-token map); an
-// EAGLE head's input hidden state is the previous step's output (the first step's is each
-// request's state row, gathered on the device). Every step's positions, slots and context
+// EAGLE head's input hidden state is the previous step's output. The first step reads each
+// request's state on the device (its next token and hidden state, which the draft extend
+// left at the request's row), so nothing of the state crosses to the host either. Every step's positions, slots and context
 // are uploaded before the first, so nothing waits on the host between steps: one copy of
 // the [steps, batch] tokens comes back at the end.
 //
@@ -31,21 +32,23 @@ namespace aerie::spec {
 
 // One request of a chain proposal.
 struct ChainSeq {
-  int32_t first_token;     // the first draft token (the request's draft state): step 1's input
-  int32_t first_position;  // where step 1's input token sits
+  int32_t first_position;  // where step 1's input token (the request's next token) sits
   const std::vector<int32_t>* context;  // slots of positions [0, first_position + steps - 1)
-  int32_t state_row;       // EAGLE: the request's row of the state-hidden pool
+  int32_t state_row;       // the request's row of the state pools
 };
 
 class DraftChainRunner {
  public:
-  // Exactly one of head / standalone. state_pool: EAGLE's state-hidden rows [rows, H], at a
-  // fixed address for the runner's life (graphs read it). steps: the proposal's length (the
-  // first token plus steps - 1 forwards); max_bs: the largest batch (and bucket);
-  // max_context: the longest context a request may have (fixes the attention splits per
-  // bucket). graphs: capture (CUDA only).
-  DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, model::KvCache& kv,
-                   const model::LlamaModel& target, int64_t steps, int64_t max_bs, int64_t max_context, bool graphs);
+  // Exactly one of head / standalone. The requests' state, at fixed addresses for the
+  // runner's life (graphs read them), one row per request: state_pool, EAGLE's hidden states
+  // [rows, H]; next_pool, each request's next token (a target id) [rows] i32. to_target: the
+  // head's draft -> target id map [draft vocab, 1] i32 (empty: the same ids). steps: the
+  // proposal's length (the next token plus steps - 1 forwards); max_bs: the largest batch
+  // (and bucket); max_context: the longest context a request may have (fixes the attention
+  // splits per bucket). graphs: capture (CUDA only).
+  DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
+                   const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t steps, int64_t max_bs,
+                   int64_t max_context, bool graphs);
   ~DraftChainRunner();
   DraftChainRunner(const DraftChainRunner&) = delete;
   DraftChainRunner& operator=(const DraftChainRunner&) = delete;
@@ -54,7 +57,7 @@ class DraftChainRunner {
   // Whether a proposal of these requests fits (batch size, context slots); else the caller
   // drafts step by step.
   bool can_run(const std::vector<ChainSeq>& seqs) const;
-  // Each request's `steps` draft tokens (target ids), the first one included.
+  // Each request's `steps` draft tokens (target ids), its next token first.
   std::vector<std::vector<int32_t>> propose(const std::vector<ChainSeq>& seqs);
   // The bucket a batch of this many requests replays (-1: none captured).
   int64_t bucket_for(int64_t batch_size) const;
@@ -67,7 +70,7 @@ class DraftChainRunner {
 
   model::EagleHead* head_;
   model::LlamaModel* standalone_;
-  TensorView state_pool_;
+  TensorView state_pool_, next_pool_, to_target_;
   model::KvCache& kv_;
   const model::LlamaModel& target_;
   Stream stream_;
@@ -77,8 +80,7 @@ class DraftChainRunner {
   std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
   std::unique_ptr<DeviceArgmax> argmax_;
   Buffer draft_ids_;   // [max_bs] i32: a step's argmax (draft vocabulary)
-  Buffer to_target_;   // [draft vocab, 1] i32: draft id -> target id (empty: the same)
-  Buffer tokens_;      // [steps - 1, max_bs] i32: every step's token (target ids)
+  Buffer tokens_;      // [steps, max_bs] i32: the next tokens, then every step's token (target ids)
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state
   HostStaging rows_host_, tokens_host_;

@@ -39,10 +39,8 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
                                                                      << standalone_->config().vocab_size);
   if (head_ && algorithm == SpecAlgorithm::kEagle3)
     for (auto l : head_->config().aux_layers) info_.aux_layers.push_back(static_cast<int64_t>(l));
-  if (eagle()) {
-    hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
-    for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
-  }
+  if (eagle()) hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
+  for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
 }
 
 void DraftWorkerCore::forget(uint64_t rid) {
@@ -54,7 +52,7 @@ void DraftWorkerCore::forget(uint64_t rid) {
 
 int64_t DraftWorkerCore::row_for(uint64_t rid) {
   auto& s = state_[rid];
-  if (eagle() && s.hidden_row < 0) {
+  if (s.hidden_row < 0) {
     AERIE_CHECK(!free_rows_.empty(), "draft state for more than " << max_requests_ << " requests");
     s.hidden_row = free_rows_.back();
     free_rows_.pop_back();
@@ -143,6 +141,13 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
     }
     in_hidden = gather(target_hidden, rows);
   }
+  if (chain_) {  // chains with the runner: the state stays on the device
+    const TensorView logits = forward(b, in_hidden);
+    std::vector<uint64_t> rids;
+    for (const auto* k : kept) rids.push_back(k->rid);
+    keep_state_on_device(b, logits, rids);
+    return;
+  }
   std::vector<int32_t> next;
   TopRows top;
   if (info_.topk > 1) {
@@ -183,10 +188,75 @@ void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
 }
 
 void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs) {
+  AERIE_CHECK(state_.empty(), "the chain runner is enabled before any request reaches the draft");
   chain_.reset();
   if (info_.topk > 1 || steps < 2) return;
-  chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), kv_, target_,
+  const Device dev = stream_.device();
+  next_pool_ = Buffer(dev, DType::kI32, {max_requests_});
+  next_pool_.zero();
+  if (head_) {
+    std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
+    bool identity = true;
+    for (size_t id = 0; id < map.size(); ++id) {
+      map[id] = head_->to_target(static_cast<int32_t>(id));
+      identity = identity && map[id] == static_cast<int32_t>(id);
+    }
+    if (!identity) {
+      to_target_ = Buffer(dev, DType::kI32, {static_cast<int64_t>(map.size()), 1});
+      to_target_.copy_from_host(map.data(), map.size() * 4);
+    }
+  }
+  extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
+  extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
+  extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
+  if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
+  chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(),
+                                                    next_pool_.view(), to_target_.data() ? to_target_.view() : TensorView(), kv_, target_,
                                                     steps, std::min(max_bs, max_requests_), max_context, graphs);
+}
+
+void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {
+  const auto n = static_cast<int64_t>(kept.size());
+  if (n == 0) return;
+  AERIE_CHECK(n <= max_requests_, "draft state for more than " << max_requests_ << " requests");
+  const Device dev = stream_.device();
+  std::vector<int32_t> rows;
+  for (uint64_t rid : kept) {
+    rows.push_back(static_cast<int32_t>(row_for(rid)));
+    state_[rid].on_device = true;
+  }
+  const TensorView row_ids = upload_ints(extend_rows_, rows, stream_);
+  const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
+  extend_argmax_->run(logits, ids, stream_);
+  const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
+  if (to_target_.data()) {
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_.view(), .out = tokens}, stream_));
+  } else {
+    copy_async(tokens.data, ids.data, static_cast<size_t>(n) * 4, stream_);
+  }
+  const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
+  AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
+  if (eagle()) {  // the head's output at each kept sequence's last token, to its state row
+    const TensorView at = upload_ints(extend_logit_rows_, b.logit_rows, stream_);
+    const TensorView picked(extend_hidden_.data(), act_, {n, hidden_size_}, dev);
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = at, .table = head_->out_hidden(), .out = picked}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = picked, .rows = row_ids, .out = hidden_pool_.view()}, stream_));
+  }
+}
+
+void DraftWorkerCore::fetch_next_tokens(const std::vector<ProposeSeq>& seqs) {
+  bool any = false;
+  for (const auto& s : seqs)
+    if (auto it = state_.find(s.rid); it != state_.end()) any = any || it->second.on_device;
+  if (!any) return;
+  std::vector<int32_t> pool(static_cast<size_t>(max_requests_));
+  copy_async(pool.data(), next_pool_.data(), pool.size() * 4, stream_);
+  synchronize(stream_);
+  for (const auto& s : seqs)
+    if (auto it = state_.find(s.rid); it != state_.end() && it->second.on_device) {
+      it->second.next_token = pool[static_cast<size_t>(it->second.hidden_row)];
+      it->second.on_device = false;
+    }
 }
 
 std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps) {
@@ -197,11 +267,11 @@ std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vect
     for (const auto& s : seqs) {
       auto it = state_.find(s.rid);
       AERIE_CHECK(it != state_.end(), "no draft state for request " << s.rid << " (its prefill did not reach the draft)");
-      chain.push_back({.first_token = it->second.next_token, .first_position = s.first_position, .context = &s.context,
-                       .state_row = static_cast<int32_t>(it->second.hidden_row)});
+      chain.push_back({.first_position = s.first_position, .context = &s.context, .state_row = static_cast<int32_t>(it->second.hidden_row)});
     }
     if (chain_->can_run(chain)) return chain_->propose(chain);
   }
+  fetch_next_tokens(seqs);  // drafting step by step: the next tokens on the host
   const int64_t B = static_cast<int64_t>(seqs.size());
   const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
   for (size_t i = 0; i < seqs.size(); ++i) {

@@ -65,7 +65,8 @@ class DraftWorkerCore : public DraftPort {
  private:
   struct State {
     int32_t next_token = 0;
-    int64_t hidden_row = -1;         // EAGLE: row in hidden_pool_
+    bool on_device = false;          // chains: next_token is stale; next_pool_[hidden_row] holds it
+    int64_t hidden_row = -1;         // the request's state row: in hidden_pool_ (EAGLE) and next_pool_
     std::vector<int32_t> top_tokens;  // topk > 1: the best next tokens (target ids)
     std::vector<float> top_logp;      // and their draft log-probabilities
   };
@@ -81,6 +82,11 @@ class DraftWorkerCore : public DraftPort {
   // gathered_[i] = table[rows[i]]; returns the gathered view.
   TensorView gather(const TensorView& table, const std::vector<int32_t>& rows);
   int64_t row_for(uint64_t rid);
+  // Chains: the extend's next tokens and (EAGLE) hidden states go to the requests' state rows
+  // on the device, with no host round trip; the chain runner reads them there.
+  void keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept);
+  // The host copies of these requests' next tokens, for drafting step by step.
+  void fetch_next_tokens(const std::vector<ProposeSeq>& seqs);
 
   DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;
@@ -99,6 +105,12 @@ class DraftWorkerCore : public DraftPort {
   Buffer gather_ids_;              // [rows] i32 row ids for gather()
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
   std::unique_ptr<spec::DraftChainRunner> chain_;
+  // Device-resident chain state (with the chain runner): each request's next token at its row,
+  // the draft -> target id map, and the extend's scratch.
+  Buffer next_pool_;    // [max_requests] i32
+  Buffer to_target_;    // [draft vocab, 1] i32 (empty: the ids are the target's)
+  std::unique_ptr<spec::DeviceArgmax> extend_argmax_;
+  Buffer extend_ids_, extend_tokens_, extend_rows_, extend_logit_rows_, extend_hidden_;
 };
 
 }  // namespace aerie::core

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <string>
 
 #include "kernels/backends.hpp"
@@ -23,6 +24,17 @@ Status embedding(const EmbeddingParams& p) {
     const int64_t row = ids[t] - p.first_id;
     for (int64_t h = 0; h < hidden; ++h)
       store_from_float(p.out.data, p.out.dtype, t * hidden + h, inside(t) ? load_as_float(p.table.data, p.table.dtype, row * hidden + h) : 0.0f);
+  }
+  return Status::ok();
+}
+
+Status scatter_rows(const ScatterRowsParams& p) {
+  const int64_t n = p.src.dim(0), bytes = p.src.dim(1) * static_cast<int64_t>(dtype_size(p.src.dtype));
+  const int32_t* rows = p.rows.ptr<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[i] < 0 || rows[i] >= p.out.dim(0))
+      return Status::error("scatter_rows: row " + std::to_string(rows[i]) + " is outside [0, " + std::to_string(p.out.dim(0)) + ")");
+    std::memcpy(static_cast<char*>(p.out.data) + rows[i] * bytes, static_cast<const char*>(p.src.data) + i * bytes, static_cast<size_t>(bytes));
   }
   return Status::ok();
 }

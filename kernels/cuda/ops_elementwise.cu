@@ -28,6 +28,16 @@ __global__ void embedding_i32_kernel(const int32_t* ids, const int32_t* table, i
   for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) out[t * hidden + h] = ok ? table[id * hidden + h] : 0;
 }
 
+// Row i of src to row rows[i] of out, 4 bytes at a time (rows of 4-byte multiples) or byte-wise.
+template <class W>
+__global__ void scatter_rows_kernel(const W* src, const int32_t* rows, W* out, int64_t words, int64_t out_rows) {
+  pdl_begin();
+  const int64_t i = blockIdx.x;
+  const int64_t r = rows[i];
+  if (r < 0 || r >= out_rows) return;  // never written: the CPU reference reports it
+  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) out[r * words + w] = src[i * words + w];
+}
+
 template <class T, class TW, class TR>
 __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
   pdl_begin();
@@ -217,6 +227,20 @@ Status embedding(const EmbeddingParams& p, void* stream) {
     });
   });
   return launch_status("embedding");
+}
+
+Status scatter_rows(const ScatterRowsParams& p, void* stream) {
+  const int64_t n = p.src.dim(0);
+  if (n == 0) return Status::ok();
+  const int64_t bytes = p.src.dim(1) * static_cast<int64_t>(dtype_size(p.src.dtype));
+  if (bytes % 4 == 0) {
+    launch_pdl(scatter_rows_kernel<int32_t>, dim3(static_cast<unsigned>(n)), dim3(threads_for(bytes / 4)), 0, as_stream(stream),
+               static_cast<const int32_t*>(p.src.data), p.rows.ptr<int32_t>(), static_cast<int32_t*>(p.out.data), bytes / 4, p.out.dim(0));
+  } else {
+    launch_pdl(scatter_rows_kernel<uint8_t>, dim3(static_cast<unsigned>(n)), dim3(threads_for(bytes)), 0, as_stream(stream),
+               static_cast<const uint8_t*>(p.src.data), p.rows.ptr<int32_t>(), static_cast<uint8_t*>(p.out.data), bytes, p.out.dim(0));
+  }
+  return launch_status("scatter_rows");
 }
 
 Status rms_norm(const RmsNormParams& p, void* stream) {
