@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -35,10 +36,12 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Messages may quote what the client sent (a header's value): built as JSON, never pasted.
 HttpReply error_reply(int status, const std::string& code, const std::string& message) {
   HttpReply r;
   r.status = status;
-  r.body = R"({"error":{"code":")" + code + R"(","type":"invalid_request_error","message":")" + message + R"("}})";
+  r.body = nlohmann::json{{"error", {{"code", code}, {"type", status >= 500 ? "server_error" : "invalid_request_error"}, {"message", message}}}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   r.close = true;
   return r;
 }
@@ -90,7 +93,7 @@ struct Exchange {
   bool gone = false;     // the request is over for MHD (client gone, or the server stopped)
 };
 
-struct HttpFront::Impl : ClientLink {
+struct HttpFront::Impl {
   HttpFrontOptions options;
   HttpHandler handler;
   HttpEarlyCheck early_check;
@@ -102,8 +105,6 @@ struct HttpFront::Impl : ClientLink {
   std::shared_mutex resume_mu;  // resumes (shared) against stop() (exclusive)
   std::mutex live_mu;
   std::unordered_map<Exchange*, std::weak_ptr<Exchange>> live;
-
-  bool gone() const override { return false; }
 
   // Wakes a suspended connection: its reply is ready or a streamed chunk came.
   void wake(Exchange& ex) {

@@ -284,6 +284,9 @@ def main():
         raw_requests = [
             (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
              + f"Content-Length: {len(gz)}\r\n\r\n".encode() + gz, 415, "unsupported_encoding"),
+            # a header value quoted in the error message stays inside its JSON string
+            (b'POST /generate HTTP/1.1\r\nHost: x\r\nContent-Encoding: x"}, "injected": {"\r\nContent-Length: 2\r\n\r\n{}',
+             415, "unsupported_encoding"),
             (b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
              + b"".join(b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n" for _ in range(20)) + b"0\r\n\r\n", 413, "payload_too_large"),
         ]
@@ -304,7 +307,8 @@ def main():
                     reply += chunk
             head, _, body = reply.partition(b"\r\n\r\n")
             length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
-            assert head.startswith(f"HTTP/1.1 {want}".encode()) and json.loads(body[:length])["error"]["code"] == code, reply[:400]
+            parsed = json.loads(body[:length])
+            assert head.startswith(f"HTTP/1.1 {want}".encode()) and parsed["error"]["code"] == code and list(parsed) == ["error"], reply[:400]
             assert b"Connection: close" in head, head
             assert call(base + "/health_generate")[0] == 200
         small = json.dumps({"input_ids": prompts[0], "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}).encode()
