@@ -197,13 +197,14 @@ void HttpServer::add_routes() {
     if (!j.is_object() || !j.contains("rid") || !(j["rid"].is_string() || j["rid"].is_number_integer()))
       return error_reply(400, "invalid_request", "'rid' (string or integer) is required");
     const std::string rid = j["rid"].is_string() ? j["rid"].get<std::string>() : std::to_string(j["rid"].get<int64_t>());
-    caf::actor session;
+    std::vector<caf::actor> sessions;
     {
       std::lock_guard<std::mutex> lock(live_mu_);
-      if (auto it = live_.find(rid); it != live_.end()) session = it->second;
+      if (auto it = live_.find(rid); it != live_.end()) sessions = it->second;
     }
-    if (!session) return error_reply(404, "not_found", "no request '" + rid + "' in progress");
-    caf::anon_send(session, actors::AbortRequest{});  // the session forwards it behind its own submission
+    if (sessions.empty()) return error_reply(404, "not_found", "no request '" + rid + "' in progress");
+    for (const auto& session : sessions)
+      caf::anon_send(session, actors::AbortRequest{});  // each session forwards it behind its own submission
     return json_reply(200, "{}");
   };
   auto endpoint = [this](auto parse) {
@@ -319,7 +320,7 @@ HttpReply HttpServer::serve_samples(const ParsedRequest& p, const std::string& i
     sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, one));
     writers.push_back(std::make_unique<ResponseWriter>(one, id, options_.model_name, tokenizer_.get()));
   }
-  if (!sessions.empty()) track(id, sessions.front()->handle());
+  for (const auto& session : sessions) track(id, session->handle());
   const auto gone = [&link] { return link.gone(); };
   std::vector<json> bodies;
   for (size_t i = 0; i < sessions.size(); ++i) {
@@ -382,7 +383,7 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
       one.n = 1;
       if (p.n > 1) one.request.sampling.seed = sample_seed(p.request.sampling.seed, i);
       RequestSession session(deployment_, tokenizer_.get(), metrics_, next_rid_++, one);
-      if (i == 0) track(id, session.handle());
+      track(id, session.handle());
       ResponseWriter writer(one, id, options_.model_name, tokenizer_.get());
       SessionUpdate u;
       do {
@@ -427,12 +428,12 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
 
 bool HttpServer::reserve(const std::string& client_rid) {
   std::lock_guard<std::mutex> lock(live_mu_);
-  return live_.emplace(client_rid, caf::actor{}).second;  // no session yet: not abortable
+  return live_.emplace(client_rid, std::vector<caf::actor>{}).second;  // no session yet: not abortable
 }
 
 void HttpServer::track(const std::string& client_rid, caf::actor session) {
   std::lock_guard<std::mutex> lock(live_mu_);
-  live_[client_rid] = std::move(session);
+  live_[client_rid].push_back(std::move(session));
 }
 
 void HttpServer::untrack(const std::string& client_rid) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch/deployment.hpp"
 #include "launch/serving/chat_template.hpp"
@@ -98,9 +99,10 @@ class HttpServer {
   std::atomic<uint64_t> next_rid_{1u << 20};  // apart from the JSON-lines frontend's ids
   std::mutex live_mu_;
   std::condition_variable live_cv_;  // a request left live_
-  std::map<std::string, caf::actor> live_;  // client rid -> its session, while in progress
+  std::map<std::string, std::vector<caf::actor>> live_;  // client rid -> its sessions (one per sample), while in progress
   // Claims a rid for a new request: false when a request with it is still in progress.
   bool reserve(const std::string& client_rid);
+  // Adds a session of the request (n > 1: each sample's), so /abort_request reaches it.
   void track(const std::string& client_rid, caf::actor session);
   void untrack(const std::string& client_rid);
   int bound_port_ = 0;

@@ -212,6 +212,20 @@ def main():
         assert r["meta_info"]["completion_tokens"] < 3000, r["meta_info"]
         assert call(base + "/abort_request", {"rid": "nobody"})[0] == 404
         print(f"/abort_request ended a request after {r['meta_info']['completion_tokens']} of 3000 tokens; a duplicate rid got 409")
+        # With n samples, /abort_request ends every one of them.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            both = pool.submit(call, base + "/generate", {"rid": "long-two", "input_ids": [1, 2, 3],
+                                                         "sampling_params": {"n": 2, "max_new_tokens": 3000, "temperature": 0,
+                                                                             "ignore_eos": True}})
+            for _ in range(500):
+                running = re.search(r"^sglang:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
+                if running and float(running.group(1)) >= 2:
+                    break
+                time.sleep(0.01)
+            assert call(base + "/abort_request", {"rid": "long-two"})[0] == 200
+            status, r = both.result(timeout=120)
+        assert status == 200 and [x["meta_info"]["finish_reason"]["type"] for x in r] == ["abort", "abort"], r
+        print("/abort_request ended both samples of an n = 2 request")
         # Ids the server makes are unguessable (128 random bits), not a counter.
         ids = {call(base + "/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 1}})[1]["meta_info"]["id"]
                for _ in range(3)}
