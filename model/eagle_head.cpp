@@ -212,13 +212,17 @@ int32_t EagleHead::to_target(int32_t id) const {
   return w_.d2t.empty() ? id : id + w_.d2t[static_cast<size_t>(id)];
 }
 
-void EagleHead::reserve(int64_t tokens) {
-  const int64_t h = config_.layer.hidden_size;
-  if (!fc_in_.data() || fc_in_.view().dim(0) < tokens) {
-    fc_in_ = Buffer(stream_.device(), act_, {tokens, 3 * h});
-    attn_in_ = Buffer(stream_.device(), act_, {tokens, 2 * h});
-    out_hidden_ = Buffer(stream_.device(), act_, {tokens, h});
+EagleHead::Scratch& EagleHead::scratch_for(const ForwardWorkspace& ws) {
+  // One set per workspace, sized by it once: a graph captured over a workspace keeps using
+  // its scratch, which the eager path (a workspace of its own) never reallocates.
+  Scratch& sc = scratch_[&ws];
+  const int64_t h = config_.layer.hidden_size, tokens = ws.capacity().max_tokens;
+  if (!sc.fc_in.data() || sc.fc_in.view().dim(0) < tokens) {
+    sc.fc_in = Buffer(stream_.device(), act_, {tokens, 3 * h});
+    sc.attn_in = Buffer(stream_.device(), act_, {tokens, 2 * h});
+    sc.out_hidden = Buffer(stream_.device(), act_, {tokens, h});
   }
+  return sc;
 }
 
 std::unique_ptr<ForwardWorkspace> EagleHead::make_workspace(const ForwardCapacity& capacity) const {
@@ -234,6 +238,7 @@ TensorView EagleHead::forward(const ForwardBatch& batch, const TensorView& in_hi
   if (!ws_ || !ws_->fits(batch, splits)) {
     const ForwardCapacity cap = (ws_ ? ws_->capacity() : ForwardCapacity{}).grown_for(batch, splits);
     synchronize(stream_);
+    if (ws_) scratch_.erase(ws_.get());
     ws_ = make_workspace(cap);
   }
   ws_->upload(batch, stream_);
@@ -252,7 +257,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   AERIE_CHECK(width == h || width == config_.input_width(), "EAGLE head: hidden rows of width " << width);
   parallel::Communicator& tp = target_.tp();
   const int tpb = dims.attention_tokens_per_block, splits = dims.num_splits;
-  reserve(ws.capacity().max_tokens);
+  Scratch& sc = scratch_for(ws);
   auto rows = [&](const Buffer& b, int64_t n) { return b.view().slice_rows(0, n); };
   const LayerActivations a{.hidden = rows(ws.hidden, T), .residual = rows(ws.residual, T), .normed = rows(ws.normed, T),
                            .qkv = rows(ws.qkv, T), .q = rows(ws.q, T), .attn = rows(ws.attn, T), .gate_up = rows(ws.gate_up, T),
@@ -269,9 +274,9 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   TensorView attn_input;
   if (!e3) {
     // EAGLE: fc(concat(embedding, hidden)) is both the residual and the attention input.
-    put(fc_in_, 2, 0, a.hidden);
-    put(fc_in_, 2, 1, in_hidden);
-    const TensorView fc_in(fc_in_.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
+    put(sc.fc_in, 2, 0, a.hidden);
+    put(sc.fc_in, 2, 1, in_hidden);
+    const TensorView fc_in(sc.fc_in.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
     AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .y = a.residual}, stream_));
     attn_input = a.residual;
   } else {
@@ -281,10 +286,10 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
       AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .y = a.residual}, stream_));
     }
     AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = w_.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    put(attn_in_, 2, 0, a.normed);
+    put(sc.attn_in, 2, 0, a.normed);
     AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = w_.hidden_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    put(attn_in_, 2, 1, a.normed);
-    attn_input = attn_in_.view().slice_rows(0, T);
+    put(sc.attn_in, 2, 1, a.normed);
+    attn_input = sc.attn_in.view().slice_rows(0, T);
   }
   const bool masked = dims.custom_mask;
   const LayerAttention at{.positions = ws.positions(T), .slots = ws.slots(T), .inv_freq = target_.inv_freq().view(),
@@ -299,8 +304,8 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
                     e3 ? w_.norm.view() : w_.post_norm.view());
-  copy_async(out_hidden_.data(), a.residual.data, static_cast<size_t>(T * h) * es, stream_);
-  tokens_ = T;
+  copy_async(sc.out_hidden.data(), a.residual.data, static_cast<size_t>(T * h) * es, stream_);
+  out_hidden_ = sc.out_hidden.view().slice_rows(0, T);
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   const TensorView selected = rows(ws.selected, R);

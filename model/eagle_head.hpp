@@ -18,6 +18,7 @@
 // hot-token LM head is gathered whole onto every rank. With `replicated`, the layer and the
 // EAGLE3 LM head are whole on every rank instead (docs/tensor_parallel.md: what was measured).
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "kernels/buffer.hpp"
@@ -84,13 +85,17 @@ class EagleHead {
   std::unique_ptr<ForwardWorkspace> make_workspace(const ForwardCapacity& capacity) const;
   // forward() over inputs already uploaded to `ws`: only enqueues kernels (capturable).
   TensorView run(ForwardWorkspace& ws, const TensorView& in_hidden, KvCache& kv, const ForwardDims& dims);
-  TensorView out_hidden() const { return out_hidden_.view().slice_rows(0, tokens_); }
+  TensorView out_hidden() const { return out_hidden_; }
   // The target id of a head logit column.
   int32_t to_target(int32_t draft_id) const;
   int64_t vocab() const;
 
  private:
-  void reserve(int64_t tokens);
+  // The head's own scratch for forwards over one workspace (the concatenated inputs, its output).
+  struct Scratch {
+    Buffer fc_in, attn_in, out_hidden;
+  };
+  Scratch& scratch_for(const ForwardWorkspace& ws);
   // The group the decoder layer's row-parallel products are summed over.
   parallel::Communicator& layer_group() const;
   // The group the LM head's rows are split over (one rank: a whole table).
@@ -103,8 +108,8 @@ class EagleHead {
   DType act_;
   std::unique_ptr<ForwardWorkspace> ws_;
   std::unique_ptr<parallel::Communicator> solo_;  // a replicated hot-token head's "group"
-  Buffer fc_in_, attn_in_, out_hidden_;
-  int64_t tokens_ = 0;
+  std::map<const ForwardWorkspace*, Scratch> scratch_;
+  TensorView out_hidden_;  // the last forward's [tokens, H] output, in its workspace's scratch
 };
 
 }  // namespace aerie::model

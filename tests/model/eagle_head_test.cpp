@@ -199,3 +199,45 @@ TEST(EagleHeadCheckpoint, BadHeadsNameTheFileAndTensor) {
     has(error_of([&] { EagleHeadConfig::load(dir.path(), target_config()); }), "is not an EAGLE head");
   }
 }
+
+// A CUDA graph captured over a workspace keeps writing to the head's scratch for it: an
+// eager forward of a larger batch (which grows the eager workspace) must not move it. Seen on
+// the H200: the graphs of the draft chain wrote into freed scratch after a long prefill.
+TEST(EagleHeadScratch, AWorkspacesScratchStaysWhereItWasAfterLargerEagerForwards) {
+  const auto target_cfg = LlamaConfig::named_shape("tiny");
+  LlamaModel target(target_cfg, random_llama_weights(target_cfg, 3, Device::kCpu, DType::kF32), Stream::cpu(), DType::kF32);
+  const auto hc = EagleHeadConfig::for_target(EagleKind::kEagle3, target_cfg);
+  EagleHead head(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
+  KvCache kv(hc.layer, kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
+  auto batch = [](int tokens) {  // one sequence of `tokens` new tokens at slots 1..tokens
+    ForwardBatch b;
+    for (int t = 0; t < tokens; ++t) {
+      b.input_ids.push_back(5 + t);
+      b.positions.push_back(t);
+      b.out_cache_loc.push_back(1 + t);
+      b.kv_indices.push_back(1 + t);
+    }
+    b.qo_indptr.push_back(tokens);
+    b.kv_indptr.push_back(tokens);
+    b.logit_rows.push_back(tokens - 1);
+    return b;
+  };
+  ForwardCapacity cap;
+  cap.max_tokens = cap.max_seqs = cap.max_logit_rows = 4;
+  cap.max_kv_indices = 64;
+  auto ws = head.make_workspace(cap);
+  const ForwardBatch small = batch(4);
+  ws->upload(small, Stream::cpu());
+  Buffer hidden(Device::kCpu, DType::kF32, {4, hc.input_width()});
+  hidden.zero();
+  const ForwardDims dims{.tokens = 4, .seqs = 1, .logit_rows = 1, .custom_mask = false, .num_splits = 1, .logits_all_rows = false,
+                         .attention_tokens_per_block = 1};
+  head.run(*ws, hidden.view(), kv, dims);
+  const void* before = head.out_hidden().data;
+  Buffer big_hidden(Device::kCpu, DType::kF32, {300, hc.input_width()});
+  big_hidden.zero();
+  head.forward(batch(300), big_hidden.view(), kv);  // the eager workspace grows
+  EXPECT_NE(head.out_hidden().data, before);          // the eager forward has scratch of its own
+  head.run(*ws, hidden.view(), kv, dims);
+  EXPECT_EQ(head.out_hidden().data, before) << "the workspace's scratch moved";
+}
