@@ -5,6 +5,7 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
+#include "spec/graph_capture.hpp"
 
 namespace aerie::spec {
 
@@ -41,16 +42,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
       const TensorView logits = model.run(*ws_, kv, dims_.at(bs));
       argmax_->run(logits, greedy_tokens_.view().slice_rows(0, rows), stream);
     };
-    forward_and_argmax();  // warm-up outside the capture (cuBLAS picks its kernels; the capture buffer is allocated)
-    synchronize(stream);
-    cuda_runtime::begin_capture(stream.handle());
-    try {
-      forward_and_argmax();
-    } catch (...) {
-      cuda_runtime::end_capture(stream.handle());
-      throw;
-    }
-    graphs_[bs] = cuda_runtime::end_capture(stream.handle());
+    graphs_[bs] = capture_graph(stream, forward_and_argmax);
   }
   synchronize(stream);
 }

@@ -5,6 +5,7 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
+#include "spec/graph_capture.hpp"
 
 namespace aerie::spec {
 
@@ -53,23 +54,21 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
     in_hidden_.zero();
   }
   if (!graphs) return;
-  // Largest first, as sglang does: later (smaller) captures reuse the memory pool. Warm up
-  // outside the capture (cuBLAS picks its kernels), then capture the whole chain.
+  // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it;
     for (auto& w : ws_) w->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, 1), stream_);
-    enqueue(bs);
-    synchronize(stream_);
-    cuda_runtime::begin_capture(stream_.handle());
-    try {
-      enqueue(bs);
-    } catch (...) {
-      cuda_runtime::end_capture(stream_.handle());
-      throw;
-    }
-    graphs_[bs] = cuda_runtime::end_capture(stream_.handle());
+    graphs_[bs] = capture_graph(stream_, [&] { enqueue(bs); });
   }
   synchronize(stream_);
+}
+
+void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, const TensorView& out, const Stream& stream) {
+  if (to_target.defined()) {
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target, .out = out}, stream));
+  } else {
+    copy_async(out.data, ids.data, static_cast<size_t>(ids.dim(0)) * 4, stream);
+  }
 }
 
 DraftChainRunner::~DraftChainRunner() {
@@ -128,11 +127,7 @@ void DraftChainRunner::enqueue(int64_t bs) {
     }
     argmax_->run(logits, ids, stream_);
     const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + j * bs, DType::kI32, {bs, 1}, dev);
-    if (to_target_.defined()) {
-      AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_, .out = step_tokens}, stream_));
-    } else {
-      copy_async(step_tokens.data, ids.data, static_cast<size_t>(bs) * 4, stream_);
-    }
+    draft_ids_to_target(ids, to_target_, step_tokens, stream_);
     if (j + 1 < steps_)  // the next forward's input tokens
       copy_async(ws_[static_cast<size_t>(j)]->ids(bs).data, step_tokens.data, static_cast<size_t>(bs) * 4, stream_);
   }

@@ -37,6 +37,10 @@ struct ChainSeq {
   int32_t state_row;       // the request's row of the state pools
 };
 
+// out[i] = the target id of draft id ids[i], through the head's map [draft vocab, 1] i32 (an
+// undefined map: the ids are the target's). out: [n, 1] i32. Enqueued only (capturable).
+void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, const TensorView& out, const Stream& stream);
+
 class DraftChainRunner {
  public:
   // Exactly one of head / standalone. The requests' state, at fixed addresses for the

@@ -229,11 +229,7 @@ void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const T
   const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
   extend_argmax_->run(logits, ids, stream_);
   const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
-  if (to_target_.data()) {
-    AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = to_target_.view(), .out = tokens}, stream_));
-  } else {
-    copy_async(tokens.data, ids.data, static_cast<size_t>(n) * 4, stream_);
-  }
+  spec::draft_ids_to_target(ids, to_target_.data() ? to_target_.view() : TensorView(), tokens, stream_);
   const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
   AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
   if (eagle()) {  // the head's output at each kept sequence's last token, to its state row

@@ -36,6 +36,16 @@ def call(url, body=None, raw=None):
         return e.code, json.loads(e.read() or b"{}")
 
 
+def wait_running(base, n):
+    """Waits (up to ~5 s of polls) until /metrics shows at least n requests running."""
+    for _ in range(500):
+        running = re.search(r"^sglang:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
+        if running and float(running.group(1)) >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"fewer than {n} requests ever showed as running")
+
+
 def raw_exchange(port, data):
     """Sends raw bytes on one connection and reads until the server closes it."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
@@ -193,12 +203,7 @@ def main():
                                                          "sampling_params": {"max_new_tokens": 3000, "temperature": 0,
                                                                              "ignore_eos": True}})
             # Only once the long request runs (a duplicate sent earlier would take the rid first).
-            for _ in range(500):
-                running = re.search(r"^sglang:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
-                if running and float(running.group(1)) >= 1:
-                    break
-                time.sleep(0.01)
-            assert running and float(running.group(1)) >= 1, "the long request never showed as running"
+            wait_running(base, 1)
             status, r = call(base + "/generate", {"rid": "long-one", "input_ids": [4], "sampling_params": {"max_new_tokens": 1}})
             assert status == 409 and r["error"]["code"] == "rid_in_use", f"a duplicate rid was not refused: {status} {r}"
             for _ in range(200):
@@ -217,11 +222,7 @@ def main():
             both = pool.submit(call, base + "/generate", {"rid": "long-two", "input_ids": [1, 2, 3],
                                                          "sampling_params": {"n": 2, "max_new_tokens": 3000, "temperature": 0,
                                                                              "ignore_eos": True}})
-            for _ in range(500):
-                running = re.search(r"^sglang:num_running_reqs(?:{[^}]*})? (\S+)", call_text(base + "/metrics")[1], re.M)
-                if running and float(running.group(1)) >= 2:
-                    break
-                time.sleep(0.01)
+            wait_running(base, 2)
             assert call(base + "/abort_request", {"rid": "long-two"})[0] == 200
             status, r = both.result(timeout=120)
         assert status == 200 and [x["meta_info"]["finish_reason"]["type"] for x in r] == ["abort", "abort"], r
