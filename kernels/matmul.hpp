@@ -34,4 +34,12 @@ Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
 
+/// CPU backend: f32 products go to OpenBLAS when the build has it (AERIE_WITH_OPENBLAS);
+/// `true` sends them to the blocked reference loop instead (tests compare the two).
+void set_cpu_gemm_reference(bool on);
+/// Whether f32 products on the CPU go to BLAS now.
+bool cpu_gemm_uses_blas();
+/// What computes f32 products on the CPU now, for logs: "oneDNN sgemm" or "reference loop".
+const char* cpu_gemm_name();
+
 }  // namespace aerie::kernels

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   one->add_option("--load-format", ob.load_format, "auto or dummy (seeded random weights)")->check(CLI::IsMember({"auto", "dummy"}));
   one->add_option("--model-shape", ob.model_shape, "with dummy weights: tiny, llama-3.2-1b, llama-3.1-8b");
   one->add_option("--device", ob.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
-  one->add_option("--dtype", ob.dtype, "weight/activation dtype on CUDA: bf16 or f16")->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  one->add_option("--dtype", ob.dtype, "weight dtype: auto (bf16 on CUDA, f32 on the CPU, what aerie-serve runs there), bf16, f16, f32; CPU activations are f32")
+      ->check(CLI::IsMember({"auto", "bf16", "f16", "f32"}));
   one->add_option("--batch-size", ob.batch_sizes, "batch sizes to run")->delimiter(',');
   one->add_option("--input-len", ob.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);
   one->add_option("--output-len", ob.output_len, "decode steps")->check(CLI::Range(2, 100000));

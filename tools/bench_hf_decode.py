@@ -4,7 +4,9 @@
 --output-len greedy tokens (EOS ignored) with the KV cache; prefill timed as one forward,
 decode as the per-token time of the rest. Median of --repeats runs.
 
-  bench_hf_decode.py --model FILE.gguf|DIR [--device cpu|cuda] [--dtype float32|bfloat16]
+  bench_hf_decode.py --model FILE.gguf|DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--batch-size 1 8]
+
+One JSON line per batch size; prefill_tok_per_s and decode_tok_per_s count every sequence.
 """
 import argparse
 import json
@@ -21,6 +23,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--batch-size", type=int, nargs="+", default=[1])
     ap.add_argument("--input-len", type=int, default=64)
     ap.add_argument("--output-len", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=5)
@@ -31,7 +34,13 @@ def main():
     else:
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
     model = model.to(args.device).eval()
-    ids = torch.randint(100, model.config.vocab_size - 100, (1, args.input_len), generator=torch.Generator().manual_seed(0)).to(args.device)
+    for batch in args.batch_size:
+        print(json.dumps(run_batch(model, args, batch)), flush=True)
+
+
+def run_batch(model, args, batch):
+    ids = torch.randint(100, model.config.vocab_size - 100, (batch, args.input_len),
+                        generator=torch.Generator().manual_seed(0)).to(args.device)
 
     def sync():
         if args.device == "cuda":
@@ -45,17 +54,19 @@ def main():
             model(ids)
             sync()
             t1 = time.perf_counter()
-            model.generate(ids, max_new_tokens=args.output_len, min_new_tokens=args.output_len, do_sample=False)
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.output_len,
+                           min_new_tokens=args.output_len, do_sample=False, pad_token_id=0)
             sync()
             t2 = time.perf_counter()
             if r == 0:
                 continue  # warm-up
             prefill.append((t1 - t0) * 1e3)
             decode.append(((t2 - t1) * 1e3 - (t1 - t0) * 1e3) / (args.output_len - 1))
-    out = {"model": args.model, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads(),
-           "input_len": args.input_len, "output_len": args.output_len, "prefill_ms": statistics.median(prefill),
-           "decode_ms_per_token": statistics.median(decode)}
-    print(json.dumps(out))
+    prefill_ms, decode_ms = statistics.median(prefill), statistics.median(decode)
+    return {"model": args.model, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads(),
+            "batch_size": batch, "input_len": args.input_len, "output_len": args.output_len,
+            "prefill_ms": prefill_ms, "prefill_tok_per_s": batch * args.input_len / prefill_ms * 1e3,
+            "decode_ms_per_token": decode_ms, "decode_tok_per_s": batch / decode_ms * 1e3}
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ if [[ -z "${AERIE_SKIP_APT:-}" ]]; then
     build-essential cmake ninja-build pkg-config python3 python3-pip clang \
     libcaf-dev libzmq3-dev cppzmq-dev libcereal-dev libopenmpi-dev openmpi-bin \
     libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev libcli11-dev \
-    libspdlog-dev libsentencepiece-dev libpcre2-dev prometheus-cpp-dev >/dev/null
+    libspdlog-dev libsentencepiece-dev libpcre2-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev >/dev/null
 fi
 
 # nvcc from the CUDA toolkit is used when present (CUDA code then compiles for sm_90).

@@ -6,12 +6,17 @@
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/cpu/attention_paths.hpp"
 #include "kernels/cpu/parallel_for.hpp"
 
 namespace aerie::kernels::cpu {
 
 namespace {
 Status bad(const std::string& what) { return Status::error("attention: " + what); }
+
+// Sequences with at least this many new queries (prefill) go through sgemm in blocks of
+// kQueryBlock queries; fewer (decode, verify) go row by row.
+constexpr int64_t kBlockedMinQueries = 16, kQueryBlock = 64;
 }  // namespace
 
 Status attention(const AttentionParams& p) {
@@ -37,52 +42,33 @@ Status attention(const AttentionParams& p) {
   for (int64_t i = 0; i < kvp[batch]; ++i)
     if (kv[i] < 0 || kv[i] >= slots) return bad("KV slot " + std::to_string(kv[i]) + " is outside the cache");
 
-  // The CPU backend keeps its cache in f32: read it directly there (other dtypes convert per element).
-  const float* k32 = p.k_cache.dtype == DType::kF32 ? p.k_cache.ptr<float>() : nullptr;
-  const float* v32 = p.v_cache.dtype == DType::kF32 ? p.v_cache.ptr<float>() : nullptr;
-  auto k_at = [&](int64_t i) { return k32 ? k32[i] : load_as_float(p.k_cache.data, p.k_cache.dtype, i); };
-  auto v_at = [&](int64_t i) { return v32 ? v32[i] : load_as_float(p.v_cache.data, p.v_cache.dtype, i); };
-  // Sequences are independent and write disjoint output rows: one task each.
-  parallel_for(batch, kvp[batch] * q_heads * dim / std::max<int64_t>(batch, 1) + 1, [&](int64_t b) {
-    thread_local std::vector<float> scores, acc, qrow;
-    acc.resize(static_cast<size_t>(dim)), qrow.resize(static_cast<size_t>(dim));
-    const int64_t q_len = qo[b + 1] - qo[b], kv_len = kvp[b + 1] - kvp[b];
-    scores.resize(static_cast<size_t>(kv_len));
-    for (int64_t i = 0; i < q_len; ++i) {
-      const int64_t row = qo[b] + i;
-      const int64_t causal_limit = kv_len - q_len + i;  // last visible position
-      for (int64_t h = 0; h < q_heads; ++h) {
-        const int64_t kvh = h / group;
-        for (int64_t d = 0; d < dim; ++d) qrow[static_cast<size_t>(d)] = load_as_float(p.q.data, p.q.dtype, (row * q_heads + h) * dim + d);
-        float max_score = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < kv_len; ++j) {
-          const bool visible = mp ? p.custom_mask.ptr<uint8_t>()[mp[b] + i * kv_len + j] != 0 : j <= causal_limit;
-          if (!visible) { scores[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity(); continue; }
-          const int64_t base = (static_cast<int64_t>(kv[kvp[b] + j]) * kv_heads + kvh) * dim;
-          float s = 0.0f;
-          for (int64_t d = 0; d < dim; ++d) s += qrow[static_cast<size_t>(d)] * k_at(base + d);
-          s *= p.scale;
-          scores[static_cast<size_t>(j)] = s;
-          max_score = std::max(max_score, s);
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        float denom = 0.0f;
-        if (max_score != -std::numeric_limits<float>::infinity()) {
-          for (int64_t j = 0; j < kv_len; ++j) {
-            const float s = scores[static_cast<size_t>(j)];
-            if (s == -std::numeric_limits<float>::infinity()) continue;
-            const float e = std::exp(s - max_score);
-            denom += e;
-            const int64_t base = (static_cast<int64_t>(kv[kvp[b] + j]) * kv_heads + kvh) * dim;
-            for (int64_t d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += e * v_at(base + d);
-          }
-        }
-        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-        for (int64_t d = 0; d < dim; ++d)
-          store_from_float(p.out.data, p.out.dtype, (row * q_heads + h) * dim + d, acc[static_cast<size_t>(d)] * inv);
+  const AttentionTaskContext ctx{p, q_heads, kv_heads, group, dim, qo, kvp, kv, mp};
+  // Tasks: (sequence, head) row by row, or (sequence, head, query block) through sgemm. Each
+  // writes its own output rows, and each output's sums run in the same order whatever the
+  // thread count.
+  struct Task {
+    int64_t b, h, i0, i1;
+  };
+  std::vector<Task> rows, blocks;
+  const bool blocked = cpu_gemm_uses_blas();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t q_len = qo[b + 1] - qo[b];
+    for (int64_t h = 0; h < q_heads; ++h) {
+      if (!blocked || q_len < kBlockedMinQueries) {
+        rows.push_back({b, h, 0, q_len});
+        continue;
       }
+      for (int64_t i0 = 0; i0 < q_len; i0 += kQueryBlock) blocks.push_back({b, h, i0, std::min(q_len, i0 + kQueryBlock)});
     }
+  }
+  const int64_t avg_kv = kvp[batch] / std::max<int64_t>(batch, 1) + 1;
+  parallel_for(static_cast<int64_t>(rows.size()), avg_kv * dim * 4, [&](int64_t t) { attend_rows(ctx, rows[t].b, rows[t].h); });
+  std::vector<Status> failed(blocks.size());
+  parallel_for(static_cast<int64_t>(blocks.size()), avg_kv * dim * kQueryBlock, [&](int64_t t) {
+    failed[static_cast<size_t>(t)] = attend_block(ctx, blocks[t].b, blocks[t].h, blocks[t].i0, blocks[t].i1);
   });
+  for (const Status& st : failed)
+    if (!st.is_ok()) return bad(st.message());
   return Status::ok();
 }
 

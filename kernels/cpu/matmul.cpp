@@ -1,19 +1,37 @@
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/cpu/blas_gemm.hpp"
 #include "kernels/cpu/parallel_for.hpp"
+#include "kernels/cpu/small_batch_gemm.hpp"
 
-namespace aerie::kernels::cpu {
+namespace aerie::kernels {
 
-Status matmul(const MatmulParams& p) {
+namespace {
+std::atomic<bool> reference_gemm{false};
+}  // namespace
+
+void set_cpu_gemm_reference(bool on) { reference_gemm.store(on); }
+bool cpu_gemm_uses_blas() { return !reference_gemm.load() && cpu::blas_available(); }
+const char* cpu_gemm_name() {
+  if (reference_gemm.load()) return "reference loop";
+  const bool small = cpu::small_batch_gemm_available(), blas = cpu::blas_available();
+  return small && blas ? "AVX-512 small-batch kernel (<= 16 rows), oneDNN sgemm" : small ? "AVX-512 small-batch kernel (<= 16 rows), reference loop"
+         : blas       ? "oneDNN sgemm"
+                      : "reference loop";
+}
+
+namespace cpu {
+
+namespace {
+
+// The reference: blocked for the caches (a block of weight rows, converted to f32 once,
+// meets every activation row in small tiles), eight partial sums per dot product. Each
+// output's sum is formed in the same order whatever m is.
+void reference_matmul(const MatmulParams& p, const float* x, float* y) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
-  // Activations to fp32 once; each weight row is converted once and reused for all m rows.
-  std::vector<float> x(static_cast<size_t>(m * k));
-  convert_to_float(p.x.data, p.x.dtype, m * k, x.data());
-  std::vector<float> y(static_cast<size_t>(m * n));
-  // Blocked for the caches: a block of weight rows (converted once) meets every activation
-  // row in small tiles, so neither is streamed from memory once per output column.
   constexpr int64_t kRowsPerBlock = 32, kTile = 16;
   const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
   parallel_for(blocks, m * k * kRowsPerBlock, [&](int64_t blk) {
@@ -26,23 +44,56 @@ Status matmul(const MatmulParams& p) {
       const int64_t i1 = std::min(m, i0 + kTile);
       for (int64_t j = j0; j < j1; ++j) {
         const float* wj = w.data() + (j - j0) * k;
-        const float b = p.bias.defined() ? load_as_float(p.bias.data, p.bias.dtype, j) : 0.0f;
         for (int64_t i = i0; i < i1; ++i) {
-          const float* xi = x.data() + i * k;
-          // Eight partial sums: deterministic, and lets the compiler vectorise.
+          const float* xi = x + i * k;
           float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           int64_t c = 0;
           for (; c + 8 <= k; c += 8)
             for (int u = 0; u < 8; ++u) acc[u] += xi[c + u] * wj[c + u];
           float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
           for (; c < k; ++c) sum += xi[c] * wj[c];
-          y[static_cast<size_t>(i * n + j)] = sum + b;
+          y[i * n + j] = sum;
         }
       }
     }
   });
-  for (int64_t i = 0; i < m * n; ++i) store_from_float(p.y.data, p.y.dtype, i, y[static_cast<size_t>(i)]);
+}
+
+}  // namespace
+
+Status matmul(const MatmulParams& p) {
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
+  // f32 operands are used in place; other dtypes go through f32 copies.
+  std::vector<float> x_copy, y_copy;
+  const float* x = p.x.ptr<float>();
+  if (p.x.dtype != DType::kF32) {
+    x_copy.resize(static_cast<size_t>(m * k));
+    convert_to_float(p.x.data, p.x.dtype, m * k, x_copy.data());
+    x = x_copy.data();
+  }
+  float* y = p.y.ptr<float>();
+  if (p.y.dtype != DType::kF32) {
+    y_copy.resize(static_cast<size_t>(m * n));
+    y = y_copy.data();
+  }
+  // The fast paths only for f32 weights: converting a bf16 weight on every call would cost
+  // more than the product saves. A few rows (decode, verify) stream the weights once through
+  // the small-batch kernel; more rows (prefill) go to oneDNN.
+  const bool fast = !reference_gemm.load() && p.w.dtype == DType::kF32;
+  if (fast && m <= kSmallBatchMaxRows && small_batch_gemm_available()) {
+    small_batch_gemm(m, n, k, x, p.w.ptr<float>(), y);
+  } else if (fast && blas_available()) {
+    if (Status st = blas_sgemm_nt(m, n, k, x, p.w.ptr<float>(), y); !st.is_ok()) return st;
+  } else {
+    reference_matmul(p, x, y);
+  }
+  if (p.bias.defined())
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] += load_as_float(p.bias.data, p.bias.dtype, j);
+  if (p.y.dtype != DType::kF32)
+    for (int64_t i = 0; i < m * n; ++i) store_from_float(p.y.data, p.y.dtype, i, y[i]);
   return Status::ok();
 }
 
-}  // namespace aerie::kernels::cpu
+}  // namespace cpu
+}  // namespace aerie::kernels

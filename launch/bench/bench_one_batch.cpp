@@ -10,6 +10,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "kernels/matmul.hpp"
 #include "launch/bench/bench_timing.hpp"
 #include "launch/tp_context.hpp"
 #include "kernels/staging.hpp"
@@ -68,10 +69,11 @@ int run_one_batch(const OneBatchOptions& o) {
   // Every rank runs the same batches in lock-step (same seeds); rank 0 reports.
   TpContext tp = make_tp_context(nullptr, nullptr, device, o.tp_size, {.custom_all_reduce = !o.disable_custom_all_reduce});
   const bool report = tp.rank0();
-  const DType wdt = parse_dtype(o.dtype);
+  const DType wdt = o.dtype != "auto" ? parse_dtype(o.dtype) : device == Device::kCpu ? DType::kF32 : DType::kBF16;
   const DType act = device == Device::kCpu ? DType::kF32 : wdt;
   const double bandwidth = measure_copy_bandwidth(device);
   if (report) std::fprintf(stderr, "copy bandwidth (read + write): %.1f GB/s\nloading weights...\n", bandwidth / 1e9);
+  if (report && device == Device::kCpu) std::fprintf(stderr, "CPU f32 products: %s\n", kernels::cpu_gemm_name());
   auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard)
                                           : model::load_llama_weights(o.model_path, config, device, wdt, {}, tp.shard);
   OwnedStream stream(device);

@@ -13,7 +13,7 @@ struct OneBatchOptions {
   std::string load_format = "auto";
   std::string model_shape = "llama-3.1-8b";
   std::string device = "cuda";
-  std::string dtype = "bf16";
+  std::string dtype = "auto";  // bf16 on CUDA, f32 on the CPU
   std::vector<int64_t> batch_sizes = {1, 8, 32, 128};
   int64_t input_len = 512;
   int64_t output_len = 32;

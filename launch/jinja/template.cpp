@@ -331,7 +331,9 @@ class Renderer {
     const bool numeric = (l.is_number() || l.is_boolean()) && (r.is_number() || r.is_boolean());
     if (!numeric) fail(e, "'" + op + "' is not supported between " + type_name(l) + " and " + type_name(r));
     const bool ints = !l.is_number_float() && !r.is_number_float();
-    const double a = l.get<double>(), b = r.get<double>();
+    // Booleans count as 0 and 1 (Python's arithmetic); json's get<double> refuses them.
+    auto as_double = [](const Value& v) { return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(); };
+    const double a = as_double(l), b = as_double(r);
     const int64_t ia = l.is_boolean() ? l.get<bool>() : ints ? l.get<int64_t>() : 0, ib = r.is_boolean() ? r.get<bool>() : ints ? r.get<int64_t>() : 0;
     if (op == "+") return ints ? Value(ia + ib) : Value(a + b);
     if (op == "-") return ints ? Value(ia - ib) : Value(a - b);

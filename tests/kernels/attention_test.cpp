@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/matmul.hpp"
 #include "tests/test_util.hpp"
 
 using namespace aerie;
@@ -81,11 +82,12 @@ std::vector<double> reference(const Case& c, const std::vector<double>& q, const
   return out;
 }
 
-void run_case(DType dtype, bool masked, uint32_t seed) {
+// Default: a prompt prefill (q = kv), an extend chunk over cached tokens, and two decodes.
+void run_case(DType dtype, bool masked, uint32_t seed, std::vector<int32_t> q_lens = {7, 3, 1, 1},
+              std::vector<int32_t> kv_lens = {7, 12, 20, 1}, int64_t slots = 80) {
   std::mt19937 rng(seed);
-  const int64_t qh = 4, kh = 2, d = 16, slots = 80;
-  // A prompt prefill (q = kv), an extend chunk over cached tokens, and two decodes.
-  Case c = make_case(rng, {7, 3, 1, 1}, {7, 12, 20, 1}, slots, masked);
+  const int64_t qh = 4, kh = 2, d = 16;
+  Case c = make_case(rng, q_lens, kv_lens, slots, masked);
   const int64_t tokens = c.qo.back();
   Buffer q = random_buffer(rng, dtype, {tokens, qh, d}), kc = random_buffer(rng, dtype, {slots, kh, d});
   Buffer vc = random_buffer(rng, dtype, {slots, kh, d}), out(Device::kCpu, dtype, {tokens, qh, d});
@@ -110,6 +112,17 @@ TEST(Attention, RaggedCausalBatchMatchesDenseReference) {
 
 TEST(Attention, CustomMaskMatchesDenseReference) {
   for (uint32_t seed : {4u, 5u, 6u}) run_case(DType::kF32, true, seed);
+}
+
+// Prefill-sized sequences (16 queries or more) go through sgemm in blocks of 64 queries when
+// the build has oneDNN; the same cases with the reference loop forced go row by row.
+TEST(Attention, PrefillBlocksAndRowByRowBothMatchDenseReference) {
+  for (bool reference : {false, true}) {
+    set_cpu_gemm_reference(reference);
+    for (DType t : {DType::kF32, DType::kBF16})
+      for (bool masked : {false, true}) run_case(t, masked, 7, {130, 20, 16, 3, 1}, {130, 45, 16, 20, 1}, 260);
+  }
+  set_cpu_gemm_reference(false);
 }
 
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {

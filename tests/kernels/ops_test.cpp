@@ -6,6 +6,8 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/cpu/small_batch_gemm.hpp"
+#include "kernels/cpu/vector_exp.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -47,6 +49,69 @@ TEST_P(OpsByDType, MatmulMatchesReference) {
         ref[static_cast<size_t>(i * n + j)] = s;
       }
     EXPECT_LT(rel_error(to_double(y.view()), ref), tolerance(GetParam())) << m << "x" << k << "x" << n;
+  }
+}
+
+// The CPU backend's vectorisable exp (SiLU, softmax) against libm, over the range that
+// matters and past both clamps.
+TEST(CpuVectorExp, WithinFourUlpOfLibmAndClampedToNormalFloats) {
+  double worst = 0.0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double ref = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(cpu::vector_exp(x) - ref) / ref);
+  }
+  EXPECT_LT(worst, 4 * 6e-8);
+  EXPECT_TRUE(std::isfinite(cpu::vector_exp(1000.0f)));
+  EXPECT_GT(cpu::vector_exp(1000.0f), 1e38f);
+  EXPECT_GE(cpu::vector_exp(-1000.0f), 0.0f);
+  EXPECT_LT(cpu::vector_exp(-1000.0f), 1e-37f);
+  EXPECT_EQ(cpu::vector_exp(0.0f), 1.0f);
+}
+
+// f32 products go to oneDNN when the build has it; the blocked reference loop stays for
+// tests and other dtypes. Both against double precision, at prefill-sized shapes too.
+TEST(CpuMatmul, FastPathAndReferenceLoopBothMatchDoublePrecision) {
+  std::mt19937 rng(21);
+  const int64_t shapes[][3] = {{1, 576, 192}, {3, 70, 33}, {8, 576, 300}, {17, 129, 65}, {128, 576, 96}, {130, 1536, 40}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], k = s[1], n = s[2];
+    Buffer x = random_buffer(rng, DType::kF32, {m, k}), w = random_buffer(rng, DType::kF32, {n, k});
+    Buffer bias = random_buffer(rng, DType::kF32, {n});
+    auto xd = to_double(x.view()), wd = to_double(w.view()), bd = to_double(bias.view());
+    std::vector<double> ref(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = bd[static_cast<size_t>(j)];
+        for (int64_t c = 0; c < k; ++c) acc += xd[static_cast<size_t>(i * k + c)] * wd[static_cast<size_t>(j * k + c)];
+        ref[static_cast<size_t>(i * n + j)] = acc;
+      }
+    for (bool reference : {false, true}) {
+      set_cpu_gemm_reference(reference);
+      if (reference) {
+        EXPECT_FALSE(cpu_gemm_uses_blas());
+      }
+      Buffer y(Device::kCpu, DType::kF32, {m, n});
+      ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = bias.view(), .y = y.view()}, kCpu).is_ok());
+      EXPECT_LT(rel_error(to_double(y.view()), ref), 1e-5) << m << "x" << k << "x" << n << (reference ? " reference" : " fast path");
+    }
+    set_cpu_gemm_reference(false);
+  }
+}
+
+// Decode and verify batches (up to 16 rows) go through the small-batch kernel, whose sums run
+// in the same order for every batch size: a row's product is bit-identical alone or batched
+// (as with the reference loop). Speculative verification relies on nothing less.
+TEST(CpuMatmul, SmallBatchRowsEqualTheSameRowsAlone) {
+  if (!cpu::small_batch_gemm_available() && cpu_gemm_uses_blas()) GTEST_SKIP() << "oneDNN takes small batches on this CPU";
+  std::mt19937 rng(22);
+  const int64_t k = 581, n = 203;  // k not a multiple of 16, n not of 4: the masked tails too
+  Buffer x = random_buffer(rng, DType::kF32, {cpu::kSmallBatchMaxRows, k}), w = random_buffer(rng, DType::kF32, {n, k});
+  Buffer batched(Device::kCpu, DType::kF32, {cpu::kSmallBatchMaxRows, n});
+  ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .y = batched.view()}, kCpu).is_ok());
+  for (int64_t i = 0; i < cpu::kSmallBatchMaxRows; ++i) {
+    Buffer alone(Device::kCpu, DType::kF32, {1, n});
+    ASSERT_TRUE(matmul({.x = x.view().slice_rows(i, i + 1), .w = w.view(), .y = alone.view()}, kCpu).is_ok());
+    EXPECT_EQ(to_double(alone.view()), to_double(batched.view().slice_rows(i, i + 1))) << "row " << i;
   }
 }
 
