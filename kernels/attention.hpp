@@ -69,6 +69,15 @@ int attention_blocks_per_sm();
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms,
                          int blocks_per_sm = attention_blocks_per_sm());
 Status attention(const AttentionParams& p, const Stream& stream);
+/// CUDA: whether attention() takes this batch to the tensor-core prefill kernel
+/// (kernels/cuda/ops_attention_prefill.cu): q, cache and out all bf16 or all f16, head dim a
+/// multiple of 16 up to kAttentionPrefillMaxDim, no custom mask, one split, and on average
+/// at least kAttentionPrefillMinTokensPerSequence new tokens per sequence (prefill and
+/// chunked prefill; decode and verify keep the kernel above). AERIE_ATTN_PREFILL_TC=-1 turns
+/// it off (for measuring).
+constexpr int64_t kAttentionPrefillMaxDim = 128;
+constexpr int64_t kAttentionPrefillMinTokensPerSequence = 16;
+bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].
 struct KvWriteParams {

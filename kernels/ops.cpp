@@ -240,6 +240,16 @@ int attention_blocks_per_sm() {
   return blocks;
 }
 
+bool attention_prefill_on_tensor_cores(const AttentionParams& p) {
+  static const int knob = env_knob("AERIE_ATTN_PREFILL_TC");
+  if (knob < 0 || p.q.device != Device::kCuda) return false;
+  const DType t = p.q.dtype;
+  const int64_t batch = p.qo_indptr.dim(0) - 1, dim = p.q.dim(2);
+  return (t == DType::kBF16 || t == DType::kF16) && p.k_cache.dtype == t && p.v_cache.dtype == t && p.out.dtype == t && dim % 16 == 0 &&
+         dim <= kAttentionPrefillMaxDim && !p.custom_mask.defined() && p.num_splits == 1 && batch >= 1 &&
+         p.q.dim(0) >= kAttentionPrefillMinTokensPerSequence * batch;
+}
+
 int attention_forced_tokens_per_block() {
   static const int forced = env_knob("AERIE_ATTN_TOKENS_PER_BLOCK");
   return forced;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace aerie::kernels::cuda {
@@ -346,6 +347,8 @@ Status attention(const AttentionParams& p, void* stream) {
   if (p.q.dtype != p.out.dtype) return Status::error("attention (cuda): q and out must share a dtype");
   const int64_t tokens = p.q.dim(0);
   if (tokens == 0) return Status::ok();
+  // Prefill-shaped batches on the tensor cores (ops_attention_prefill.cu).
+  if (attention_prefill_on_tensor_cores(p)) return attention_prefill(p, stream);
   Geometry g{static_cast<int>(p.q.dim(1)), static_cast<int>(p.k_cache.dim(1)), static_cast<int>(p.q.dim(2)),
              static_cast<int>(p.q.dim(1) / p.k_cache.dim(1)), 0};
   g.head_chunks = (g.group + kMaxGroup - 1) / kMaxGroup;

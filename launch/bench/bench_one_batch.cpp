@@ -54,6 +54,40 @@ double measure_copy_bandwidth(Device device) {
   return median(runs);
 }
 
+// Dense tensor-core throughput of this GPU in the run's dtype (FLOP/s): cuBLAS through
+// kernels::matmul on 8192^3, median of 10, the denominator of prefill's MFU.
+double measure_matmul_flops(DType dtype) {
+  const int64_t n = 8192;
+  Buffer x(Device::kCuda, dtype, {n, n}), w(Device::kCuda, dtype, {n, n}), y(Device::kCuda, dtype, {n, n});
+  x.zero();
+  w.zero();
+  OwnedStream s(Device::kCuda);
+  const kernels::MatmulParams mm{.x = x.view(), .w = w.view(), .y = y.view()};
+  AERIE_CHECK_STATUS(kernels::matmul(mm, s.get()));  // warm-up (cuBLAS picks its kernel)
+  void* e0 = cuda_runtime::create_event();
+  void* e1 = cuda_runtime::create_event();
+  std::vector<double> runs;
+  for (int i = 0; i < 10; ++i) {
+    cuda_runtime::record_event(e0, s.get().handle());
+    AERIE_CHECK_STATUS(kernels::matmul(mm, s.get()));
+    cuda_runtime::record_event(e1, s.get().handle());
+    runs.push_back(2.0 * n * n * n / (cuda_runtime::elapsed_ms(e0, e1) * 1e-3));
+  }
+  cuda_runtime::destroy_event(e0);
+  cuda_runtime::destroy_event(e1);
+  return median(runs);
+}
+
+// The FLOPs of prefilling `batch` prompts of `len` tokens on one rank: the projections and
+// the MLP for every token, the LM head for each prompt's last token, causal attention.
+double prefill_flops(const model::LlamaConfig& c, int64_t batch, int64_t len) {
+  const double per_layer = static_cast<double>(c.hidden_size) * (c.q_size() + 2 * c.kv_size()) +
+                           static_cast<double>(c.q_size()) * c.hidden_size + 3.0 * c.hidden_size * c.intermediate_size;
+  const double tokens = static_cast<double>(batch) * len;
+  const double attention = 4.0 * c.num_layers * c.num_heads * c.head_dim * batch * (len * (len + 1) / 2.0);
+  return 2.0 * per_layer * c.num_layers * tokens + 2.0 * c.hidden_size * c.vocab_size * batch + attention;
+}
+
 struct Sequences {
   model::PageAllocator allocator;
   model::RequestPageTable pages;
@@ -72,6 +106,8 @@ int run_one_batch(const OneBatchOptions& o) {
   const DType wdt = o.dtype != "auto" ? parse_dtype(o.dtype) : device == Device::kCpu ? DType::kF32 : DType::kBF16;
   const DType act = device == Device::kCpu ? DType::kF32 : wdt;
   const double bandwidth = measure_copy_bandwidth(device);
+  const double matmul_flops = device == Device::kCuda ? measure_matmul_flops(act) : 0.0;
+  if (report && matmul_flops > 0) std::fprintf(stderr, "dense %s matmul (cuBLAS, 8192^3): %.0f TFLOP/s\n", dtype_name(act), matmul_flops / 1e12);
   if (report) std::fprintf(stderr, "copy bandwidth (read + write): %.1f GB/s\nloading weights...\n", bandwidth / 1e9);
   if (report && device == Device::kCpu) std::fprintf(stderr, "CPU f32 products: %s\n", kernels::cpu_gemm_name());
   auto weights = o.load_format == "dummy" ? model::random_llama_weights(config, o.seed, device, wdt, 0.02f, {}, tp.shard)
@@ -128,6 +164,11 @@ int run_one_batch(const OneBatchOptions& o) {
       if (rep > 0) prefill_runs.push_back(ms_since(t));
     }
     const double prefill_ms = median(prefill_runs);
+    // Prefill's model FLOP/s against the dense matmul rate measured above (one rank's share).
+    const double prefill_mfu = matmul_flops > 0 ? prefill_flops(llama.local_config(), bs, o.input_len) / (prefill_ms * 1e-3) / matmul_flops : 0.0;
+    if (report && matmul_flops > 0)
+      std::printf("prefill batch %lld x %lld: %.1f%% of the measured dense matmul rate\n", static_cast<long long>(bs),
+                  static_cast<long long>(o.input_len), 100.0 * prefill_mfu);
     for (bool graph : modes) {
       std::vector<int32_t> tokens = first;
       std::vector<double> steps, forwards;
@@ -174,14 +215,14 @@ int run_one_batch(const OneBatchOptions& o) {
                   100.0 * floor_ms / step_ms);
       std::fflush(stdout);
       results.push_back({{"batch_size", bs}, {"cuda_graph", graph}, {"prefill_ms", prefill_ms},
-                         {"prefill_tok_s", bs * o.input_len / (prefill_ms * 1e-3)}, {"decode_step_ms", step_ms}, {"forward_ms", forward_ms},
+                         {"prefill_tok_s", bs * o.input_len / (prefill_ms * 1e-3)}, {"prefill_mfu", prefill_mfu}, {"decode_step_ms", step_ms}, {"forward_ms", forward_ms},
                          {"decode_tok_s", bs / (step_ms * 1e-3)}, {"floor_ms", floor_ms}, {"fraction_of_floor", floor_ms / step_ms}});
     }
     for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
   }
   if (report && !o.json_path.empty()) {
     nlohmann::json doc = {{"model", o.model_path.empty() ? o.model_shape : o.model_path}, {"dtype", dtype_name(act)}, {"tp_size", o.tp_size}, {"custom_all_reduce", !o.disable_custom_all_reduce},
-                          {"weight_bytes", llama.weight_bytes()}, {"copy_bandwidth_bytes_per_s", bandwidth},
+                          {"weight_bytes", llama.weight_bytes()}, {"copy_bandwidth_bytes_per_s", bandwidth}, {"matmul_flops_per_s", matmul_flops},
                           {"input_len", o.input_len}, {"output_len", o.output_len}, {"results", results}};
     std::ofstream(o.json_path) << doc.dump(2) << "\n";
   }

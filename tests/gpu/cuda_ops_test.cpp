@@ -271,6 +271,25 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
           expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, 1, {37, 5, 1, 1}, {37, 300, 700, 1}}, gpu());
 }
 
+// Prefill-shaped batches (16 or more new tokens per sequence on average) run on the tensor
+// cores (ops_attention_prefill.cu): whole prompts, extend chunks over cached tokens, tiles
+// of 64 queries cut anywhere, GQA groups, head dims 64 and 128, bf16 and f16.
+TEST_F(CudaOps, PrefillAttentionOnTensorCoresMatchesCpu) {
+  std::mt19937 rng(14);
+  struct Shape { int64_t qh, kh, dim; };
+  for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{32, 2, 128}, Shape{9, 3, 64}})
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      AttentionParams probe{.q = TensorView(nullptr, t, {411, s.qh, s.dim}, Device::kCuda),
+                            .k_cache = TensorView(nullptr, t, {1100, s.kh, s.dim}, Device::kCuda),
+                            .v_cache = TensorView(nullptr, t, {1100, s.kh, s.dim}, Device::kCuda),
+                            .out = TensorView(nullptr, t, {411, s.qh, s.dim}, Device::kCuda),
+                            .qo_indptr = TensorView(nullptr, DType::kI32, {5}, Device::kCuda)};
+      EXPECT_TRUE(attention_prefill_on_tensor_cores(probe)) << "the tensor-core path must take this batch";
+      // A prompt of 130, 64 new over 100, a prompt of 17, 200 new over 456.
+      expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, false, 1, 1, {130, 64, 17, 200}, {130, 100, 17, 456}}, gpu());
+    }
+}
+
 TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {
   // Verify-like batches (a few query tokens per sequence, causal or a tree mask), with one
   // block serving 1, 2, 4 or 8 tokens of a sequence (up to 32 rows of heads x tokens).
