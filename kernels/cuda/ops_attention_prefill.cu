@@ -4,7 +4,9 @@
 // the first finds each row's softmax max and sum from S = Q K^T, the second recomputes S,
 // forms P = exp(S - max) / sum in the input dtype and accumulates O += P V in fp32 fragments.
 // Recomputing Q K^T (cheap on tensor cores) keeps the accumulators in registers without the
-// per-tile rescaling that WMMA's opaque fragment layout makes awkward.
+// per-tile rescaling that WMMA's opaque fragment layout makes awkward. Key tiles arrive by
+// cp.async into two buffers, the next tile's copy in flight while this one computes; in the
+// softmax a lane owns two columns of every row of its warp (conflict-free shared reads).
 #include <mma.h>
 
 #include <cstdint>
@@ -25,29 +27,37 @@ constexpr int kWarps = 4;          // 16 query rows each
 constexpr int kThreads = kWarps * 32;
 static_assert(kAttentionPrefillMaxDim == 128, "the kernel instantiates head dims 16..128");
 
-// Shared memory: Q [64][D], K and V tiles [64][D] (input dtype, rows padded by 8 elements
-// against bank conflicts), per warp S [16][64] fp32 and P [16][64] in the input dtype, each
-// row's max and sum, the tile's slots. The output is staged through the K/V space at the end.
+// Shared memory: Q [64][D], two K and two V tile buffers [64][D] (input dtype, rows padded by
+// 8 elements against bank conflicts), per warp S [16][64] fp32 and P [16][64] in the input
+// dtype. The output is staged through the K buffers at the end.
 template <class T>
 struct PrefillSmem {
   static constexpr int pad = 8;
   static size_t bytes(int dim) {
     const size_t ld = static_cast<size_t>(dim + pad);
-    return (3 * kRowsPerBlock * ld) * sizeof(T) + kWarps * 16 * kKeysPerTile * (sizeof(float) + sizeof(T)) +
-           2 * kRowsPerBlock * sizeof(float) + kKeysPerTile * sizeof(int32_t);
+    return (5 * kRowsPerBlock * ld) * sizeof(T) + kWarps * 16 * kKeysPerTile * (sizeof(float) + sizeof(T));
   }
 };
 
-// Fills rows [0, 64) of a tile (ld = dim + pad) from the cache rows of `slots` (-1: zeros).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));  // 0: zero-fill
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+// Starts copying the cache rows of keys [j0, j0 + 64) of a sequence into a tile (ld = dim +
+// pad); keys at or past `visible` become zeros.
 template <class T>
-__device__ __forceinline__ void load_rows(T* tile, int ld, const T* cache, const int32_t* slots, int64_t kv_heads, int kvh, int dim) {
+__device__ __forceinline__ void load_tile_async(T* tile, int ld, const T* cache, const int32_t* seq_slots, int j0, int visible,
+                                                int64_t kv_heads, int kvh, int dim) {
   const int chunks = dim * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
   for (int idx = threadIdx.x; idx < kKeysPerTile * chunks; idx += kThreads) {
     const int r = idx / chunks, c = idx % chunks;
-    const int32_t slot = slots[r];
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (slot >= 0) v = reinterpret_cast<const uint4*>(cache + (static_cast<int64_t>(slot) * kv_heads + kvh) * dim)[c];
-    reinterpret_cast<uint4*>(tile + r * ld)[c] = v;
+    const bool valid = j0 + r < visible;
+    const T* src = valid ? cache + (static_cast<int64_t>(seq_slots[j0 + r]) * kv_heads + kvh) * dim + c * (16 / sizeof(T)) : cache;
+    cp_async16(tile + r * ld + c * (16 / sizeof(T)), src, valid);
   }
 }
 
@@ -85,13 +95,10 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   constexpr int ld = D + PrefillSmem<T>::pad;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + kRowsPerBlock * ld;
-  T* v_s = k_s + kRowsPerBlock * ld;
-  float* s_all = reinterpret_cast<float*>(v_s + kRowsPerBlock * ld);
+  T* k_buf[2] = {q_s + kRowsPerBlock * ld, q_s + 2 * kRowsPerBlock * ld};
+  T* v_buf[2] = {q_s + 3 * kRowsPerBlock * ld, q_s + 4 * kRowsPerBlock * ld};
+  float* s_all = reinterpret_cast<float*>(q_s + 5 * kRowsPerBlock * ld);
   T* p_all = reinterpret_cast<T*>(s_all + kWarps * 16 * kKeysPerTile);
-  float* row_max = reinterpret_cast<float*>(p_all + kWarps * 16 * kKeysPerTile);
-  float* row_sum = row_max + kRowsPerBlock;
-  int32_t* slots = reinterpret_cast<int32_t*>(row_sum + kRowsPerBlock);
 
   pdl_begin();
   // Which sequence and which 64 of its tokens: blocks are numbered over every sequence's
@@ -111,75 +118,88 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   // Query i sees keys [0, kv_len - q_len + i]; the block's last row sees the most.
   const int first_pos = kv_len - q_len + i0;
   const int visible = min(kv_len, first_pos + rows);
+  const int num_tiles = (visible + kKeysPerTile - 1) / kKeysPerTile;
 
-  // Q rows (missing rows: zeros).
+  // Q rows (missing rows: zeros) travel with the first K tile.
   const int chunks = D * static_cast<int>(sizeof(T)) / 16;
   for (int idx = threadIdx.x; idx < kRowsPerBlock * chunks; idx += kThreads) {
     const int r = idx / chunks, c = idx % chunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < rows) v = reinterpret_cast<const uint4*>(q + ((row0 + r) * q_heads + h) * D)[c];
-    reinterpret_cast<uint4*>(q_s + r * ld)[c] = v;
-  }
-  if (threadIdx.x < kRowsPerBlock) {
-    row_max[threadIdx.x] = -INFINITY;
-    row_sum[threadIdx.x] = 0.0f;
+    const bool valid = r < rows;
+    cp_async16(q_s + r * ld + c * (16 / sizeof(T)), valid ? q + ((row0 + r) * q_heads + h) * D + c * (16 / sizeof(T)) : q, valid);
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T* q_w = q_s + warp * 16 * ld;
   float* s_w = s_all + warp * 16 * kKeysPerTile;
   T* p_w = p_all + warp * 16 * kKeysPerTile;
-  // Two lanes per row, 32 keys each.
-  const int my_row = lane / 2, my_half = lane % 2;
-  const int block_row = warp * 16 + my_row;
-  const int my_limit = first_pos + block_row;  // last key this row sees
+  // Lane owns columns lane and lane + 32 of each of its warp's 16 rows; row r's last visible
+  // key is limit0 + r.
+  const int limit0 = first_pos + warp * 16;
+  float m_run[16], l_run[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) m_run[r] = -INFINITY, l_run[r] = 0.0f;
 
   // Pass 1: each row's max and sum of exp over its visible keys.
-  for (int j0 = 0; j0 < visible; j0 += kKeysPerTile) {
-    __syncthreads();  // the previous tile is consumed
-    if (threadIdx.x < kKeysPerTile) slots[threadIdx.x] = j0 + threadIdx.x < visible ? seq_slots[j0 + threadIdx.x] : -1;
-    __syncthreads();
-    load_rows(k_s, ld, k_cache, slots, kv_heads, kvh, D);
-    __syncthreads();
-    scores(q_w, k_s, ld, D, s_w, scale);
-    __syncwarp();
-    float m = -INFINITY;
-    for (int c = my_half * 32; c < my_half * 32 + 32; ++c)
-      if (j0 + c <= my_limit && j0 + c < visible) m = fmaxf(m, s_w[my_row * kKeysPerTile + c]);
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    const float m_old = row_max[block_row], m_new = fmaxf(m_old, m);
-    float l = 0.0f;
-    if (m_new != -INFINITY)
-      for (int c = my_half * 32; c < my_half * 32 + 32; ++c)
-        if (j0 + c <= my_limit && j0 + c < visible) l += __expf(s_w[my_row * kKeysPerTile + c] - m_new);
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    __syncwarp();
-    if (my_half == 0 && m_new != -INFINITY) {
-      row_sum[block_row] = row_sum[block_row] * (m_old == -INFINITY ? 0.0f : __expf(m_old - m_new)) + l;
-      row_max[block_row] = m_new;
+  load_tile_async(k_buf[0], ld, k_cache, seq_slots, 0, visible, kv_heads, kvh, D);
+  cp_async_commit();
+  for (int t = 0; t < num_tiles; ++t) {
+    const int j0 = t * kKeysPerTile;
+    if (t + 1 < num_tiles) {
+      load_tile_async(k_buf[(t + 1) % 2], ld, k_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
+    __syncthreads();  // tile t (and q) landed for every thread
+    scores(q_w, k_buf[t % 2], ld, D, s_w, scale);
     __syncwarp();
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int limit = min(limit0 + r, visible - 1);
+      const bool see0 = j0 + lane <= limit, see1 = j0 + lane + 32 <= limit;
+      const float s0 = s_w[r * kKeysPerTile + lane], s1 = s_w[r * kKeysPerTile + lane + 32];
+      const float m_tile = warp_max(fmaxf(see0 ? s0 : -INFINITY, see1 ? s1 : -INFINITY));
+      const float m_new = fmaxf(m_run[r], m_tile);
+      if (m_new == -INFINITY) continue;  // nothing visible yet (the same in every lane)
+      const float e = (see0 ? __expf(s0 - m_new) : 0.0f) + (see1 ? __expf(s1 - m_new) : 0.0f);
+      l_run[r] = l_run[r] * (m_run[r] == -INFINITY ? 0.0f : __expf(m_run[r] - m_new)) + warp_sum(e);
+      m_run[r] = m_new;
+    }
+    __syncthreads();  // every warp is done with buffer t % 2 before the next copy lands there
   }
 
   // Pass 2: O = sum over tiles of P V, P already divided by the row's sum.
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[kDimBlocks];
 #pragma unroll
   for (int d = 0; d < kDimBlocks; ++d) wmma::fill_fragment(o[d], 0.0f);
-  const float my_max = row_max[block_row], my_sum = row_sum[block_row];
-  const float inv_sum = my_sum > 0.0f ? 1.0f / my_sum : 0.0f;
-  for (int j0 = 0; j0 < visible; j0 += kKeysPerTile) {
+  float inv_l[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) inv_l[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+  load_tile_async(k_buf[0], ld, k_cache, seq_slots, 0, visible, kv_heads, kvh, D);
+  load_tile_async(v_buf[0], ld, v_cache, seq_slots, 0, visible, kv_heads, kvh, D);
+  cp_async_commit();
+  for (int t = 0; t < num_tiles; ++t) {
+    const int j0 = t * kKeysPerTile;
+    if (t + 1 < num_tiles) {
+      load_tile_async(k_buf[(t + 1) % 2], ld, k_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
+      load_tile_async(v_buf[(t + 1) % 2], ld, v_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    if (threadIdx.x < kKeysPerTile) slots[threadIdx.x] = j0 + threadIdx.x < visible ? seq_slots[j0 + threadIdx.x] : -1;
-    __syncthreads();
-    load_rows(k_s, ld, k_cache, slots, kv_heads, kvh, D);
-    load_rows(v_s, ld, v_cache, slots, kv_heads, kvh, D);
-    __syncthreads();
-    scores(q_w, k_s, ld, D, s_w, scale);
+    scores(q_w, k_buf[t % 2], ld, D, s_w, scale);
     __syncwarp();
-    for (int c = my_half * 32; c < my_half * 32 + 32; ++c) {
-      const bool seen = j0 + c <= my_limit && j0 + c < visible && inv_sum > 0.0f;
-      p_w[my_row * kKeysPerTile + c] = from_float<T>(seen ? __expf(s_w[my_row * kKeysPerTile + c] - my_max) * inv_sum : 0.0f);
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int limit = min(limit0 + r, visible - 1);
+      const bool see0 = j0 + lane <= limit && inv_l[r] > 0.0f, see1 = j0 + lane + 32 <= limit && inv_l[r] > 0.0f;
+      p_w[r * kKeysPerTile + lane] = from_float<T>(see0 ? __expf(s_w[r * kKeysPerTile + lane] - m_run[r]) * inv_l[r] : 0.0f);
+      p_w[r * kKeysPerTile + lane + 32] = from_float<T>(see1 ? __expf(s_w[r * kKeysPerTile + lane + 32] - m_run[r]) * inv_l[r] : 0.0f);
     }
     __syncwarp();
+    const T* v_tile = v_buf[t % 2];
 #pragma unroll
     for (int k = 0; k < kKeysPerTile; k += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
@@ -187,14 +207,14 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
 #pragma unroll
       for (int d = 0; d < kDimBlocks; ++d) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(bv, v_s + k * ld + d * 16, ld);
+        wmma::load_matrix_sync(bv, v_tile + k * ld + d * 16, ld);
         wmma::mma_sync(o[d], a, bv, o[d]);
       }
     }
+    __syncthreads();  // buffers t % 2 consumed
   }
-  // Out: each warp stages its 16 x D fp32 rows through the (now free) K/V space.
-  __syncthreads();
-  float* o_w = reinterpret_cast<float*>(k_s) + warp * 16 * D;
+  // Out: each warp stages its 16 x D fp32 rows through the (now free) K buffers.
+  float* o_w = reinterpret_cast<float*>(k_buf[0]) + warp * 16 * D;
 #pragma unroll
   for (int d = 0; d < kDimBlocks; ++d) wmma::store_matrix_sync(o_w + d * 16, o[d], D, wmma::mem_row_major);
   __syncwarp();
