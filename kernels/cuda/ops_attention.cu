@@ -6,9 +6,11 @@
 //
 // What the H200 taught this kernel (batch-1 verify of 8 tokens at a 544-token context,
 // docs/performance.md): every block must be resident at once, so registers are bounded
-// (one load batch of K/V in flight, accumulators sized for the real head dim); q arrives in
-// a few 16-byte loads issued together (a loop of dependent scalar loads cost several
-// memory round trips per block); the next tile's slots are read while this tile computes.
+// (accumulators sized for the real head dim); q arrives in a few 16-byte loads issued
+// together (a loop of dependent scalar loads cost several memory round trips per block).
+// At batch 128 a decode step's attention ran at 30% of HBM bandwidth while tiles were
+// loaded, then computed, in turn: the next tile is now copied (cp.async, two buffers) while
+// this one computes.
 #include <algorithm>
 #include <type_traits>
 
@@ -25,7 +27,7 @@ constexpr int kTile = 32;       // keys per tile (one per lane when scoring)
 constexpr int kMaxGroup = kAttentionMaxGroup;  // query heads per block (a larger GQA group uses more blocks)
 constexpr int kMaxRows = kAttentionMaxRows;    // query rows (heads x tokens) per block
 constexpr int kMaxDim = 256;
-constexpr int kLoadBatch = 4;   // 16-byte loads of K and of V in flight per thread while filling a tile
+constexpr int kLoadBatch = 4;   // 16-byte loads of q in flight per thread
 
 struct Geometry {
   int q_heads, kv_heads, dim, group, head_chunks;
@@ -41,18 +43,27 @@ __device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch
   return lo;
 }
 
-// Shared memory of one block: q (fp32, pre-scaled), a K tile (rows padded by 16 bytes so
-// that lanes reading different rows hit different banks), a V tile, probabilities
-// [key][row] (rows padded to keep 16-byte reads aligned) and the running softmax state.
+// Shared memory of one block: q (fp32, pre-scaled), two buffers of a K tile (rows padded by
+// 16 bytes so that lanes reading different rows hit different banks) and a V tile, the next
+// tile's copy (cp.async) in flight while this one computes, probabilities [key][row] (rows
+// padded to keep 16-byte reads aligned), the running softmax state and each buffer's slots.
 template <class TC>
 struct Smem {
   static constexpr int kPad = 16 / sizeof(TC);
   static constexpr int prob_stride(int rows) { return rows + 4; }
   static size_t bytes(int dim, int rows) {
-    return sizeof(float) * rows * dim + sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim +
-           sizeof(float) * kTile * prob_stride(rows) + sizeof(float) * 3 * rows + sizeof(int32_t) * kTile + 64;
+    return sizeof(float) * rows * dim + 2 * (sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim) +
+           sizeof(float) * kTile * prob_stride(rows) + sizeof(float) * 3 * rows + 2 * sizeof(int32_t) * kTile + 64;
   }
 };
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));  // 0: zero-fill
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 // kRows: the rows (heads x tokens) a block holds (8, 16 or 32); kDimPer: head dims per
 // thread (1 up to 128, 2 up to 256).
@@ -69,13 +80,13 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   constexpr int kRowsPerWarp = kRows / kWarps;
   const int kstride = D + kPad;
   float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kRows][D]
-  TC* ktile = reinterpret_cast<TC*>(qs + kRows * D);                               // [kTile][D + pad]
-  TC* vtile = ktile + kTile * kstride;                                             // [kTile][D]
-  float* probs = reinterpret_cast<float*>(vtile + kTile * D);                      // [kTile][kPS]
+  TC* kbuf = reinterpret_cast<TC*>(qs + kRows * D);                                // 2 x [kTile][D + pad]
+  TC* vbuf = kbuf + 2 * kTile * kstride;                                           // 2 x [kTile][D]
+  float* probs = reinterpret_cast<float*>(vbuf + 2 * kTile * D);                   // [kTile][kPS]
   float* m_s = probs + kTile * kPS;                                                // [kRows]
   float* l_s = m_s + kRows;
   float* corr_s = l_s + kRows;
-  int32_t* tile_slots = reinterpret_cast<int32_t*>(corr_s + kRows);               // [kTile]
+  int32_t* slot_buf = reinterpret_cast<int32_t*>(corr_s + kRows);                 // 2 x [kTile]
 
   // Row r of the block is head head0 + r % heads of query token t0 + r / heads.
   const int t0 = blockIdx.x * tokens_per_block;
@@ -107,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   };
   // The batch layout and slot lists were uploaded before the forward began, so they are read
   // while the previous kernel (which writes q and this step's K/V) still runs.
-  if (threadIdx.x < kTile) tile_slots[threadIdx.x] = slot_of(j_begin + threadIdx.x);
+  if (threadIdx.x < kTile) slot_buf[threadIdx.x] = slot_of(j_begin + threadIdx.x);
   if (threadIdx.x < kRows) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.0f;
@@ -116,35 +127,20 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   pdl_wait();
 
   const int row_chunks = D * static_cast<int>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
-  // Copies the tile's K and V rows into shared memory, a batch of 16-byte loads in flight
-  // per thread; `before_store` runs between issuing the first batch and storing it.
-  auto load_tile = [&](auto before_store) {
-    bool first_batch = true;
-    for (int first = threadIdx.x; first < kTile * row_chunks; first += kThreads * kLoadBatch) {
-      uint4 kb[kLoadBatch], vb[kLoadBatch];
-#pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int idx = first + u * kThreads;
-        const int32_t s = idx < kTile * row_chunks ? tile_slots[idx / row_chunks] : -1;
-        if (s >= 0) {
-          const int64_t off = (static_cast<int64_t>(s) * g.kv_heads + kvh) * D;
-          kb[u] = __ldg(reinterpret_cast<const uint4*>(kc + off) + idx % row_chunks);
-          vb[u] = __ldg(reinterpret_cast<const uint4*>(vc + off) + idx % row_chunks);
-        } else {
-          kb[u] = vb[u] = make_uint4(0, 0, 0, 0);  // unseen keys: zero V so p * V stays finite
-        }
-      }
-      if (first_batch) before_store();
-      first_batch = false;
-#pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int idx = first + u * kThreads;
-        if (idx >= kTile * row_chunks) break;
-        const int jj = idx / row_chunks, ch = idx % row_chunks;
-        reinterpret_cast<uint4*>(ktile + jj * kstride)[ch] = kb[u];
-        reinterpret_cast<uint4*>(vtile + jj * D)[ch] = vb[u];
-      }
+  // Starts copying the K and V rows of the tile whose slots are in `tslots` into buffer `buf`
+  // (cp.async; unseen keys become zeros, so p * V stays finite). The caller's thread wrote
+  // tslots for its own keys; every thread reads them after a barrier.
+  auto issue_tile = [&](int buf, const int32_t* tslots) {
+    TC* kt = kbuf + buf * kTile * kstride;
+    TC* vt = vbuf + buf * kTile * D;
+    for (int idx = threadIdx.x; idx < kTile * row_chunks; idx += kThreads) {
+      const int jj = idx / row_chunks, ch = idx % row_chunks;
+      const int32_t sl = tslots[jj];
+      const int64_t off = sl >= 0 ? (static_cast<int64_t>(sl) * g.kv_heads + kvh) * D : 0;
+      cp_async16(reinterpret_cast<uint4*>(kt + jj * kstride) + ch, reinterpret_cast<const uint4*>(kc + off) + ch, sl >= 0);
+      cp_async16(reinterpret_cast<uint4*>(vt + jj * D) + ch, reinterpret_cast<const uint4*>(vc + off) + ch, sl >= 0);
     }
+    cp_async_commit();
   };
   // q in 16-byte loads, a batch of them in flight per thread, then widened and pre-scaled.
   auto load_q = [&] {
@@ -172,19 +168,31 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
       }
     }
   };
-  // q and the first tile's K/V travel together: one memory round trip instead of two.
-  if (j_begin < j_end) load_tile(load_q);
-  else load_q();
+  // The first tile's K/V copy is in flight while q loads.
+  if (j_begin < j_end) issue_tile(0, slot_buf);
+  load_q();
   float acc[kRows][kDimPer];
 #pragma unroll
   for (int h = 0; h < kRows; ++h)
 #pragma unroll
     for (int e = 0; e < kDimPer; ++e) acc[h][e] = 0.0f;
 
-  for (int base = j_begin; base < j_end; base += kTile) {
+  for (int base = j_begin, cur = 0; base < j_end; base += kTile, cur ^= 1) {
     const int n = min(kTile, j_end - base);
-    // The next tile's slots, read now so that their round trip overlaps this tile's work.
-    const int32_t next_slot = threadIdx.x < kTile ? slot_of(base + kTile + threadIdx.x) : -1;
+    const TC* ktile = kbuf + cur * kTile * kstride;
+    const TC* vtile = vbuf + cur * kTile * D;
+    const int32_t* tile_slots = slot_buf + cur * kTile;
+    if (base + kTile < j_end) {
+      // The next tile: its slots, then its copy into the other buffer (consumed by the
+      // previous iteration), in flight while this tile computes.
+      int32_t* next_slots = slot_buf + (cur ^ 1) * kTile;
+      if (threadIdx.x < kTile) next_slots[threadIdx.x] = slot_of(base + kTile + threadIdx.x);
+      __syncthreads();
+      issue_tile(cur ^ 1, next_slots);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();  // the tile (and q) are in shared memory
     // Scores: warp w takes rows w, w + 4, ...; lane = key. Each K chunk is read once for
     // all of the warp's rows.
@@ -271,12 +279,7 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
         }
       }
     }
-    if (base + kTile < j_end) {
-      __syncthreads();  // this tile is consumed
-      if (threadIdx.x < kTile) tile_slots[threadIdx.x] = next_slot;
-      __syncthreads();
-      load_tile([] {});
-    }
+    __syncthreads();  // this tile's buffer is consumed before the next iteration copies into it
   }
   __syncthreads();
 #pragma unroll  // acc stays in registers only while every index is known at compile time
