@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/device_runtime.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -43,17 +44,17 @@ __device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch
   return lo;
 }
 
-// Shared memory of one block: q (fp32, pre-scaled), two buffers of a K tile (rows padded by
-// 16 bytes so that lanes reading different rows hit different banks) and a V tile, the next
-// tile's copy (cp.async) in flight while this one computes, probabilities [key][row] (rows
-// padded to keep 16-byte reads aligned), the running softmax state and each buffer's slots.
+// Shared memory of one block: q (fp32, pre-scaled), `stages` buffers of a K tile (rows padded
+// by 16 bytes so that lanes reading different rows hit different banks) and a V tile (with
+// two, the next tile's copy is in flight while this one computes), probabilities [key][row]
+// (rows padded to keep 16-byte reads aligned), the running softmax state, each buffer's slots.
 template <class TC>
 struct Smem {
   static constexpr int kPad = 16 / sizeof(TC);
   static constexpr int prob_stride(int rows) { return rows + 4; }
-  static size_t bytes(int dim, int rows) {
-    return sizeof(float) * rows * dim + 2 * (sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim) +
-           sizeof(float) * kTile * prob_stride(rows) + sizeof(float) * 3 * rows + 2 * sizeof(int32_t) * kTile + 64;
+  static size_t bytes(int dim, int rows, int stages) {
+    return sizeof(float) * rows * dim + stages * (sizeof(TC) * kTile * (dim + kPad) + sizeof(TC) * kTile * dim) +
+           sizeof(float) * kTile * prob_stride(rows) + sizeof(float) * 3 * rows + stages * sizeof(int32_t) * kTile + 64;
   }
 };
 
@@ -66,8 +67,9 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 // kRows: the rows (heads x tokens) a block holds (8, 16 or 32); kDimPer: head dims per
-// thread (1 up to 128, 2 up to 256).
-template <class TQ, class TC, int kRows, int kDimPer>
+// thread (1 up to 128, 2 up to 256); kStages: K/V tile buffers (2: the next tile is copied
+// while this one computes; 1: copied after, half the shared memory).
+template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
@@ -81,12 +83,12 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   const int kstride = D + kPad;
   float* qs = reinterpret_cast<float*>(smem_raw);                                  // [kRows][D]
   TC* kbuf = reinterpret_cast<TC*>(qs + kRows * D);                                // 2 x [kTile][D + pad]
-  TC* vbuf = kbuf + 2 * kTile * kstride;                                           // 2 x [kTile][D]
-  float* probs = reinterpret_cast<float*>(vbuf + 2 * kTile * D);                   // [kTile][kPS]
+  TC* vbuf = kbuf + kStages * kTile * kstride;                                     // kStages x [kTile][D]
+  float* probs = reinterpret_cast<float*>(vbuf + kStages * kTile * D);             // [kTile][kPS]
   float* m_s = probs + kTile * kPS;                                                // [kRows]
   float* l_s = m_s + kRows;
   float* corr_s = l_s + kRows;
-  int32_t* slot_buf = reinterpret_cast<int32_t*>(corr_s + kRows);                 // 2 x [kTile]
+  int32_t* slot_buf = reinterpret_cast<int32_t*>(corr_s + kRows);                 // kStages x [kTile]
 
   // Row r of the block is head head0 + r % heads of query token t0 + r / heads.
   const int t0 = blockIdx.x * tokens_per_block;
@@ -177,15 +179,15 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
 #pragma unroll
     for (int e = 0; e < kDimPer; ++e) acc[h][e] = 0.0f;
 
-  for (int base = j_begin, cur = 0; base < j_end; base += kTile, cur ^= 1) {
+  for (int base = j_begin, cur = 0; base < j_end; base += kTile, cur = kStages == 2 ? cur ^ 1 : 0) {
     const int n = min(kTile, j_end - base);
     const TC* ktile = kbuf + cur * kTile * kstride;
     const TC* vtile = vbuf + cur * kTile * D;
     const int32_t* tile_slots = slot_buf + cur * kTile;
-    if (base + kTile < j_end) {
+    if (kStages == 2 && base + kTile < j_end) {
       // The next tile: its slots, then its copy into the other buffer (consumed by the
       // previous iteration), in flight while this tile computes.
-      int32_t* next_slots = slot_buf + (cur ^ 1) * kTile;
+      int32_t* next_slots = slot_buf + (cur ^ 1) * kTile;  // kStages == 2 here
       if (threadIdx.x < kTile) next_slots[threadIdx.x] = slot_of(base + kTile + threadIdx.x);
       __syncthreads();
       issue_tile(cur ^ 1, next_slots);
@@ -280,6 +282,11 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
       }
     }
     __syncthreads();  // this tile's buffer is consumed before the next iteration copies into it
+    if (kStages == 1 && base + kTile < j_end) {
+      if (threadIdx.x < kTile) slot_buf[threadIdx.x] = slot_of(base + kTile + threadIdx.x);
+      __syncthreads();
+      issue_tile(0, slot_buf);
+    }
   }
   __syncthreads();
 #pragma unroll  // acc stays in registers only while every index is known at compile time
@@ -370,8 +377,8 @@ Status attention(const AttentionParams& p, void* stream) {
   const float scale = p.scale;
   AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      auto launch = [&](auto kernel, int block_rows) {
-        const size_t smem = Smem<TC>::bytes(g.dim, block_rows);
+      auto launch = [&](auto kernel, int block_rows, int stages) {
+        const size_t smem = Smem<TC>::bytes(g.dim, block_rows, stages);
         if (smem > 48 * 1024)  // f32 caches, large heads or many rows: opt in to more shared memory
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream),
@@ -381,11 +388,21 @@ Status attention(const AttentionParams& p, void* stream) {
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
             p.k_cache.dim(0), tpb);
       };
+      auto by_stages = [&](auto dims_per_thread, auto stages) {
+        constexpr int kDimPer = decltype(dims_per_thread)::value, kStages = decltype(stages)::value;
+        if (rows <= 8) launch(attention_kernel<TQ, TC, 8, kDimPer, kStages>, 8, kStages);
+        else if (rows <= 16) launch(attention_kernel<TQ, TC, 16, kDimPer, kStages>, 16, kStages);
+        else launch(attention_kernel<TQ, TC, 32, kDimPer, kStages>, 32, kStages);
+      };
+      // Two tile buffers when the query blocks alone fill the GPU (large batches, where the
+      // kernel is bound by reading the cache); one for small batches, where many short blocks
+      // run split and the kernels of a step overlap (PDL) better with less shared memory
+      // each (H200: batch 8 decode lost 1 ms per step with two).
+      static const int num_sms = cuda_runtime::sm_count();
+      const bool two_stages = (tokens / tpb) * g.kv_heads * g.head_chunks >= num_sms;
       auto by_rows = [&](auto dims_per_thread) {
-        constexpr int kDimPer = decltype(dims_per_thread)::value;
-        if (rows <= 8) launch(attention_kernel<TQ, TC, 8, kDimPer>, 8);
-        else if (rows <= 16) launch(attention_kernel<TQ, TC, 16, kDimPer>, 16);
-        else launch(attention_kernel<TQ, TC, 32, kDimPer>, 32);
+        if (two_stages) by_stages(dims_per_thread, std::integral_constant<int, 2>{});
+        else by_stages(dims_per_thread, std::integral_constant<int, 1>{});
       };
       if (g.dim <= kThreads) by_rows(std::integral_constant<int, 1>{});
       else by_rows(std::integral_constant<int, 2>{});
