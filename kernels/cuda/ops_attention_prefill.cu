@@ -1,12 +1,16 @@
 // Prefill attention on the tensor cores (FlashAttention-2's tiling with WMMA): a block takes
 // 64 query tokens of one sequence and one query head, four warps of 16 query rows each, and
-// walks the keys the block can see in tiles of 64 gathered from the paged cache. Two passes:
-// the first finds each row's softmax max and sum from S = Q K^T, the second recomputes S,
-// forms P = exp(S - max) / sum in the input dtype and accumulates O += P V in fp32 fragments.
-// Recomputing Q K^T (cheap on tensor cores) keeps the accumulators in registers without the
-// per-tile rescaling that WMMA's opaque fragment layout makes awkward. Key tiles arrive by
-// cp.async into two buffers, the next tile's copy in flight while this one computes; in the
-// softmax a lane owns two columns of every row of its warp (conflict-free shared reads).
+// walks the keys the block can see in tiles of 64 gathered from the paged cache, in one pass
+// with an online softmax: S = Q K^T (Q's fragments stay in registers), each row's running max
+// and sum, P = exp(S - max) in the input dtype, O = O * correction + P V in fp32 fragments.
+// Key and value tiles arrive by cp.async into two buffers, the next tile's copy in flight
+// while this one computes; in the softmax a lane owns two columns of every row of its warp
+// (conflict-free shared reads).
+//
+// The per-row correction of O needs each accumulator element's row: for sm_80+ m16n16k16 f32
+// accumulators, element e of lane l sits in row l / 4 + 8 * ((e / 2) % 2) (the layout of
+// mma.sync m16n8k16, twice). WMMA does not document it; CudaOps.PrefillAttentionOnTensorCores
+// MatchesCpu (sequences of several key tiles) fails if it ever differs.
 #include <mma.h>
 
 #include <cstdint>
@@ -61,21 +65,23 @@ __device__ __forceinline__ void load_tile_async(T* tile, int ld, const T* cache,
   }
 }
 
-// S_w [16][64] = Q_w [16][D] K^T for this warp's rows, scaled.
 template <class T>
-__device__ __forceinline__ void scores(const T* q_w, const T* k_tile, int ld, int dim, float* s_w, float scale) {
+using QFragment = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+
+// S_w [16][64] = Q_w [16][D] K^T for this warp's rows (Q as kDimBlocks fragments), scaled.
+template <class T, int kDimBlocks>
+__device__ __forceinline__ void scores(const QFragment<T>* qa, const T* k_tile, int ld, float* s_w, float scale) {
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kKeysPerTile / 16];
 #pragma unroll
   for (int n = 0; n < kKeysPerTile / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-  for (int k = 0; k < dim; k += 16) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-    wmma::load_matrix_sync(a, q_w + k, ld);
+#pragma unroll
+  for (int kb = 0; kb < kDimBlocks; ++kb) {
 #pragma unroll
     for (int n = 0; n < kKeysPerTile / 16; ++n) {
       // K^T as a column-major [D][keys] matrix is K row-major [keys][D].
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-      wmma::load_matrix_sync(b, k_tile + n * 16 * ld + k, ld);
-      wmma::mma_sync(acc[n], a, b, acc[n]);
+      wmma::load_matrix_sync(b, k_tile + n * 16 * ld + kb * 16, ld);
+      wmma::mma_sync(acc[n], qa[kb], b, acc[n]);
     }
   }
 #pragma unroll
@@ -128,7 +134,6 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
     cp_async16(q_s + r * ld + c * (16 / sizeof(T)), valid ? q + ((row0 + r) * q_heads + h) * D + c * (16 / sizeof(T)) : q, valid);
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const T* q_w = q_s + warp * 16 * ld;
   float* s_w = s_all + warp * 16 * kKeysPerTile;
   T* p_w = p_all + warp * 16 * kKeysPerTile;
   // Lane owns columns lane and lane + 32 of each of its warp's 16 rows; row r's last visible
@@ -137,44 +142,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   float m_run[16], l_run[16];
 #pragma unroll
   for (int r = 0; r < 16; ++r) m_run[r] = -INFINITY, l_run[r] = 0.0f;
-
-  // Pass 1: each row's max and sum of exp over its visible keys.
-  load_tile_async(k_buf[0], ld, k_cache, seq_slots, 0, visible, kv_heads, kvh, D);
-  cp_async_commit();
-  for (int t = 0; t < num_tiles; ++t) {
-    const int j0 = t * kKeysPerTile;
-    if (t + 1 < num_tiles) {
-      load_tile_async(k_buf[(t + 1) % 2], ld, k_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile t (and q) landed for every thread
-    scores(q_w, k_buf[t % 2], ld, D, s_w, scale);
-    __syncwarp();
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      const int limit = min(limit0 + r, visible - 1);
-      const bool see0 = j0 + lane <= limit, see1 = j0 + lane + 32 <= limit;
-      const float s0 = s_w[r * kKeysPerTile + lane], s1 = s_w[r * kKeysPerTile + lane + 32];
-      const float m_tile = warp_max(fmaxf(see0 ? s0 : -INFINITY, see1 ? s1 : -INFINITY));
-      const float m_new = fmaxf(m_run[r], m_tile);
-      if (m_new == -INFINITY) continue;  // nothing visible yet (the same in every lane)
-      const float e = (see0 ? __expf(s0 - m_new) : 0.0f) + (see1 ? __expf(s1 - m_new) : 0.0f);
-      l_run[r] = l_run[r] * (m_run[r] == -INFINITY ? 0.0f : __expf(m_run[r] - m_new)) + warp_sum(e);
-      m_run[r] = m_new;
-    }
-    __syncthreads();  // every warp is done with buffer t % 2 before the next copy lands there
-  }
-
-  // Pass 2: O = sum over tiles of P V, P already divided by the row's sum.
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[kDimBlocks];
 #pragma unroll
   for (int d = 0; d < kDimBlocks; ++d) wmma::fill_fragment(o[d], 0.0f);
-  float inv_l[16];
-#pragma unroll
-  for (int r = 0; r < 16; ++r) inv_l[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+  QFragment<T> qa[kDimBlocks];
+  // The accumulator rows this lane holds (see the top of the file).
+  const int row_lo = lane / 4, row_hi = row_lo + 8;
+
   load_tile_async(k_buf[0], ld, k_cache, seq_slots, 0, visible, kv_heads, kvh, D);
   load_tile_async(v_buf[0], ld, v_cache, seq_slots, 0, visible, kv_heads, kvh, D);
   cp_async_commit();
@@ -188,17 +162,36 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();
-    scores(q_w, k_buf[t % 2], ld, D, s_w, scale);
+    __syncthreads();  // tile t (and q) landed for every thread
+    if (t == 0) {
+#pragma unroll
+      for (int kb = 0; kb < kDimBlocks; ++kb) wmma::load_matrix_sync(qa[kb], q_s + warp * 16 * ld + kb * 16, ld);
+    }
+    scores<T, kDimBlocks>(qa, k_buf[t % 2], ld, s_w, scale);
     __syncwarp();
+    float corr_lo = 1.0f, corr_hi = 1.0f;
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
       const int limit = min(limit0 + r, visible - 1);
-      const bool see0 = j0 + lane <= limit && inv_l[r] > 0.0f, see1 = j0 + lane + 32 <= limit && inv_l[r] > 0.0f;
-      p_w[r * kKeysPerTile + lane] = from_float<T>(see0 ? __expf(s_w[r * kKeysPerTile + lane] - m_run[r]) * inv_l[r] : 0.0f);
-      p_w[r * kKeysPerTile + lane + 32] = from_float<T>(see1 ? __expf(s_w[r * kKeysPerTile + lane + 32] - m_run[r]) * inv_l[r] : 0.0f);
+      const bool see0 = j0 + lane <= limit, see1 = j0 + lane + 32 <= limit;
+      const float s0 = s_w[r * kKeysPerTile + lane], s1 = s_w[r * kKeysPerTile + lane + 32];
+      const float m_new = fmaxf(m_run[r], warp_max(fmaxf(see0 ? s0 : -INFINITY, see1 ? s1 : -INFINITY)));
+      // m_new is the same in every lane; -inf: nothing visible yet, P row stays 0.
+      const float p0 = see0 && m_new != -INFINITY ? __expf(s0 - m_new) : 0.0f;
+      const float p1 = see1 && m_new != -INFINITY ? __expf(s1 - m_new) : 0.0f;
+      const float corr = m_run[r] == -INFINITY ? 0.0f : __expf(m_run[r] - m_new);
+      l_run[r] = l_run[r] * corr + warp_sum(p0 + p1);
+      m_run[r] = m_new;
+      p_w[r * kKeysPerTile + lane] = from_float<T>(p0);
+      p_w[r * kKeysPerTile + lane + 32] = from_float<T>(p1);
+      if (r == row_lo) corr_lo = corr;
+      if (r == row_hi) corr_hi = corr;
     }
     __syncwarp();
+#pragma unroll
+    for (int d = 0; d < kDimBlocks; ++d)
+#pragma unroll
+      for (int e = 0; e < o[d].num_elements; ++e) o[d].x[e] *= ((e / 2) % 2) ? corr_hi : corr_lo;
     const T* v_tile = v_buf[t % 2];
 #pragma unroll
     for (int k = 0; k < kKeysPerTile; k += 16) {
@@ -211,8 +204,20 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
         wmma::mma_sync(o[d], a, bv, o[d]);
       }
     }
-    __syncthreads();  // buffers t % 2 consumed
+    __syncthreads();  // buffers t % 2 consumed before the copy two tiles ahead lands there
   }
+  // Each row's sum divides at the end; rows that saw nothing give zeros.
+  float inv_lo = 0.0f, inv_hi = 0.0f;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const float inv = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+    if (r == row_lo) inv_lo = inv;
+    if (r == row_hi) inv_hi = inv;
+  }
+#pragma unroll
+  for (int d = 0; d < kDimBlocks; ++d)
+#pragma unroll
+    for (int e = 0; e < o[d].num_elements; ++e) o[d].x[e] *= ((e / 2) % 2) ? inv_hi : inv_lo;
   // Out: each warp stages its 16 x D fp32 rows through the (now free) K buffers.
   float* o_w = reinterpret_cast<float*>(k_buf[0]) + warp * 16 * D;
 #pragma unroll
