@@ -1,5 +1,5 @@
 // Prefill attention on the tensor cores (FlashAttention-2's tiling with WMMA): a block takes
-// 64 query tokens of one sequence and one query head, four warps of 16 query rows each, and
+// 128 query tokens of one sequence and one query head, eight warps of 16 query rows each, and
 // walks the keys the block can see in tiles of 64 gathered from the paged cache, in one pass
 // with an online softmax: S = Q K^T (Q's fragments stay in registers), each row's running max
 // and sum, P = exp(S - max) in the input dtype, O = O * correction + P V in fp32 fragments.
@@ -25,13 +25,13 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kRowsPerBlock = 64;  // query tokens per block
+constexpr int kRowsPerBlock = 128;  // query tokens per block
 constexpr int kKeysPerTile = 64;
-constexpr int kWarps = 4;          // 16 query rows each
+constexpr int kWarps = 8;          // 16 query rows each
 constexpr int kThreads = kWarps * 32;
 static_assert(kAttentionPrefillMaxDim == 128, "the kernel instantiates head dims 16..128");
 
-// Shared memory: Q [64][D], two K and two V tile buffers [64][D] (input dtype, rows padded by
+// Shared memory: Q [128][D], two K and two V tile buffers [64][D] (input dtype, rows padded by
 // 8 elements against bank conflicts), per warp S [16][64] fp32 and P [16][64] in the input
 // dtype. The output is staged through the K buffers at the end.
 template <class T>
@@ -39,7 +39,7 @@ struct PrefillSmem {
   static constexpr int pad = 8;
   static size_t bytes(int dim) {
     const size_t ld = static_cast<size_t>(dim + pad);
-    return (5 * kRowsPerBlock * ld) * sizeof(T) + kWarps * 16 * kKeysPerTile * (sizeof(float) + sizeof(T));
+    return (kRowsPerBlock + 4 * kKeysPerTile) * ld * sizeof(T) + kWarps * 16 * kKeysPerTile * (sizeof(float) + sizeof(T));
   }
 };
 
@@ -101,14 +101,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   constexpr int ld = D + PrefillSmem<T>::pad;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_buf[2] = {q_s + kRowsPerBlock * ld, q_s + 2 * kRowsPerBlock * ld};
-  T* v_buf[2] = {q_s + 3 * kRowsPerBlock * ld, q_s + 4 * kRowsPerBlock * ld};
-  float* s_all = reinterpret_cast<float*>(q_s + 5 * kRowsPerBlock * ld);
+  T* kv_s = q_s + kRowsPerBlock * ld;  // K buffers 0 and 1, then V buffers 0 and 1, kKeysPerTile rows each
+  T* k_buf[2] = {kv_s, kv_s + kKeysPerTile * ld};
+  T* v_buf[2] = {kv_s + 2 * kKeysPerTile * ld, kv_s + 3 * kKeysPerTile * ld};
+  float* s_all = reinterpret_cast<float*>(kv_s + 4 * kKeysPerTile * ld);
   T* p_all = reinterpret_cast<T*>(s_all + kWarps * 16 * kKeysPerTile);
 
   pdl_begin();
-  // Which sequence and which 64 of its tokens: blocks are numbered over every sequence's
-  // ceil(q_len / 64) tiles in order; blocks past the last tile have nothing to do.
+  // Which sequence and which 128 of its tokens: blocks are numbered over every sequence's
+  // ceil(q_len / 128) tiles in order; blocks past the last tile have nothing to do.
   int b = 0, tile = blockIdx.x;
   for (; b < batch; ++b) {
     const int tiles = (qo_indptr[b + 1] - qo_indptr[b] + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   for (int d = 0; d < kDimBlocks; ++d)
 #pragma unroll
     for (int e = 0; e < o[d].num_elements; ++e) o[d].x[e] *= ((e / 2) % 2) ? inv_hi : inv_lo;
-  // Out: each warp stages its 16 x D fp32 rows through the (now free) K buffers.
+  // Out: each warp stages its 16 x D fp32 rows through the (now free) K and V buffers.
   float* o_w = reinterpret_cast<float*>(k_buf[0]) + warp * 16 * D;
 #pragma unroll
   for (int d = 0; d < kDimBlocks; ++d) wmma::store_matrix_sync(o_w + d * 16, o[d], D, wmma::mem_row_major);
@@ -235,7 +236,7 @@ Status attention_prefill(const AttentionParams& p, void* stream) {
   const int batch = static_cast<int>(p.qo_indptr.dim(0) - 1);
   const int64_t tokens = p.q.dim(0);
   const int q_heads = static_cast<int>(p.q.dim(1)), kv_heads = static_cast<int>(p.k_cache.dim(1)), dim = static_cast<int>(p.q.dim(2));
-  // Every sequence's tiles fit in tokens / 64 + batch blocks; the extra ones return at once.
+  // Every sequence's tiles fit in tokens / 128 + batch blocks; the extra ones return at once.
   const dim3 grid(static_cast<unsigned>(tokens / kRowsPerBlock + batch), static_cast<unsigned>(q_heads));
   auto run = [&](auto type_tag, auto dim_blocks) {
     using T = decltype(type_tag);
