@@ -17,6 +17,7 @@
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/device_runtime.hpp"
+#include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -67,8 +68,8 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 // kRows: the rows (heads x tokens) a block holds (8, 16 or 32); kDimPer: head dims per
-// thread (1 up to 128, 2 up to 256); kStages: K/V tile buffers (2: the next tile is copied
-// while this one computes; 1: copied after, half the shared memory).
+// thread (1 up to 128, 2 up to 256); kStages: K/V tile buffers (k > 1: the next k - 1 tiles
+// are copied while this one computes; 1: copied after, the least shared memory).
 template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
@@ -179,22 +180,31 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
 #pragma unroll
     for (int e = 0; e < kDimPer; ++e) acc[h][e] = 0.0f;
 
-  for (int base = j_begin, cur = 0; base < j_end; base += kTile, cur = kStages == 2 ? cur ^ 1 : 0) {
-    const int n = min(kTile, j_end - base);
+  const int num_tiles = (j_end - j_begin + kTile - 1) / kTile;
+  // Starts tile `t`'s copy into buffer t % kStages: its slots first (a barrier makes them
+  // visible), then the cp.async of its rows.
+  auto start_tile = [&](int t) {
+    int32_t* ts = slot_buf + (t % kStages) * kTile;
+    if (threadIdx.x < kTile) ts[threadIdx.x] = slot_of(j_begin + t * kTile + threadIdx.x);
+    __syncthreads();
+    issue_tile(t % kStages, ts);
+  };
+  // Tiles 1 .. kStages - 2 join tile 0 in flight before the loop.
+  for (int t = 1; t < kStages - 1 && t < num_tiles; ++t) start_tile(t);
+  for (int t = 0; t < num_tiles; ++t) {
+    const int base = j_begin + t * kTile;
+    const int n = min(kTile, j_end - base), cur = t % kStages;
     const TC* ktile = kbuf + cur * kTile * kstride;
     const TC* vtile = vbuf + cur * kTile * D;
     const int32_t* tile_slots = slot_buf + cur * kTile;
-    if (kStages == 2 && base + kTile < j_end) {
-      // The next tile: its slots, then its copy into the other buffer (consumed by the
-      // previous iteration), in flight while this tile computes.
-      int32_t* next_slots = slot_buf + (cur ^ 1) * kTile;  // kStages == 2 here
-      if (threadIdx.x < kTile) next_slots[threadIdx.x] = slot_of(base + kTile + threadIdx.x);
-      __syncthreads();
-      issue_tile(cur ^ 1, next_slots);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    // With kStages buffers, tile t + kStages - 1 goes into the buffer tile t - 1 left (the
+    // previous iteration ended with a barrier), in flight while this tile computes.
+    if (kStages > 1 && t + kStages - 1 < num_tiles) start_tile(t + kStages - 1);
+    // Wait for tile t: the copies started after it may stay in flight.
+    const int after = min(kStages - 1, num_tiles - 1 - t);
+    if (after >= 2) cp_async_wait<2>();
+    else if (after == 1) cp_async_wait<1>();
+    else cp_async_wait<0>();
     __syncthreads();  // the tile (and q) are in shared memory
     // Scores: warp w takes rows w, w + 4, ...; lane = key. Each K chunk is read once for
     // all of the warp's rows.
@@ -281,12 +291,8 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
         }
       }
     }
-    __syncthreads();  // this tile's buffer is consumed before the next iteration copies into it
-    if (kStages == 1 && base + kTile < j_end) {
-      if (threadIdx.x < kTile) slot_buf[threadIdx.x] = slot_of(base + kTile + threadIdx.x);
-      __syncthreads();
-      issue_tile(0, slot_buf);
-    }
+    __syncthreads();  // this tile's buffer is consumed before a later copy lands there
+    if (kStages == 1 && t + 1 < num_tiles) start_tile(t + 1);
   }
   __syncthreads();
 #pragma unroll  // acc stays in registers only while every index is known at compile time
@@ -398,10 +404,14 @@ Status attention(const AttentionParams& p, void* stream) {
       // kernel is bound by reading the cache); one for small batches, where many short blocks
       // run split and the kernels of a step overlap (PDL) better with less shared memory
       // each (H200: batch 8 decode lost 1 ms per step with two).
+      // Three buffers were measured too (H200, 8B decode at batch 32-256): no faster end to
+      // end, so two. AERIE_ATTN_STAGES=1 (for measuring) gives large batches one buffer too.
       static const int num_sms = cuda_runtime::sm_count();
-      const bool two_stages = (tokens / tpb) * g.kv_heads * g.head_chunks >= num_sms;
+      static const int forced_stages = env_knob("AERIE_ATTN_STAGES");
+      const bool large = (tokens / tpb) * g.kv_heads * g.head_chunks >= num_sms;
+      const int stages = large && forced_stages != 1 ? 2 : 1;
       auto by_rows = [&](auto dims_per_thread) {
-        if (two_stages) by_stages(dims_per_thread, std::integral_constant<int, 2>{});
+        if (stages == 2) by_stages(dims_per_thread, std::integral_constant<int, 2>{});
         else by_stages(dims_per_thread, std::integral_constant<int, 1>{});
       };
       if (g.dim <= kThreads) by_rows(std::integral_constant<int, 1>{});
