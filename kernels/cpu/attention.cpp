@@ -1,7 +1,5 @@
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 

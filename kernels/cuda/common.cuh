@@ -98,6 +98,17 @@ inline Status launch_status(const char* op) {
   return Status::error(std::string(op) + ": " + cudaGetErrorString(e));
 }
 
+// Asynchronous 16-byte copies from global to shared memory (sm_80+), grouped: a group is
+// committed, and wait<N> returns once at most N groups are still in flight. valid = false
+// fills the 16 bytes with zeros instead of reading.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
 }  // namespace aerie::kernels::cuda
 
 // Calls FN<T>(args...) with T the CUDA element type of a floating DType.

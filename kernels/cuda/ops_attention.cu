@@ -59,14 +59,6 @@ struct Smem {
   }
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));  // 0: zero-fill
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
 // kRows: the rows (heads x tokens) a block holds (8, 16 or 32); kDimPer: head dims per
 // thread (1 up to 128, 2 up to 256); kStages: K/V tile buffers (k > 1: the next k - 1 tiles
 // are copied while this one computes; 1: copied after, the least shared memory).

@@ -43,14 +43,6 @@ struct PrefillSmem {
   }
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));  // 0: zero-fill
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
 // Starts copying the cache rows of keys [j0, j0 + 64) of a sequence into a tile (ld = dim +
 // pad); keys at or past `visible` become zeros.
 template <class T>
