@@ -14,6 +14,7 @@
 #include "kernels/silu_mul.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
+#include "launch/bench/bench_timing.hpp"
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
 #include "model/tp_shard.hpp"
@@ -32,20 +33,7 @@ Buffer random_device(std::vector<int64_t> shape, DType t, uint64_t seed, const S
 
 // Median time of `fn(i)` over reps, i cycling over the rotation copies.
 double time_ms(const Stream& s, int reps, int copies, const std::function<void(int)>& fn) {
-  for (int i = 0; i < 3; ++i) fn(i % copies);
-  void* e0 = cuda_runtime::create_event();
-  void* e1 = cuda_runtime::create_event();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    cuda_runtime::record_event(e0, s.handle());
-    fn(r % copies);
-    cuda_runtime::record_event(e1, s.handle());
-    t.push_back(cuda_runtime::elapsed_ms(e0, e1));
-  }
-  cuda_runtime::destroy_event(e0);
-  cuda_runtime::destroy_event(e1);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median(bench::stream_times_ms(s, reps, 3, [&](int i) { fn(i % copies); }));
 }
 
 }  // namespace

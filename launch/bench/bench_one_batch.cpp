@@ -39,19 +39,12 @@ double measure_copy_bandwidth(Device device) {
     return 2.0 * bytes * reps / (ms_since(t) * 1e-3);
   }
   OwnedStream s(device);
-  cuda_runtime::copy_async(b.data(), a.data(), bytes, s.get().handle());  // warm-up
-  void* e0 = cuda_runtime::create_event();
-  void* e1 = cuda_runtime::create_event();
-  std::vector<double> runs;
-  for (int i = 0; i < reps; ++i) {
-    cuda_runtime::record_event(e0, s.get().handle());
-    cuda_runtime::copy_async(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes, s.get().handle());
-    cuda_runtime::record_event(e1, s.get().handle());
-    runs.push_back(2.0 * bytes / (cuda_runtime::elapsed_ms(e0, e1) * 1e-3));
-  }
-  cuda_runtime::destroy_event(e0);
-  cuda_runtime::destroy_event(e1);
-  return median(runs);
+  std::vector<double> rates;  // the copy alternates direction; call 0 (b <- a) also warms up
+  for (double ms : bench::stream_times_ms(s.get(), reps, 1, [&](int i) {
+         cuda_runtime::copy_async(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), bytes, s.get().handle());
+       }))
+    rates.push_back(2.0 * bytes / (ms * 1e-3));
+  return median(rates);
 }
 
 // Dense tensor-core throughput of this GPU in the run's dtype (FLOP/s): cuBLAS through
@@ -63,19 +56,10 @@ double measure_matmul_flops(DType dtype) {
   w.zero();
   OwnedStream s(Device::kCuda);
   const kernels::MatmulParams mm{.x = x.view(), .w = w.view(), .y = y.view()};
-  AERIE_CHECK_STATUS(kernels::matmul(mm, s.get()));  // warm-up (cuBLAS picks its kernel)
-  void* e0 = cuda_runtime::create_event();
-  void* e1 = cuda_runtime::create_event();
-  std::vector<double> runs;
-  for (int i = 0; i < 10; ++i) {
-    cuda_runtime::record_event(e0, s.get().handle());
-    AERIE_CHECK_STATUS(kernels::matmul(mm, s.get()));
-    cuda_runtime::record_event(e1, s.get().handle());
-    runs.push_back(2.0 * n * n * n / (cuda_runtime::elapsed_ms(e0, e1) * 1e-3));
-  }
-  cuda_runtime::destroy_event(e0);
-  cuda_runtime::destroy_event(e1);
-  return median(runs);
+  std::vector<double> rates;  // one untimed call first: cuBLAS picks its kernel
+  for (double ms : bench::stream_times_ms(s.get(), 10, 1, [&](int) { AERIE_CHECK_STATUS(kernels::matmul(mm, s.get())); }))
+    rates.push_back(2.0 * n * n * n / (ms * 1e-3));
+  return median(rates);
 }
 
 // The FLOPs of prefilling `batch` prompts of `len` tokens on one rank: the projections and

@@ -1,8 +1,11 @@
 #pragma once
-// Wall-clock helpers the benchmarks share.
+// Timing helpers the benchmarks share: wall clock, and device time from CUDA events.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <vector>
+
+#include "kernels/stream.hpp"
 
 namespace aerie::launch::bench {
 
@@ -13,5 +16,9 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
+
+// The device time of fn(r) for r in [0, reps), each between two CUDA events on stream s,
+// after `warmup` untimed calls fn(0) .. fn(warmup - 1). Milliseconds, in run order.
+std::vector<double> stream_times_ms(const Stream& s, int reps, int warmup, const std::function<void(int)>& fn);
 
 }  // namespace aerie::launch::bench
