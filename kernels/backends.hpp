@@ -12,6 +12,7 @@
 #include "kernels/sampling.hpp"
 #include "kernels/silu_mul.hpp"
 #include "kernels/topk.hpp"
+#include "kernels/tree_accept.hpp"
 
 namespace aerie::kernels {
 
@@ -34,6 +35,7 @@ namespace aerie::kernels {
   Status gate_up_silu(const GateUpSiluParams& p __VA_ARGS__);  \
   Status qkv_rope(const QkvRopeParams& p __VA_ARGS__);          \
   Status logit_adjust(const LogitAdjustParams& p __VA_ARGS__);  \
+  Status tree_accept(const TreeAcceptParams& p __VA_ARGS__);    \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

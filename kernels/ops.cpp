@@ -335,6 +335,42 @@ Status sample(const SampleParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::sample, [](const SampleParams& q, void* h) { return cuda::sample(q, h); });
 }
 
+void TreeAcceptParams::validate() const {
+  const Device d = logits.device;
+  check_tensor(logits, "logits", 2, d);
+  check_dtype(logits, "logits", DType::kF32);
+  check_tensor(tokens, "tokens", 2, d);
+  check_dtype(tokens, "tokens", DType::kI32);
+  check_tensor(parents, "parents", 2, d);
+  check_dtype(parents, "parents", DType::kI32);
+  check_tensor(path, "path", 2, d);
+  check_dtype(path, "path", DType::kI32);
+  const int64_t b = tokens.dim(0), n = tokens.dim(1);
+  AERIE_CHECK(n >= 1, "tokens " << tokens.describe() << " must hold at least the root");
+  AERIE_CHECK(parents.dim(0) == b && parents.dim(1) == n, "parents " << parents.describe() << " and tokens " << tokens.describe() << " differ");
+  AERIE_CHECK(path.dim(0) == b && path.dim(1) == n, "path " << path.describe() << " and tokens " << tokens.describe() << " differ");
+  AERIE_CHECK(logits.dim(0) == b * n, "logits " << logits.describe() << " must hold one row per node of " << b << " trees of " << n);
+  auto per_request = [&](const TensorView& t, const char* name, DType dt) {
+    check_tensor(t, name, 1, d);
+    check_dtype(t, name, dt);
+    AERIE_CHECK(t.dim(0) == b, name << " has " << t.dim(0) << " rows for " << b << " trees");
+  };
+  per_request(temperature, "temperature", DType::kF32);
+  per_request(top_p, "top_p", DType::kF32);
+  per_request(top_k, "top_k", DType::kI32);
+  per_request(min_p, "min_p", DType::kF32);
+  per_request(seed, "seed", DType::kI64);
+  per_request(step, "step", DType::kI64);
+  per_request(bonus, "bonus", DType::kI32);
+  check_tensor(workspace, "workspace", 1, d);
+  check_dtype(workspace, "workspace", DType::kF32);
+  AERIE_CHECK(workspace.dim(0) >= tree_accept_workspace_floats(b * n), "workspace " << workspace.describe() << " is too small");
+}
+int64_t tree_accept_workspace_floats(int64_t rows) { return rows * 8; }
+Status tree_accept(const TreeAcceptParams& p, const Stream& s) {
+  return dispatch(p, s, p.logits.device, cpu::tree_accept, [](const TreeAcceptParams& q, void* h) { return cuda::tree_accept(q, h); });
+}
+
 void LogSoftmaxParams::validate() const {
   check_tensor(logits, "logits", 2, logits.device);
   check_dtype(logits, "logits", DType::kF32);

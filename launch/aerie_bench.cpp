@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   specb->add_option("--speculative-eagle-topk", spb.topk, "branching per draft step (> 1: tree drafting)")->check(CLI::Range(1, 64));
   specb->add_option("--speculative-num-draft-tokens", spb.draft_tokens, "tree: tokens per verify (default steps * topk + 1)")
       ->check(aerie::launch::kNonNegative);
+  specb->add_option("--temperature", spb.temperature, "the requests' sampling temperature (> 0: verifies accept by rejection sampling)")
+      ->check(CLI::Range(0.0f, 2.0f))
+      ->capture_default_str();
   specb->add_option("--draft-vocab", spb.draft_vocab,
                     "EAGLE3: the random head's draft vocabulary (published Llama-3.1-8B heads: 32000; 0: the target's)")
       ->check(aerie::launch::kNonNegative);

@@ -11,11 +11,18 @@ sizes as given. Prints one JSON line per batch size: prefill and decode tokens p
 import argparse
 import json
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError:
+    if "--check" in sys.argv:  # a test where torch is not installed: skipped (ctest SKIP_RETURN_CODE)
+        print("torch is not installed: skipping the peer's parity check")
+        raise SystemExit(77)
+    raise
 
 SHAPES = {
     # vocab, hidden, intermediate, layers, heads, kv heads, head dim, rope theta, tied

@@ -11,7 +11,7 @@
 #include "kernels/staging.hpp"
 #include "spec/draft_tree.hpp"
 #include "spec/greedy_accept.hpp"
-#include "spec/speculative_sampling.hpp"
+#include "spec/tree_acceptor.hpp"
 
 namespace aerie::core {
 
@@ -33,7 +33,7 @@ double lap_ms(std::chrono::steady_clock::time_point& t) {
 
 SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
-      argmax_(target.stream().device()) {
+      argmax_(target.stream().device()), acceptor_(target.stream().device()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
     if (info_.algorithm == SpecAlgorithm::kEagle) capture.final_normed = true;
@@ -147,28 +147,19 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   }
   const model::ForwardBatch b = verify_forward_batch(vs, K > 1);
   const TensorView logits = verify_forward(b);
-  // 3. Accept.
-  const bool any_greedy = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature == 0.0f; });
+  // 3. Accept: greedy batches walk their trees on the host from the argmax of every row
+  // (taken in the verify graph when one ran); with any sampled request the whole batch is
+  // accepted on the device, so the logits stay there.
   const bool any_sampled = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature != 0.0f; });
-  std::vector<int32_t> argmax;
-  if (any_greedy) argmax = last_verify_replayed_ ? verify_graphs_->last_greedy_tokens() : argmax_.argmax(logits, target_.stream());
-  std::vector<float> host;
-  const int64_t V = logits.dim(1);
+  std::vector<spec::TreeAcceptance> acc(B);
   if (any_sampled) {
-    host.resize(static_cast<size_t>(logits.numel()));
-    copy_async(host.data(), logits.data, host.size() * sizeof(float), target_.stream());
-    synchronize(target_.stream());
+    acc = acceptor_.accept(logits, trees, sampling_rows_of(m), target_.stream());
+  } else {
+    const std::vector<int32_t> argmax = last_verify_replayed_ ? verify_graphs_->last_greedy_tokens() : argmax_.argmax(logits, target_.stream());
+    for (size_t s = 0; s < B; ++s)
+      acc[s] = spec::greedy_accept_tree(trees[s], std::span<const int32_t>(argmax).subspan(s * static_cast<size_t>(N), static_cast<size_t>(N)));
   }
   const double verify_ms = lap_ms(t);
-  std::vector<spec::TreeAcceptance> acc(B);
-  for (size_t s = 0; s < B; ++s) {
-    const auto& sp = m.sampling[s];
-    if (sp.temperature == 0.0f)
-      acc[s] = spec::greedy_accept_tree(trees[s], std::span<const int32_t>(argmax).subspan(s * static_cast<size_t>(N), static_cast<size_t>(N)));
-    else
-      acc[s] = spec::accept_tree_sampled(std::span<const float>(host).subspan(s * static_cast<size_t>(N * V), static_cast<size_t>(N * V)), V, trees[s],
-                                         {.temperature = sp.temperature, .top_p = sp.top_p, .top_k = sp.top_k, .min_p = sp.min_p, .seed = sp.seed}, sp.step);
-  }
   // Log-probabilities of the committed tokens, for requests that asked: token k of a request
   // was chosen at the root (k = 0) or at its k-th accepted node, under that row's logits.
   if (std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.logprobs >= 0; })) {

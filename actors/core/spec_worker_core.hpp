@@ -15,6 +15,7 @@
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "spec/decode_graph_runner.hpp"
+#include "spec/tree_acceptor.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
@@ -68,6 +69,7 @@ class SpecWorkerCore {
   const DraftInfo info_;
   model::Sampler sampler_;
   model::ArgmaxSampler argmax_;
+  spec::TreeAcceptor acceptor_;
   Buffer move_slots_;  // [2 * moves] i32: sources, then destinations
   LogprobReader logprobs_;
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered

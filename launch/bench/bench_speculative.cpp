@@ -30,14 +30,15 @@ using bench::Clock;
 using bench::median;
 using bench::ms_since;
 
-std::vector<core::GenerationRequest> prompts(int64_t batch, int64_t len, int64_t vocab, int64_t max_new, uint64_t seed) {
+std::vector<core::GenerationRequest> prompts(int64_t batch, int64_t len, int64_t vocab, int64_t max_new, uint64_t seed, float temperature) {
   std::mt19937_64 rng(seed);
   std::vector<core::GenerationRequest> reqs(static_cast<size_t>(batch));
   for (auto& r : reqs) {
     for (int64_t t = 0; t < len; ++t) r.prompt.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3)));
     r.max_new_tokens = max_new;
     r.ignore_eos = true;
-    r.sampling.temperature = 0.0f;
+    r.sampling.temperature = temperature;
+    r.sampling.seed = static_cast<int64_t>(rng() >> 1);
   }
   return reqs;
 }
@@ -81,8 +82,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
   model::KvCache kv(target.local_config(), shape, device, wdt);
   nlohmann::json out = nlohmann::json::array();
   if (report) {
-    std::printf("steps %lld, topk %lld, %lld tokens per verify, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld, tp %lld%s\n",
-                static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), o.draft_actor ? "behind its actor" : "in-process",
+    std::printf("steps %lld, topk %lld, %lld tokens per verify, temperature %.2f, draft %s, verify %s, GEMV up to %d rows, EAGLE3 draft vocab %lld, tp %lld%s\n",
+                static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), static_cast<double>(o.temperature), o.draft_actor ? "behind its actor" : "in-process",
                 verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab),
                 static_cast<long long>(o.tp_size), o.tp_size == 1 ? "" : replicated_head ? " (EAGLE heads whole on every rank)" : " (heads sharded)");
     std::printf("%-16s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
@@ -96,7 +97,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings});
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = device == Device::kCuda ? B : 0});
-      auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1);
+      auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1, o.temperature);
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
       prefill(sched, worker);
       std::vector<double> t;
@@ -148,7 +149,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                                    .max_context = per_request});
       core::SpecWorkerCore& spec = *spec_core;
       worker.enable_speculation(std::move(spec_core));
-      auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1);
+      auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1, o.temperature);
       for (size_t i = 0; i < reqs.size(); ++i) sched.submit(i, reqs[i]);
       prefill(sched, worker);
       std::vector<double> round_t, verify_t, draft_t, extend_t;
@@ -242,7 +243,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                   "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
-      out.push_back({{"algorithm", alg_name}, {"draft_chain_runner", chain_runner}, {"draft_graphs", chain_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
+      out.push_back({{"algorithm", alg_name}, {"draft_chain_runner", chain_runner}, {"draft_graphs", chain_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"temperature", o.temperature}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
                      {"eagle3_draft_vocab", eagle3_vocab},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},

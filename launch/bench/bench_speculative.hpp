@@ -23,6 +23,9 @@ struct SpecBenchOptions {
   int64_t num_steps = 3;  // draft steps per verify (a chain's num_draft_tokens = steps + 1)
   int64_t topk = 1;       // > 1: tree drafting
   int64_t draft_tokens = 0;  // tree: nodes per verify (0: steps * topk + 1)
+  // The requests' sampling temperature (plain steps and rounds alike): 0 greedy, > 0
+  // sampled, so verifies accept by rejection sampling on the device.
+  float temperature = 0.0f;
   int gemv_max_rows = -1;    // CUDA: GEMV/cuBLAS threshold (-1: built-in)
   // EAGLE3's random head: rows of its LM head (the published Llama-3.1-8B heads draft from
   // 32000 tokens; 0: the target's whole vocabulary).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 
+#include <cmath>
 #include <random>
 
 #include "actors/core/draft_worker_core.hpp"
@@ -12,6 +13,7 @@
 #include "kernels/topk.hpp"
 #include "launch/deployment.hpp"
 #include "model/llama_weights.hpp"
+#include "spec/tree_acceptor.hpp"
 #include "tests/test_util.hpp"
 #include "launch/deployment_flags.hpp"
 #include "tests/launch/random_requests.hpp"
@@ -101,6 +103,116 @@ TEST(CudaSpeculative, LogprobsEqualPlainLogprobs) {
   }
 }
 
+
+// Verification on the device (kernels::tree_accept's CUDA backend) walks every tree as the
+// CPU backend does: greedy and sampled requests mixed, chains and trees, temperature, top-k,
+// top-p and min-p, a 32,000-token vocabulary, drafts made likely enough that paths of every
+// length occur. Float sums in another order may move a top-p boundary, so up to 2 of the 96
+// sampled requests may differ; greedy ones never.
+TEST(CudaTreeAccept, WalksTreesAsTheCpuDoes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  const int64_t V = 32000, B = 128;
+  spec::DraftTree tree;  // root -> (1 -> 3 -> 5, 2 -> 4)
+  tree.tokens = {0, 0, 0, 0, 0, 0};
+  tree.parents = {-1, 0, 0, 1, 2, 3};
+  const int64_t N = tree.size();
+  std::vector<spec::DraftTree> trees;
+  std::vector<model::SamplingRow> rows;
+  Buffer logits(Device::kCpu, DType::kF32, {B * N, V});
+  for (int64_t i = 0; i < logits.view().numel(); ++i) logits.view().ptr<float>()[i] = nd(rng);
+  for (int64_t b = 0; b < B; ++b) {
+    spec::DraftTree t = b % 2 ? tree : spec::DraftTree::chain(0, std::vector<int32_t>(static_cast<size_t>(N - 1), 0));
+    for (int64_t i = 1; i < N; ++i) {
+      t.tokens[static_cast<size_t>(i)] = static_cast<int32_t>(rng() % V);
+      // The parent's row favours this draft: accepted often, not always.
+      const int64_t parent = t.parents[static_cast<size_t>(i)];
+      logits.view().ptr<float>()[(b * N + parent) * V + t.tokens[static_cast<size_t>(i)]] = 6.0f + nd(rng);
+    }
+    trees.push_back(t);
+    model::SamplingRow r{.temperature = b % 4 == 0 ? 0.0f : (b % 4 == 1 ? 0.7f : 1.0f), .seed = 100 + b, .step = b};
+    if (b % 8 == 2) r.top_k = 40;
+    if (b % 8 == 3) r.top_p = 0.9f;
+    if (b % 8 == 6) r.min_p = 0.05f;
+    rows.push_back(r);
+  }
+  spec::TreeAcceptor cpu(Device::kCpu), gpu(Device::kCuda);
+  const auto want = cpu.accept(logits.view(), trees, rows, Stream::cpu());
+  Buffer dlogits(Device::kCuda, DType::kF32, {B * N, V});
+  dlogits.copy_from_host(logits.data(), logits.nbytes());
+  OwnedStream stream(Device::kCuda);
+  const auto got = gpu.accept(dlogits.view(), trees, rows, stream.get());
+  int differ = 0;
+  std::vector<int> lengths(static_cast<size_t>(N), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& w = want[static_cast<size_t>(b)];
+    const auto& g = got[static_cast<size_t>(b)];
+    ++lengths[w.path.size()];
+    if (w.path == g.path && w.bonus == g.bonus) continue;
+    ++differ;
+    EXPECT_NE(rows[static_cast<size_t>(b)].temperature, 0.0f) << "greedy request " << b << " differs";
+  }
+  EXPECT_LE(differ, 2) << differ << " of " << B << " requests differ";
+  EXPECT_GT(lengths[0], 0);
+  EXPECT_GT(lengths[1] + lengths[2], 0);
+  EXPECT_GT(lengths[3] + lengths[4] + lengths[5], 0);
+}
+
+// On the device too, the first committed token follows the target whatever the tree holds
+// (root children 3 then 1; chi-square at 99.9%, 4 degrees of freedom).
+TEST(CudaTreeAccept, FirstTokenFollowsTheTarget) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const int64_t V = 5, trials = 40000;
+  spec::DraftTree t;
+  t.tokens = {0, 3, 1, 2, 4};
+  t.parents = {-1, 0, 0, 1, 2};
+  const std::vector<float> root = {0.5f, 1.0f, -0.5f, 0.2f, 0.0f};
+  Buffer logits(Device::kCpu, DType::kF32, {trials * t.size(), V});
+  std::fill(logits.view().ptr<float>(), logits.view().ptr<float>() + logits.view().numel(), 0.0f);
+  std::vector<model::SamplingRow> rows;
+  for (int64_t i = 0; i < trials; ++i) {
+    std::copy(root.begin(), root.end(), logits.view().ptr<float>() + i * t.size() * V);
+    rows.push_back({.temperature = 1.0f, .seed = i});
+  }
+  Buffer dlogits(Device::kCuda, DType::kF32, {trials * t.size(), V});
+  dlogits.copy_from_host(logits.data(), logits.nbytes());
+  OwnedStream stream(Device::kCuda);
+  spec::TreeAcceptor gpu(Device::kCuda);
+  const auto acc = gpu.accept(dlogits.view(), std::vector<spec::DraftTree>(static_cast<size_t>(trials), t), rows, stream.get());
+  std::vector<double> p(static_cast<size_t>(V)), count(static_cast<size_t>(V), 0.0);
+  double z = 0;
+  for (int64_t v = 0; v < V; ++v) z += (p[static_cast<size_t>(v)] = std::exp(root[static_cast<size_t>(v)] - 1.0));
+  for (auto& x : p) x /= z;
+  for (const auto& a : acc) count[static_cast<size_t>(a.committed(t)[0])] += 1;
+  double chi = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const double e = p[static_cast<size_t>(v)] * static_cast<double>(trials);
+    chi += (count[static_cast<size_t>(v)] - e) * (count[static_cast<size_t>(v)] - e) / e;
+  }
+  EXPECT_LT(chi, 18.47);
+}
+
+// Sampled speculative decoding end to end on the GPU: every algorithm serves seeded
+// temperature-0.8 requests, chain and tree, and a second run repeats every token.
+TEST(CudaSpeculative, SampledOutputRepeatsWithTheSameSeeds) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto reqs = mixed(16, 700);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = 0.8f;
+    reqs[i].sampling.top_p = i % 2 ? 0.9f : 1.0f;
+    reqs[i].sampling.seed = static_cast<int64_t>(i);
+  }
+  for (const std::string alg : {"EAGLE3", "STANDALONE"})
+    for (int64_t topk : {1, 4}) {
+      const auto a = run(alg, reqs, topk, topk == 1 ? 0 : 8), b = run(alg, reqs, topk, topk == 1 ? 0 : 8);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(a[i].error.empty()) << a[i].error;
+        EXPECT_EQ(a[i].result.output_ids.size(), static_cast<size_t>(reqs[i].max_new_tokens)) << alg << " request " << i;
+        EXPECT_EQ(a[i].result.output_ids, b[i].result.output_ids) << alg << " topk " << topk << " request " << i;
+      }
+    }
+}
 
 // The draft chain as one CUDA graph per bucket proposes what step-by-step drafting proposes,
 // for every batch size up to 16 (most padded up to their bucket), EAGLE3 with a reduced

@@ -4,7 +4,6 @@
 #include "spec/cuda_graph_buckets.hpp"
 #include "spec/draft_tree.hpp"
 #include "spec/greedy_accept.hpp"
-#include "spec/speculative_sampling.hpp"
 
 using namespace aerie;
 using namespace aerie::spec;
@@ -107,35 +106,3 @@ TEST(DraftTree, VerifyReserveCoversNodesScratchAndExtend) {
   EXPECT_EQ(verify_reserve(6, 2, 4), 11);  // 5 x 2 scratch rows
 }
 
-TEST(TreeSampling, FirstTokenFollowsTheTargetWhateverTheTree) {
-  // Vocabulary of 5; the root has children 3 and 1 (tried in that order), each with a child.
-  const int64_t V = 5;
-  DraftTree t;
-  t.tokens = {0, 3, 1, 2, 4};
-  t.parents = {-1, 0, 0, 1, 2};
-  std::vector<float> logits(static_cast<size_t>(t.size() * V), 0.0f);
-  const std::vector<float> root_logits = {0.5f, 1.0f, -0.5f, 0.2f, 0.0f};
-  std::copy(root_logits.begin(), root_logits.end(), logits.begin());
-  const SamplingParams p{.temperature = 1.0f};
-  const auto probs = processed_distribution(root_logits, p);
-  const int trials = 40000;
-  std::vector<double> count(static_cast<size_t>(V), 0.0);
-  int accepted_first = 0;
-  for (int i = 0; i < trials; ++i) {
-    SamplingParams q = p;
-    q.seed = i;
-    const auto a = accept_tree_sampled(logits, V, t, q, 0);
-    const auto c = a.committed(t);
-    count[static_cast<size_t>(c[0])] += 1;
-    accepted_first += a.path.empty() ? 0 : 1;
-  }
-  double chi2 = 0;
-  for (int64_t v = 0; v < V; ++v) {
-    const double e = probs[static_cast<size_t>(v)] * trials;
-    chi2 += (count[static_cast<size_t>(v)] - e) * (count[static_cast<size_t>(v)] - e) / e;
-  }
-  EXPECT_LT(chi2, 18.47) << "chi-square, 4 degrees of freedom, 99.9% quantile";
-  // Both children are tried: the acceptance rate is p(3) + p(1).
-  const double expect = probs[3] + probs[1];
-  EXPECT_NEAR(static_cast<double>(accepted_first) / trials, expect, 0.01);
-}
