@@ -17,10 +17,11 @@ void set_cpu_gemm_reference(bool on) { reference_gemm.store(on); }
 bool cpu_gemm_uses_blas() { return !reference_gemm.load() && cpu::blas_available(); }
 const char* cpu_gemm_name() {
   if (reference_gemm.load()) return "reference loop";
-  const bool small = cpu::small_batch_gemm_available(), blas = cpu::blas_available();
-  return small && blas ? "AVX-512 small-batch kernel (<= 16 rows), oneDNN sgemm" : small ? "AVX-512 small-batch kernel (<= 16 rows), reference loop"
-         : blas       ? "oneDNN sgemm"
-                      : "reference loop";
+  const auto isa = cpu::small_batch_gemm_isa();
+  const bool blas = cpu::blas_available();
+  if (isa == cpu::SmallBatchIsa::kAvx512) return blas ? "AVX-512 small-batch kernel (<= 16 rows), oneDNN sgemm" : "AVX-512 small-batch kernel (<= 16 rows), reference loop";
+  if (isa == cpu::SmallBatchIsa::kAvx2) return blas ? "AVX2 small-batch kernel (<= 16 rows), oneDNN sgemm" : "AVX2 small-batch kernel (<= 16 rows), reference loop";
+  return blas ? "oneDNN sgemm" : "reference loop";
 }
 
 namespace cpu {

@@ -3,7 +3,8 @@
 // for all of them, with software prefetch ahead of the loads. oneDNN's sgemm packs the
 // weights first at these shapes and streams them at half the bandwidth (measured on the
 // CI machine: 8 rows over 566 MB of f32 weights, 52 ms in oneDNN, 31 ms here).
-// AVX-512 only; elsewhere the caller uses the general path.
+// AVX-512, or AVX2 + FMA (the same sums, so the same bits); elsewhere the caller uses the
+// general path.
 #include <cstdint>
 
 namespace aerie::kernels::cpu {
@@ -14,8 +15,17 @@ constexpr int64_t kSmallBatchMaxRows = 16;
 /// Whether the CPU this runs on has the instructions for small_batch_gemm.
 bool small_batch_gemm_available();
 
+/// The instruction sets the kernel is written for; small_batch_gemm takes the widest the CPU has.
+enum class SmallBatchIsa { kNone, kAvx2, kAvx512 };
+SmallBatchIsa small_batch_gemm_isa();
+bool small_batch_gemm_supports(SmallBatchIsa isa);
+/// small_batch_gemm with a given instruction set (tests compare them); isa must be supported.
+void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
+
 /// y[m, n] = x[m, k] w[n, k]^T, f32, m <= kSmallBatchMaxRows. Each output is summed in the
-/// same order whatever m is, so a row's result does not depend on its batch.
+/// same order whatever m is and whichever instruction set runs it: sixteen lane sums, lane l
+/// fused-multiply-adding the products of columns c = l (mod 16) in order (zeros past k), then
+/// lanes u += u + w for w = 8, 4, 2, 1. So a row's result does not depend on its batch.
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
 
 }  // namespace aerie::kernels::cpu
