@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
       ->check(CLI::Range(0, 8));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
-  specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run chain verifies eagerly instead of replaying captured graphs");
+  specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run verifies (chains and trees) eagerly instead of replaying captured graphs");
   specb->add_option("--draft-chain", spb.draft_chain,
                     "chain drafts: runner (one device-side sequence, a CUDA graph per bucket, as served), steps (a host round trip per "
                     "draft token) or both")

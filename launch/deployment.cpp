@@ -312,18 +312,20 @@ struct Deployment::Impl {
   std::unique_ptr<actors::DraftWorkerClient> draft_client;
   bool stopped = false;
 
-  // Chain verifies (topk 1) replay CUDA graphs of steps + 1 tokens per request up to the
-  // smaller of --cuda-graph-max-bs, the batch size above which speculation switches off, 64
-  // requests and kVerifyGraphMaxRows rows (each bucket holds f32 logits for all its rows:
-  // 512 rows of a 128k vocabulary are 263 MB).
+  // Verifies replay CUDA graphs of their tokens per request (a chain: steps + 1; a tree: its
+  // draft tokens, under the tree mask) up to the smaller of --cuda-graph-max-bs, the batch
+  // size above which speculation switches off, 64 requests and kVerifyGraphMaxRows rows (each
+  // bucket holds f32 logits for all its rows: 512 rows of a 128k vocabulary are 263 MB).
   static constexpr int64_t kVerifyGraphMaxRows = 512;
   core::VerifyGraphOptions verify_graph_options() const {
-    if (o.disable_cuda_graph || o.speculative_eagle_topk != 1 || layout.dp_attention) return {};
-    const int64_t rows_cap = std::max<int64_t>(1, kVerifyGraphMaxRows / (o.speculative_num_steps + 1));
+    if (o.disable_cuda_graph || layout.dp_attention) return {};
+    const bool tree = o.speculative_eagle_topk > 1;
+    const int64_t tokens = tree ? o.speculative_num_draft_tokens : o.speculative_num_steps + 1;
+    const int64_t rows_cap = std::max<int64_t>(1, kVerifyGraphMaxRows / tokens);
     int64_t max_bs = std::min({o.cuda_graph_max_bs, int64_t{64}, rows_cap});
     if (o.speculative_disable_batch_size > 0) max_bs = std::min(max_bs, o.speculative_disable_batch_size);
-    return {.max_bs = max_bs, .tokens_per_request = o.speculative_num_steps + 1,
-            .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens())};
+    return {.max_bs = max_bs, .tokens_per_request = tokens,
+            .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens()), .tree = tree};
   }
 
   // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker.

@@ -10,8 +10,8 @@
 namespace aerie::spec {
 
 DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context,
-                                     int64_t tokens_per_seq)
-    : model_(model), kv_(kv), q_(tokens_per_seq), schedule_(max_bs) {
+                                     int64_t tokens_per_seq, bool masked)
+    : model_(model), kv_(kv), q_(tokens_per_seq), masked_(masked), schedule_(max_bs) {
   AERIE_CHECK(model.stream().device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   AERIE_CHECK(!model.dp_attention(), "DP attention runs eagerly (padded to the bucket every rank agreed on): its graphs are not captured yet");
   AERIE_CHECK(max_context > 0, "max context must be positive");
@@ -21,10 +21,12 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   cap.max_tokens = cap.max_logit_rows = top_rows;
   cap.max_seqs = top;
   cap.max_kv_indices = kv.shape().num_slots() + top_rows;  // every real slot once, plus q per padded sequence
+  // A sequence's mask is q rows over its context: q entries per context slot.
+  if (masked_) cap.max_mask = q_ * cap.max_kv_indices;
   for (int64_t bs : schedule_.sizes()) {
     // The split count and tokens per attention block are fixed per bucket by its capture.
     const int tpb = model.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, q_));
-    dims_[bs] = model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = false,
+    dims_[bs] = model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = masked_,
                                    .num_splits = model.attention_splits(bs * q_ / tpb, max_context), .logits_all_rows = true,
                                    .attention_tokens_per_block = tpb};
     cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
@@ -37,7 +39,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
   // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
   for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
     const int64_t bs = *it, rows = bs * q_;
-    ws_->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, q_), stream);
+    ws_->upload(padding_only(bs), stream);
     auto forward_and_argmax = [&] {
       const TensorView logits = model.run(*ws_, kv, dims_.at(bs));
       argmax_->run(logits, greedy_tokens_.view().slice_rows(0, rows), stream);
@@ -56,8 +58,19 @@ int64_t DecodeGraphRunner::bucket_for(int64_t batch_size) const {
   return b ? *b : -1;
 }
 
+model::ForwardBatch DecodeGraphRunner::padding_only(int64_t bs) const {
+  model::ForwardBatch p = model::pad_to_bucket(model::ForwardBatch{}, bs, q_);
+  if (masked_) {  // padded sequences see their q copies of the dummy slot: a mask of ones
+    p.custom_mask.assign(static_cast<size_t>(bs * q_ * q_), uint8_t{1});
+    p.mask_indptr = {0};
+    for (int64_t i = 0; i < bs; ++i) p.mask_indptr.push_back(static_cast<int32_t>((i + 1) * q_ * q_));
+  }
+  return p;
+}
+
 bool DecodeGraphRunner::can_run(const model::ForwardBatch& b) const {
-  if (b.batch_size() < 1 || b.num_tokens() != b.batch_size() * q_ || !b.custom_mask.empty()) return false;
+  if (b.batch_size() < 1 || b.num_tokens() != b.batch_size() * q_ || b.custom_mask.empty() == masked_) return false;
+  if (masked_ && static_cast<int64_t>(b.custom_mask.size()) + schedule_.sizes().back() * q_ * q_ > ws_->capacity().max_mask) return false;
   if (!schedule_.bucket_for(b.batch_size())) return false;
   for (int64_t i = 0; i < b.batch_size(); ++i) {
     const auto s = static_cast<size_t>(i);

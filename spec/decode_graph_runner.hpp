@@ -1,12 +1,14 @@
 #pragma once
 // DecodeGraphRunner: CUDA graphs of the target forward for batches where every sequence
-// brings the same small number of new tokens q: a decode step (q = 1) or the verify of a
-// chain of q - 1 draft tokens (causal, no mask). One graph per batch-size bucket
+// brings the same small number of new tokens q: a decode step (q = 1), the verify of a
+// chain of q - 1 draft tokens (causal, no mask), or with `masked` the verify of a draft tree
+// of q nodes under its custom mask (the mask and its offsets are data the graph reads, so
+// any tree shape of q nodes replays). One graph per batch-size bucket
 // (spec/cuda_graph_buckets.hpp), captured once over one shared max-size workspace. A
 // batch is padded up to the smallest captured bucket: padded sequences read token 0 at
 // positions 0..q-1 and write the reserved dummy KV slot 0, with a context of q copies of
-// that slot; their logits are sliced away. Anything else (prefill, extend, custom masks,
-// batches above the largest bucket) runs eagerly through LlamaModel::forward.
+// that slot (masked: under a mask of ones); their logits are sliced away. Anything else
+// (prefill, extend, batches above the largest bucket) runs eagerly through LlamaModel::forward.
 //
 // Hidden states the model captures for a draft (LlamaModel::set_hidden_capture, set before
 // the runner is made) are written by the graph into the runner's workspace; a replay points
@@ -25,14 +27,16 @@ namespace aerie::spec {
 class DecodeGraphRunner {
  public:
   // max_context: the longest context a request may have (sizes the attention splits).
-  // tokens_per_seq: q, the new tokens of every sequence (1: decode).
-  DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context, int64_t tokens_per_seq = 1);
+  // tokens_per_seq: q, the new tokens of every sequence (1: decode). masked: batches carry a
+  // custom (tree) mask, and only such batches replay.
+  DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context, int64_t tokens_per_seq = 1,
+                    bool masked = false);
   ~DecodeGraphRunner();
   DecodeGraphRunner(const DecodeGraphRunner&) = delete;
   DecodeGraphRunner& operator=(const DecodeGraphRunner&) = delete;
 
-  // True when every sequence has q new tokens, there is no mask, every row wants logits in
-  // order, and the batch fits a bucket.
+  // True when every sequence has q new tokens, the batch has a mask exactly when the runner is
+  // masked, every row wants logits in order, and the batch fits a bucket.
   bool can_run(const model::ForwardBatch& batch) const;
   // Replays the bucket's graph; returns the logits of the real rows [tokens, vocab].
   TensorView replay(const model::ForwardBatch& batch);
@@ -45,11 +49,15 @@ class DecodeGraphRunner {
   int64_t bucket_for(int64_t batch_size) const;
   const std::vector<int64_t>& buckets() const { return schedule_.sizes(); }
   int64_t tokens_per_seq() const { return q_; }
+  bool masked() const { return masked_; }
 
  private:
+  // A batch of `bs` padded sequences only (what the capture runs).
+  model::ForwardBatch padding_only(int64_t bs) const;
   model::LlamaModel& model_;
   model::KvCache& kv_;
   const int64_t q_;
+  const bool masked_;
   BucketSchedule schedule_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
   // The in-graph argmax, its output, and a pinned landing area for the tokens.

@@ -41,9 +41,11 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, Dr
     target_.set_hidden_capture(capture);
   }
   // After the capture is set: the graphs write the hidden states the draft reads.
-  if (graphs.max_bs > 0 && graphs.tokens_per_request > 1 && info_.topk == 1 && target.stream().device() == Device::kCuda)
+  AERIE_CHECK(graphs.max_bs == 0 || graphs.tree == (info_.topk > 1),
+              "verify graphs for " << (graphs.tree ? "trees" : "chains") << " with a draft of topk " << info_.topk);
+  if (graphs.max_bs > 0 && graphs.tokens_per_request > 1 && target.stream().device() == Device::kCuda)
     verify_graphs_ = std::make_unique<spec::DecodeGraphRunner>(target, kv, std::min(graphs.max_bs, max_batch), graphs.max_context,
-                                                               graphs.tokens_per_request);
+                                                               graphs.tokens_per_request, graphs.tree);
 }
 
 TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {

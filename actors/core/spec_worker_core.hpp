@@ -20,13 +20,14 @@
 
 namespace aerie::core {
 
-// CUDA graphs for chain verifies (every request verifies draft_tokens_per_request tokens:
-// speculative_num_steps + 1), captured for batches of up to max_bs requests; 0 (or a CPU
-// target, or tree drafting) runs every verify eagerly.
+// CUDA graphs for verifies: every request verifies tokens_per_request tokens (a chain:
+// speculative_num_steps + 1; a tree: speculative_num_draft_tokens nodes under its mask),
+// captured for batches of up to max_bs requests; 0 (or a CPU target) runs every verify eagerly.
 struct VerifyGraphOptions {
   int64_t max_bs = 0;
   int64_t tokens_per_request = 0;
   int64_t max_context = 0;  // the longest context a request may have
+  bool tree = false;        // tree drafting: the graphs take the verify's tree mask
 };
 
 // Wall time a verify round spends in each stage on the worker's thread, summed over rounds

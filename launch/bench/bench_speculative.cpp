@@ -72,7 +72,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
   const int64_t N = K > 1 ? (o.draft_tokens > 0 ? o.draft_tokens : S * K + 1) : S + 1;
   AERIE_CHECK(N >= 2 && N <= 1 + K + (S - 1) * K * K, "--speculative-num-draft-tokens " << N << " does not fit steps " << S << " and topk " << K);
   const int64_t per_request = o.input_len + max_new + spec::verify_reserve(S, K, N);
-  const bool verify_graphs = o.verify_graphs && K == 1 && device == Device::kCuda;
+  const bool verify_graphs = o.verify_graphs && device == Device::kCuda;
   const int64_t eagle3_vocab = o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size;
   if (o.gemv_max_rows >= 0) kernels::set_gemv_max_rows(o.gemv_max_rows);
   caf::actor_system_config actor_cfg;
@@ -145,8 +145,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       }
       auto spec_core = std::make_unique<core::SpecWorkerCore>(
           target, kv, *port, B,
-          core::VerifyGraphOptions{.max_bs = verify_graphs ? B : 0, .tokens_per_request = S + 1,
-                                   .max_context = per_request});
+          core::VerifyGraphOptions{.max_bs = verify_graphs ? B : 0, .tokens_per_request = N, .max_context = per_request, .tree = K > 1});
       core::SpecWorkerCore& spec = *spec_core;
       worker.enable_speculation(std::move(spec_core));
       auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1, o.temperature);

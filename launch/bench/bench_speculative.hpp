@@ -31,7 +31,7 @@ struct SpecBenchOptions {
   // 32000 tokens; 0: the target's whole vocabulary).
   int64_t draft_vocab = 32000;
   bool draft_actor = true;   // the round goes through the DraftWorker actor, as served
-  bool verify_graphs = true; // CUDA chains: verifies replay captured graphs, as served
+  bool verify_graphs = true; // CUDA: verifies (chains and trees) replay captured graphs, as served
   // Chain drafts: "runner" (the device-side chain, spec/draft_chain_runner.hpp, as served; a
   // graph per bucket on CUDA), "steps" (a forward and a host round trip per draft token), or
   // "both" (each, same run).

@@ -5,6 +5,9 @@
 #include <random>
 
 #include "actors/core/generation_engine.hpp"
+#include "actors/core/verify_batch.hpp"
+#include "spec/decode_graph_runner.hpp"
+#include "spec/draft_tree.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
 #include "tests/test_util.hpp"
@@ -174,6 +177,64 @@ TEST_F(CudaModel, ChainVerifyGraphEqualsEagerWithCapturedHiddenStates) {
   decode.kv_indptr = {0, 1};
   decode.logit_rows = {0};
   EXPECT_FALSE(runner.can_run(decode));
+  g.model->set_hidden_capture({});
+}
+
+TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
+  // Graphs of 6-node draft trees (masked verifies): each sequence a different tree shape,
+  // nodes at root + depth, for full and padded buckets; logits, in-graph argmax and the
+  // captured hidden states equal the eager forward's. An unmasked batch is not this runner's.
+  GpuModel g(DType::kF32, 16 * 64 + 64);
+  g.model->set_hidden_capture({.final_normed = true, .aux_layers = {0}});
+  constexpr int64_t q = 6;
+  spec::DecodeGraphRunner runner(*g.model, *g.kv, 16, 4096, q, /*masked=*/true);
+  EXPECT_TRUE(runner.masked());
+  std::mt19937 rng(8);
+  for (int64_t l = 0; l < g.config.num_layers; ++l) {
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->k(l), .seed = 500 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+    ASSERT_TRUE(kernels::fill_normal({.x = g.kv->v(l), .seed = 600 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+  }
+  for (int64_t bs : {1, 5, 8, 13, 16}) {
+    std::vector<spec::DraftTree> trees;
+    std::vector<std::vector<int32_t>> slots;
+    std::vector<core::VerifySequence> seqs;
+    int32_t next_slot = 4;
+    for (int64_t i = 0; i < bs; ++i) {
+      spec::DraftTree t;
+      t.tokens.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
+      t.parents.push_back(-1);
+      for (int64_t n = 1; n < q; ++n) {
+        t.tokens.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
+        t.parents.push_back(static_cast<int32_t>(rng() % n));  // any earlier node: shapes differ per sequence
+      }
+      trees.push_back(t);
+      const int32_t root = static_cast<int32_t>(rng() % 40);
+      std::vector<int32_t> s;
+      for (int32_t p = 0; p < root + q; ++p) s.push_back(next_slot + p);
+      slots.push_back(s);
+      next_slot += 64;
+    }
+    for (int64_t i = 0; i < bs; ++i)
+      seqs.push_back({.tree = &trees[static_cast<size_t>(i)], .root_position = static_cast<int32_t>(slots[static_cast<size_t>(i)].size() - q),
+                      .slots = &slots[static_cast<size_t>(i)]});
+    const model::ForwardBatch batch = core::verify_forward_batch(seqs, /*tree_mask=*/true);
+    ASSERT_TRUE(runner.can_run(batch)) << bs;
+    const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
+    const auto eager_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    const auto graph = host_copy(runner.replay(batch), g.stream.get());
+    const auto graph_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    ASSERT_EQ(graph.size(), eager.size()) << bs;
+    EXPECT_LT(rel_error(graph, eager), 1e-5) << "batch " << bs << " bucket " << runner.bucket_for(bs);
+    EXPECT_LT(rel_error(graph_hidden, eager_hidden), 1e-5) << "batch " << bs;
+    const auto argmax = runner.last_greedy_tokens();
+    const auto expected = row_argmax(eager, g.config.vocab_size);
+    ASSERT_EQ(argmax.size(), expected.size());
+    for (size_t r = 0; r < argmax.size(); ++r) EXPECT_EQ(argmax[r], expected[r]) << "batch " << bs << " row " << r;
+    model::ForwardBatch unmasked = batch;
+    unmasked.custom_mask.clear();
+    unmasked.mask_indptr.clear();
+    EXPECT_FALSE(runner.can_run(unmasked));
+  }
   g.model->set_hidden_capture({});
 }
 
