@@ -180,6 +180,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
+    ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
+    ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
     args = ap.parse_args()
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -195,10 +197,30 @@ def main():
         train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
-    data = []
-    for s, temp in enumerate(args.temperatures, start=1):
-        data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, args.seed + s)
-    print(f"data: {len(data)} conversations, {sum(len(a) for _, a in data)} answer tokens ({time.time() - t0:.0f} s)", flush=True)
+    # The answers take minutes to generate; --data-cache keeps them, so a later run (a second
+    # device call on a warm machine) trains without generating them again.
+    settings = {"seed": args.seed, "temperatures": args.temperatures, "max_new": args.max_new, "prompts": train_prompts}
+    cached = None
+    if args.data_cache and os.path.exists(args.data_cache):
+        with open(args.data_cache) as f:
+            saved = json.load(f)
+        if saved.get("settings") == settings:
+            cached = [(p, a) for p, a in saved["data"]]
+        else:
+            print(f"{args.data_cache} was made with other settings: generating again", flush=True)
+    if cached is not None:
+        data = cached
+    else:
+        data = []
+        for s, temp in enumerate(args.temperatures, start=1):
+            data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, args.seed + s)
+        if args.data_cache:
+            with open(args.data_cache, "w") as f:
+                json.dump({"settings": settings, "data": data}, f)
+    print(f"data: {len(data)} conversations, {sum(len(a) for _, a in data)} answer tokens "
+          f"({'from ' + args.data_cache if cached is not None else 'generated'}, {time.time() - t0:.0f} s)", flush=True)
+    if args.data_only:
+        return
 
     # Target features per batch, on the fly: aux states and the target's greedy next tokens.
     def features(batch):
