@@ -182,8 +182,9 @@ TEST_F(CudaModel, ChainVerifyGraphEqualsEagerWithCapturedHiddenStates) {
 
 TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
   // Graphs of 6-node draft trees (masked verifies): each sequence a different tree shape,
-  // nodes at root + depth, for full and padded buckets; logits, in-graph argmax and the
-  // captured hidden states equal the eager forward's. An unmasked batch is not this runner's.
+  // nodes at root + depth, for full and padded buckets (the dummy slot full of garbage);
+  // logits, in-graph argmax and the captured hidden states equal the eager forward's. An
+  // unmasked batch is not this runner's.
   GpuModel g(DType::kF32, 16 * 64 + 64);
   g.model->set_hidden_capture({.final_normed = true, .aux_layers = {0}});
   constexpr int64_t q = 6;
@@ -221,6 +222,12 @@ TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
     ASSERT_TRUE(runner.can_run(batch)) << bs;
     const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
     const auto eager_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    // Garbage in the dummy slot 0, which only padded sequences read and write: a padded row
+    // leaking into a real one would show.
+    for (int64_t l = 0; l < g.config.num_layers; ++l)
+      for (const TensorView* t : {&g.kv->k(l), &g.kv->v(l)})
+        ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 9 + static_cast<uint64_t>(bs), .mean = 0.0f, .std = 1e4f},
+                                         g.stream.get()).is_ok());
     const auto graph = host_copy(runner.replay(batch), g.stream.get());
     const auto graph_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
     ASSERT_EQ(graph.size(), eager.size()) << bs;
