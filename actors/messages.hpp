@@ -35,7 +35,7 @@ namespace aerie::core {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftExtendSeq& x) {
-  return f(caf::meta::type_name("DraftExtendSeq"), x.rid, x.tokens, x.first_position, x.slots, x.context, x.hidden_rows, x.keep);
+  return f(caf::meta::type_name("DraftExtendSeq"), x.rid, x.tokens, x.first_position, x.slots, x.context, x.hidden_rows, x.keep, x.spare_slots);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftProposeSeq& x) {

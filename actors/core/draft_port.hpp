@@ -34,6 +34,9 @@ struct DraftExtendSeq {
   std::vector<int32_t> context;      // slots of positions [0, first_position + tokens.size())
   std::vector<int32_t> hidden_rows;  // EAGLE: each token's row in the target's hidden states
   bool keep = false;                 // the last token's proposal becomes the request's state
+  // After a chain verify: slots of the positions after the tokens that the verify reserved,
+  // so the extend may run at its fixed width of steps + 1 (spec/draft_extend_runner.hpp).
+  std::vector<int32_t> spare_slots;
 };
 
 // One request of a draft proposal.

@@ -39,7 +39,8 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
                                                                      << standalone_->config().vocab_size);
   if (head_ && algorithm == SpecAlgorithm::kEagle3)
     for (auto l : head_->config().aux_layers) info_.aux_layers.push_back(static_cast<int64_t>(l));
-  if (eagle()) hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_, hidden_size_});
+  // One row more than requests: the extend runner's padded requests write it.
+  if (eagle()) hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_ + 1, hidden_size_});
   for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
 }
 
@@ -111,6 +112,7 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
 
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (seqs.empty()) return;
+  if (extend_at_fixed_width(seqs, target_hidden)) return;
   model::ForwardBatch b;
   std::vector<const ExtendSeq*> kept;
   for (const auto& s : seqs) {
@@ -175,6 +177,34 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
   synchronize(stream_);
 }
 
+bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  if (!extend_runner_) return false;
+  std::vector<spec::ExtendSeq> fixed;
+  for (const auto& s : seqs) {
+    if (!s.keep || s.tokens.empty() || s.tokens.size() + s.spare_slots.size() != static_cast<size_t>(extend_runner_->width()) ||
+        s.slots.size() != s.tokens.size() || s.context.size() != static_cast<size_t>(s.first_position) + s.tokens.size())
+      return false;
+    if (eagle() && s.hidden_rows.size() != s.tokens.size()) return false;
+    spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
+                      .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
+                      .state_row = -1};
+    f.slots.insert(f.slots.end(), s.spare_slots.begin(), s.spare_slots.end());
+    fixed.push_back(std::move(f));
+  }
+  // Rows are taken only once the batch is known to fit, so a refusal leaves no state behind.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto it = state_.find(seqs[i].rid);
+    fixed[i].state_row = static_cast<int32_t>(it != state_.end() && it->second.hidden_row >= 0 ? it->second.hidden_row : 0);
+  }
+  if (!extend_runner_->can_run(fixed)) return false;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
+    state_[seqs[i].rid].on_device = true;
+  }
+  extend_runner_->run(fixed, eagle() ? target_hidden : TensorView());
+  return true;
+}
+
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
   if (info_.topk > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
   const auto drafts = propose_chain(seqs, steps);
@@ -187,12 +217,12 @@ void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
   for (uint64_t r : rids) forget(r);
 }
 
-void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs) {
+void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {
   AERIE_CHECK(state_.empty(), "the chain runner is enabled before any request reaches the draft");
   chain_.reset();
   if (info_.topk > 1 || steps < 2) return;
   const Device dev = stream_.device();
-  next_pool_ = Buffer(dev, DType::kI32, {max_requests_});
+  next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
   next_pool_.zero();
   if (head_) {
     std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
@@ -213,6 +243,14 @@ void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t
   chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(),
                                                     next_pool_.view(), to_target_.data() ? to_target_.view() : TensorView(), kv_, target_,
                                                     steps, std::min(max_bs, max_requests_), max_context, graphs);
+  // The extend after a chain verify at its fixed width (not under DP attention, whose
+  // forwards go through the step's padding plan).
+  extend_runner_.reset();
+  if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
+    extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
+        head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(),
+        to_target_.data() ? to_target_.view() : TensorView(), kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0,
+        std::min(max_bs, max_requests_), max_context, graphs);
 }
 
 void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {

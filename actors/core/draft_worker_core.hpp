@@ -11,6 +11,7 @@
 // Token ids in and out are target ids (an EAGLE3 head's reduced vocabulary is mapped).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "model/sampler.hpp"
 #include "actors/core/draft_port.hpp"
 #include "spec/draft_chain_runner.hpp"
+#include "spec/draft_extend_runner.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::core {
@@ -54,8 +56,12 @@ class DraftWorkerCore : public DraftPort {
   // Chain proposals (topk 1) of `steps` tokens run as one device-side sequence from now on
   // (spec/draft_chain_runner.hpp): captured as a CUDA graph per batch-size bucket up to
   // max_bs with graphs, else eagerly; proposals it cannot take draft step by step.
-  void enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs);
+  // fixed_width_extend (default: with graphs): a chain verify's extend runs at width steps + 1
+  // (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only costs the
+  // padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
+  void enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});
   const spec::DraftChainRunner* chain_runner() const { return chain_.get(); }
+  const spec::DraftExtendRunner* extend_runner() const { return extend_runner_.get(); }
 
   const model::EagleHead* head() const { return head_.get(); }
   bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
@@ -87,6 +93,9 @@ class DraftWorkerCore : public DraftPort {
   void keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept);
   // The host copies of these requests' next tokens, for drafting step by step.
   void fetch_next_tokens(const std::vector<ProposeSeq>& seqs);
+  // A chain verify's extend through the extend runner (fixed width, a graph per bucket on
+  // CUDA); false when it does not fit (a prompt chunk's extend, no spare slots, ...).
+  bool extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
 
   DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;
@@ -105,6 +114,7 @@ class DraftWorkerCore : public DraftPort {
   Buffer gather_ids_;              // [rows] i32 row ids for gather()
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
   std::unique_ptr<spec::DraftChainRunner> chain_;
+  std::unique_ptr<spec::DraftExtendRunner> extend_runner_;  // with chain_: verify extends at width steps + 1
   // Device-resident chain state (with the chain runner): each request's next token at its row,
   // the draft -> target id map, and the extend's scratch.
   Buffer next_pool_;    // [max_requests] i32

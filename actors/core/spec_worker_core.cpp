@@ -207,6 +207,8 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     }
     e.slots = range_of(full[s], e.first_position, e.first_position + a + 1);
     e.context = range_of(full[s], 0, e.first_position + a + 1);
+    if (K == 1 && e.first_position + S + 1 <= static_cast<int64_t>(full[s].size()))  // a chain's extend may run at width S + 1
+      e.spare_slots = range_of(full[s], e.first_position + a + 1, e.first_position + S + 1);
     r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
     r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }

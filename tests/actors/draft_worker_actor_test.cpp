@@ -352,3 +352,80 @@ TEST(DraftChainRunner, ProposesWhatStepByStepDraftingProposes) {
     for (const auto& d : got) EXPECT_EQ(d.size(), 4u) << c.name;
   }
 }
+
+// A chain verify's draft extend at its fixed width (spec/draft_extend_runner.hpp: committed
+// tokens, then padding tokens at the reserved positions after them) leaves the state the
+// variable-width extend leaves: after a prompt extend and a verify extend of 1, 2 or 4
+// committed tokens per request, both cores propose the same chains. EAGLE3 (reduced
+// vocabulary), EAGLE and STANDALONE; the padding writes slots the other core never touches.
+TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(10);
+  constexpr int64_t kSteps = 3;  // chain width: 4 tokens per extend
+  for (auto alg : {core::SpecAlgorithm::kEagle3, core::SpecAlgorithm::kEagle, core::SpecAlgorithm::kStandalone}) {
+    const bool eagle = alg != core::SpecAlgorithm::kStandalone;
+    auto hc = model::EagleHeadConfig::for_target(alg == core::SpecAlgorithm::kEagle ? model::EagleKind::kEagle1 : model::EagleKind::kEagle3, tiny(),
+                                                 alg == core::SpecAlgorithm::kEagle3 ? 200 : 0);
+    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
+    model::KvCache kv_a(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_b(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
+    auto make_core = [&](model::KvCache& kv, bool fixed) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle) head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 12, Device::kCpu, DType::kF32), *target);
+      else standalone = tiny_model(6);
+      auto c = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
+      c->enable_chain_runner(kSteps, 8, 512, /*graphs=*/false, /*fixed_width_extend=*/fixed);
+      return c;
+    };
+    auto variable = make_core(kv_a, false);
+    auto fixed = make_core(kv_b, true);
+    ASSERT_EQ(variable->extend_runner(), nullptr);
+    ASSERT_NE(fixed->extend_runner(), nullptr);
+    const int64_t width = eagle ? hc.input_width() : 0;
+    const std::vector<int32_t> committed_counts = {1, 2, 4};
+    std::vector<core::DraftExtendSeq> prompts, verifies;
+    std::vector<core::DraftProposeSeq> ps;
+    Buffer hidden;
+    if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const auto off = static_cast<int32_t>(100 * rid);  // each request in its own slot range
+      const int32_t n = static_cast<int32_t>(5 + 2 * rid);
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+      auto p = prompt_extend(rid, prompt);
+      for (auto& s : p.slots) s += off;
+      for (auto& s : p.context) s += off;
+      if (eagle)
+        for (int32_t i = 0; i < n; ++i) p.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      prompts.push_back(p);
+      // The verify: a + 1 committed tokens at positions n .. n + a (EAGLE pairs them with
+      // the target's hidden rows; STANDALONE runs them one position later), the reservation
+      // covering positions up to first + steps.
+      const int32_t a1 = committed_counts[rid - 1];
+      const int32_t first = eagle ? n : n + 1;
+      core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      for (int32_t j = 0; j < a1; ++j) {
+        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+        if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      }
+      auto all = slots(0, first + static_cast<int32_t>(kSteps) + 1);
+      for (auto& s : all) s += off;
+      v.slots.assign(all.begin() + first, all.begin() + first + a1);
+      v.context.assign(all.begin(), all.begin() + first + a1);
+      v.spare_slots.assign(all.begin() + first + a1, all.end());
+      verifies.push_back(v);
+      // The next proposal from the last committed token on.
+      auto context = slots(0, first + a1 + static_cast<int32_t>(kSteps));
+      for (auto& s : context) s += off;
+      ps.push_back({.rid = rid, .first_position = eagle ? first + a1 - 1 : first + a1, .context = context, .root_token = v.tokens.back()});
+    }
+    for (auto* c : {variable.get(), fixed.get()}) {
+      c->extend(prompts, eagle ? hidden.view() : TensorView());
+      c->extend(verifies, eagle ? hidden.view() : TensorView());
+    }
+    const auto want = variable->propose_chain(ps, kSteps);
+    const auto got = fixed->propose_chain(ps, kSteps);
+    EXPECT_EQ(got, want) << static_cast<int>(alg);
+  }
+}

@@ -280,3 +280,92 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
     }
   }
 }
+
+// A chain verify's draft extend as a CUDA graph per bucket (spec/draft_extend_runner.hpp,
+// fixed width steps + 1, padded up to the bucket) leaves the state the eager variable-width
+// extend leaves: rounds of verify extends of 1-4 committed tokens over batches of 1-16
+// requests (most padded), each followed by a proposal that must equal the eager core's; the
+// dummy slot 0 holds garbage before every extend, so a padded request leaking into a real
+// one would show. EAGLE3 (reduced vocabulary) and STANDALONE.
+TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cfg = model::LlamaConfig::named_shape("tiny");
+  OwnedStream stream(Device::kCuda);
+  model::LlamaModel target(cfg, model::random_llama_weights(cfg, 5, Device::kCuda, DType::kF32, 0.1f), stream.get(), DType::kF32);
+  std::mt19937 rng(18);
+  constexpr int64_t kSteps = 3;
+  for (const bool eagle : {true, false}) {
+    const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, cfg, 200);
+    const model::LlamaConfig layer = eagle ? hc.layer : cfg;
+    const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
+    model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
+    auto make_core = [&](model::KvCache& kv) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle)
+        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCuda, DType::kF32), target);
+      else
+        standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f),
+                                                         stream.get(), DType::kF32);
+      return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
+                                                     std::move(standalone), kv, target, 16, 1);
+    };
+    auto eager = make_core(kv_a);
+    auto graphed = make_core(kv_b);
+    eager->enable_chain_runner(kSteps, 16, shape.usable_tokens(), /*graphs=*/false, /*fixed_width_extend=*/false);
+    graphed->enable_chain_runner(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
+    ASSERT_TRUE(graphed->extend_runner() && graphed->extend_runner()->graphs());
+    ASSERT_EQ(eager->extend_runner(), nullptr);
+    Buffer hidden;
+    if (eagle) {  // stand-in target hidden states, on the GPU
+      const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {64, hc.input_width()});
+      hidden = Buffer(Device::kCuda, DType::kF32, {64, hc.input_width()});
+      hidden.copy_from_host(host.data(), host.nbytes());
+    }
+    const TensorView hv = eagle ? hidden.view() : TensorView();
+    std::vector<int32_t> next(17);  // each request's first position of its next verify extend
+    std::vector<core::DraftExtendSeq> prompts;
+    for (uint64_t rid = 1; rid <= 16; ++rid) {
+      const int32_t n = 2 + static_cast<int32_t>(rng() % 40), base = static_cast<int32_t>(128 * rid);
+      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      for (int32_t p = 0; p < n; ++p) {
+        seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+        seq.slots.push_back(base + p);
+        if (eagle) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      }
+      seq.context = seq.slots;
+      prompts.push_back(seq);
+      next[rid] = eagle ? n : n + 1;
+    }
+    eager->extend(prompts, hv);
+    graphed->extend(prompts, hv);
+    for (int64_t bs : {1, 3, 5, 11, 16, 7}) {
+      std::vector<core::DraftExtendSeq> verifies;
+      std::vector<core::DraftProposeSeq> ps;
+      for (uint64_t rid = 1; rid <= static_cast<uint64_t>(bs); ++rid) {
+        const int32_t base = static_cast<int32_t>(128 * rid), first = next[rid], a1 = 1 + static_cast<int32_t>(rng() % (kSteps + 1));
+        core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+        for (int32_t j = 0; j < a1; ++j) {
+          v.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+          v.slots.push_back(base + first + j);
+          if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        }
+        for (int32_t p = 0; p < first + a1; ++p) v.context.push_back(base + p);
+        for (int32_t p = first + a1; p <= first + static_cast<int32_t>(kSteps); ++p) v.spare_slots.push_back(base + p);
+        verifies.push_back(v);
+        next[rid] = first + a1;
+        std::vector<int32_t> context;
+        for (int32_t p = 0; p < first + a1 + static_cast<int32_t>(kSteps); ++p) context.push_back(base + p);
+        ps.push_back({.rid = rid, .first_position = eagle ? first + a1 - 1 : first + a1, .context = context, .root_token = v.tokens.back()});
+      }
+      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
+        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
+          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 70 + static_cast<uint64_t>(bs), .mean = 0.0f, .std = 1e4f},
+                                           stream.get()).is_ok());
+      eager->extend(verifies, hv);
+      graphed->extend(verifies, hv);
+      EXPECT_EQ(graphed->propose_chain(ps, kSteps), eager->propose_chain(ps, kSteps))
+          << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " bucket " << graphed->extend_runner()->bucket_for(bs);
+    }
+  }
+}

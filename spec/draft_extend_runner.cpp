@@ -1,0 +1,197 @@
+#include "spec/draft_extend_runner.hpp"
+
+#include <algorithm>
+
+#include "kernels/device_runtime.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/error.hpp"
+#include "spec/draft_chain_runner.hpp"
+#include "spec/graph_capture.hpp"
+
+namespace aerie::spec {
+
+namespace {
+
+// The extend's forward batch: every request `width` tokens (its committed ones, then padding
+// tokens 0 at the next positions) over its prefix and those positions, logits at its last
+// committed token; then padded requests up to `bs` on the dummy slot 0, logits at their last.
+model::ForwardBatch fixed_width_batch(const std::vector<ExtendSeq>& seqs, int64_t width, int64_t bs) {
+  model::ForwardBatch b;
+  b.qo_indptr = {0};
+  b.kv_indptr = {0};
+  const auto W = static_cast<int32_t>(width);
+  for (const auto& s : seqs) {
+    const int32_t base = static_cast<int32_t>(b.input_ids.size());
+    for (int32_t j = 0; j < W; ++j) {
+      b.input_ids.push_back(j < static_cast<int32_t>(s.tokens.size()) ? s.tokens[static_cast<size_t>(j)] : 0);
+      b.positions.push_back(s.first_position + j);
+      b.out_cache_loc.push_back(s.slots[static_cast<size_t>(j)]);
+    }
+    b.kv_indices.insert(b.kv_indices.end(), s.context.begin(), s.context.end());
+    b.kv_indices.insert(b.kv_indices.end(), s.slots.begin(), s.slots.end());
+    b.qo_indptr.push_back(base + W);
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    b.logit_rows.push_back(base + static_cast<int32_t>(s.tokens.size()) - 1);
+  }
+  for (int64_t i = static_cast<int64_t>(seqs.size()); i < bs; ++i) {
+    const int32_t base = static_cast<int32_t>(b.input_ids.size());
+    for (int32_t j = 0; j < W; ++j) {
+      b.input_ids.push_back(0);
+      b.positions.push_back(j);
+      b.out_cache_loc.push_back(0);
+      b.kv_indices.push_back(0);
+    }
+    b.qo_indptr.push_back(base + W);
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    b.logit_rows.push_back(base + W - 1);
+  }
+  return b;
+}
+
+}  // namespace
+
+DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool,
+                                     const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
+                                     int64_t width, int64_t hidden_width, int64_t max_bs, int64_t max_context, bool graphs)
+    : head_(head),
+      standalone_(standalone),
+      state_pool_(state_pool),
+      next_pool_(next_pool),
+      to_target_(to_target),
+      kv_(kv),
+      target_(target),
+      stream_(target.stream()),
+      act_(target.act_dtype()),
+      width_(width),
+      hidden_width_(hidden_width),
+      max_bs_(max_bs),
+      max_context_(max_context),
+      schedule_(max_bs) {
+  AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "an extend runner drafts with a head or a standalone model");
+  AERIE_CHECK(!head_ || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
+  AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "an extend runner writes the requests' next tokens to a pool");
+  AERIE_CHECK(width_ >= 1 && max_bs_ >= 1 && max_context_ >= width_, "an extend runner needs a width, a batch and a context");
+  AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
+  const Device dev = stream_.device();
+  const int64_t top = graphs ? schedule_.sizes().back() : max_bs_;
+  model::ForwardCapacity cap;
+  cap.max_tokens = top * width_;
+  cap.max_seqs = cap.max_logit_rows = top;
+  cap.max_kv_indices = kv.shape().num_slots() + top * width_;  // every real slot once, plus width per padded sequence
+  for (int64_t bs : graphs ? schedule_.sizes() : std::vector<int64_t>{}) {
+    dims_[bs] = dims_for(bs);
+    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
+  }
+  cap.max_splits = std::max(cap.max_splits, dims_for(top).num_splits);
+  ws_ = head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap);
+  argmax_ = std::make_unique<DeviceArgmax>(dev, top);
+  ids_ = Buffer(dev, DType::kI32, {top});
+  tokens_ = Buffer(dev, DType::kI32, {top, 1});
+  rows_ = Buffer(dev, DType::kI32, {top});
+  rows_.zero();
+  if (head_) {
+    in_hidden_ = Buffer(dev, act_, {top * width_, hidden_width_});
+    in_hidden_.zero();
+    picked_ = Buffer(dev, act_, {top, target.config().hidden_size});
+    hidden_rows_ = Buffer(dev, DType::kI32, {top * width_});
+  }
+  if (!graphs) return;
+  const std::vector<ExtendSeq> none;
+  for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {  // largest first
+    const int64_t bs = *it;
+    ws_->upload(fixed_width_batch(none, width_, bs), stream_);
+    graphs_[bs] = capture_graph(stream_, [&] { enqueue(bs); });
+  }
+  synchronize(stream_);
+}
+
+DraftExtendRunner::~DraftExtendRunner() {
+  for (auto& [bs, g] : graphs_) cuda_runtime::destroy_graph(g);
+}
+
+model::ForwardDims DraftExtendRunner::dims_for(int64_t bs) const {
+  const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
+  const std::vector<ExtendSeq> none;
+  const int tpb = geometry.attention_tokens_per_block(fixed_width_batch(none, width_, bs));
+  return {.tokens = bs * width_, .seqs = bs, .logit_rows = bs, .custom_mask = false,
+          .num_splits = geometry.attention_splits(bs * width_ / tpb, max_context_), .logits_all_rows = false,
+          .attention_tokens_per_block = tpb};
+}
+
+int64_t DraftExtendRunner::bucket_for(int64_t batch_size) const {
+  if (graphs_.empty()) return -1;
+  const auto b = schedule_.bucket_for(batch_size);
+  return b ? *b : -1;
+}
+
+bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
+  const auto n = static_cast<int64_t>(seqs.size());
+  const int64_t top = graphs_.empty() ? max_bs_ : schedule_.sizes().back();
+  if (n < 1 || n > top) return false;
+  int64_t indices = 0;
+  for (const auto& s : seqs) {
+    const auto committed = static_cast<int64_t>(s.tokens.size());
+    if (committed < 1 || committed > width_ || static_cast<int64_t>(s.slots.size()) != width_) return false;
+    if (static_cast<int64_t>(s.context.size()) != s.first_position || s.first_position + width_ > max_context_) return false;
+    if (head_ && static_cast<int64_t>(s.hidden_rows.size()) != committed) return false;
+    if (s.state_row < 0 || s.state_row >= next_pool_.dim(0) - 1) return false;
+    indices += s.first_position + width_;
+  }
+  return indices + top * width_ <= ws_->capacity().max_kv_indices;
+}
+
+void DraftExtendRunner::enqueue(int64_t bs) {
+  const Device dev = stream_.device();
+  const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
+  TensorView logits;
+  if (head_) {
+    logits = head_->run(*ws_, TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev), kv_, dims);
+  } else {
+    logits = standalone_->run(*ws_, kv_, dims);
+  }
+  const TensorView ids(ids_.data(), DType::kI32, {bs}, dev), tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
+  const TensorView rows = rows_.view().slice_rows(0, bs);
+  argmax_->run(logits, ids, stream_);
+  draft_ids_to_target(ids, to_target_, tokens, stream_);
+  AERIE_CHECK_STATUS(kernels::scatter_rows(
+      {.src = tokens, .rows = rows, .out = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev)}, stream_));
+  if (head_) {  // the head's output at each request's last committed token, to its state row
+    const TensorView picked(picked_.data(), act_, {bs, target_.config().hidden_size}, dev);
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = ws_->logit_rows(bs), .table = head_->out_hidden(), .out = picked}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = picked, .rows = rows, .out = state_pool_}, stream_));
+  }
+}
+
+void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
+  const auto n = static_cast<int64_t>(seqs.size());
+  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
+  // Padded requests write the pools' last row, which no request owns.
+  std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(next_pool_.dim(0) - 1));
+  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].state_row;
+  upload_ints(rows_, rows, stream_);  // from pageable memory: read before it returns
+  if (head_) {
+    AERIE_CHECK(target_hidden.defined() && target_hidden.dim(1) == hidden_width_,
+                "the EAGLE extend runner reads target hidden states of width " << hidden_width_);
+    // Each token's target hidden row; padding tokens repeat their request's last one, padded
+    // requests read row 0. Gathered eagerly into the graph's input.
+    std::vector<int32_t> hidden(static_cast<size_t>(bs * width_), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& h = seqs[static_cast<size_t>(i)].hidden_rows;
+      for (int64_t j = 0; j < width_; ++j)
+        hidden[static_cast<size_t>(i * width_ + j)] = h[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(h.size()) - 1))];
+    }
+    for (int32_t r : hidden) AERIE_CHECK(r >= 0 && r < target_hidden.dim(0), "target hidden row " << r << " is outside " << target_hidden.describe());
+    const TensorView ids = upload_ints(hidden_rows_, hidden, stream_);
+    AERIE_CHECK_STATUS(kernels::embedding(
+        {.ids = ids, .table = target_hidden, .out = TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, stream_.device())}, stream_));
+  }
+  if (graphs_.empty()) {
+    enqueue(bs);
+  } else {
+    cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
+  }
+}
+
+}  // namespace aerie::spec

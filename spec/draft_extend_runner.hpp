@@ -1,0 +1,87 @@
+#pragma once
+// DraftExtendRunner: the draft extend after a chain verify (sglang's draft extend at a fixed
+// width) as one device-side sequence, on CUDA one graph per batch-size bucket. Every request
+// brings exactly `width` tokens (steps + 1): its committed ones, then padding tokens at the
+// positions after them, which write the draft's K/V into slots the verify reserved and the
+// Scheduler gives back (nothing reads them before their next owner writes them). Attention is
+// causal, so padding after a request's last committed token cannot reach it. The request's
+// state, the argmax of the head at its last committed token (mapped to a target id) and, for
+// an EAGLE head, the head's output there, goes to its rows of the state pools, as
+// DraftWorkerCore's eager extend leaves it for the chain runner. Padded requests (up to the
+// bucket) read token 0 at slot 0 and write the pools' last row, which no request owns.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernels/buffer.hpp"
+#include "kernels/staging.hpp"
+#include "model/eagle_head.hpp"
+#include "model/forward_workspace.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llama_model.hpp"
+#include "spec/cuda_graph_buckets.hpp"
+#include "spec/device_argmax.hpp"
+
+namespace aerie::spec {
+
+// One request of a fixed-width extend.
+struct ExtendSeq {
+  std::vector<int32_t> tokens;       // the committed tokens (1..width)
+  int32_t first_position = 0;        // the first token's position
+  std::vector<int32_t> slots;        // slots of positions [first_position, first_position + width)
+  std::vector<int32_t> context;      // slots of positions [0, first_position): the prefix
+  std::vector<int32_t> hidden_rows;  // EAGLE: each committed token's row in the target's hidden states
+  int32_t state_row = 0;             // the request's row of the state pools
+};
+
+class DraftExtendRunner {
+ public:
+  // Exactly one of head / standalone. state_pool: EAGLE's state hidden [rows, H]; next_pool:
+  // each request's next token [rows] i32; both with one more row than requests (the last
+  // row is the padding's). to_target: the head's draft -> target id map [draft vocab, 1] i32
+  // (empty: the same ids). width: tokens per request (chain steps + 1); hidden_width: the
+  // target hidden state's width an EAGLE head reads (3H for EAGLE3).
+  DraftExtendRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
+                    const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t width, int64_t hidden_width,
+                    int64_t max_bs, int64_t max_context, bool graphs);
+  ~DraftExtendRunner();
+  DraftExtendRunner(const DraftExtendRunner&) = delete;
+  DraftExtendRunner& operator=(const DraftExtendRunner&) = delete;
+
+  int64_t width() const { return width_; }
+  // Whether these requests fit (batch size, token counts, slots, context); else the caller
+  // extends eagerly.
+  bool can_run(const std::vector<ExtendSeq>& seqs) const;
+  // Runs the extend (enqueued only; the caller's stream orders what follows).
+  // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
+  void run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+  int64_t bucket_for(int64_t batch_size) const;
+  bool graphs() const { return !graphs_.empty(); }
+
+ private:
+  void enqueue(int64_t bs);
+  model::ForwardDims dims_for(int64_t bs) const;
+
+  model::EagleHead* head_;
+  model::LlamaModel* standalone_;
+  TensorView state_pool_, next_pool_, to_target_;
+  model::KvCache& kv_;
+  const model::LlamaModel& target_;
+  Stream stream_;
+  DType act_;
+  int64_t width_, hidden_width_, max_bs_, max_context_;
+  BucketSchedule schedule_;
+  std::unique_ptr<model::ForwardWorkspace> ws_;
+  std::unique_ptr<DeviceArgmax> argmax_;
+  Buffer ids_;         // [max_bs] i32: the argmax (draft vocabulary)
+  Buffer tokens_;      // [max_bs, 1] i32: as target ids
+  Buffer rows_;        // [max_bs] i32: each request's state row
+  Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
+  Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
+  Buffer hidden_rows_; // [max_bs * width] i32: target hidden rows to gather
+  std::map<int64_t, model::ForwardDims> dims_;  // bucket -> dims (captured splits)
+  std::map<int64_t, void*> graphs_;             // bucket -> executable graph
+};
+
+}  // namespace aerie::spec
