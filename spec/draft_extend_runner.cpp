@@ -82,7 +82,9 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
     dims_[bs] = dims_for(bs);
     cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
   }
-  cap.max_splits = std::max(cap.max_splits, dims_for(top).num_splits);
+  // Eager batches of any size up to the top: fewer query blocks take more splits, so the
+  // smallest batch, not the largest, sets the workspace's split count.
+  for (int64_t bs = 1; bs <= top; ++bs) cap.max_splits = std::max(cap.max_splits, dims_for(bs).num_splits);
   ws_ = head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap);
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   ids_ = Buffer(dev, DType::kI32, {top});
