@@ -4,7 +4,8 @@
 (--max-running-requests), temperature (0 and 0.7, seeded) and configuration (plain; EAGLE3
 chain 3 and 5 steps; tree topk 4 with 8 draft tokens), the output tokens per second of prefill
 + decode (aerie-generate's summary line; loading excluded) and the accept length (output tokens
-per verify forward). Greedy outputs must equal plain decoding's, token for token.
+per verify forward). In f32 greedy outputs must equal plain decoding's, token for token (a
+difference fails the run); in bf16 how many equal is reported (near-ties may flip).
 
   eval_spec.py --generate BIN --model smollm2.gguf --head DIR [--device cuda --dtype bf16] --json OUT
 """
@@ -47,6 +48,7 @@ def main():
     train, held = prompt_sets.split(args.seed)
     prompts = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
     rows, failures = [], 0
+    exact = args.dtype == "f32" or (args.dtype == "auto" and args.device == "cpu")  # f32: greedy outputs must equal plain
     for bs in args.batch_size:
         for temp in args.temperature:
             plain_ids = None
@@ -72,11 +74,16 @@ def main():
                 row["speedup"] = row["tok_per_s"] / base if plain_ids is not None else None
                 if temp == 0 and plain_ids is not None and name != "plain":
                     row["greedy_equal_plain"] = ids == plain_ids
-                    if ids != plain_ids:
+                    row["outputs_equal_plain"] = sum(a == b for a, b in zip(ids, plain_ids))
+                    # In f32 speculative greedy decoding must equal plain greedy decoding token for
+                    # token; in bf16/f16 the verify's multi-row products round differently from the
+                    # one-row decode and near-ties may flip (docs/performance.md), so there it is
+                    # reported, not failed.
+                    if ids != plain_ids and exact:
                         failures += 1
                 rows.append(row)
                 print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
-                      f"  speedup {row['speedup']:.2f}x" + (f"  greedy==plain {row.get('greedy_equal_plain')}" if 'greedy_equal_plain' in row else ""),
+                      f"  speedup {row['speedup']:.2f}x" + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
     json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "rows": rows},
               open(args.json, "w"), indent=2)
