@@ -98,6 +98,9 @@ struct Deployment::Impl {
     check_parallel_layout(o.tp_size, o.dp_size, world.size(), o.enable_dp_attention);
     layout = {.tp_size = static_cast<int>(o.tp_size), .dp_size = static_cast<int>(o.dp_size), .dp_attention = o.enable_dp_attention};
     AERIE_CHECK(o.mem_fraction_static > 0.0 && o.mem_fraction_static < 1.0, "--mem-fraction-static must be in (0, 1)");
+    // Every graph runner of this process captures these buckets (sglang's --cuda-graph-bs and
+    // --disable-cuda-graph-padding).
+    spec::set_graph_bucket_policy({.sizes = o.cuda_graph_bs, .padding = !o.disable_cuda_graph_padding});
     const Device device = parse_device(o.device);
     parallel::check_on_every_rank(world, [&] {
       AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());

@@ -39,6 +39,8 @@ struct DeploymentOptions {
   int64_t chunked_prefill_size = 8192;
   int64_t cuda_graph_max_bs = 256;
   bool disable_cuda_graph = false;
+  std::vector<int64_t> cuda_graph_bs;      // sglang's --cuda-graph-bs: exactly these sizes (empty: the schedule)
+  bool disable_cuda_graph_padding = false;  // replay only batches of exactly a captured size
   int64_t tp_size = 1;
   int64_t dp_size = 1;
   // DP attention (sglang's): tp_size ranks in dp_size attention groups of tp_size / dp_size,

@@ -40,7 +40,7 @@ std::optional<ServeOptions> parse_serve_args(int argc, const char* const* argv) 
     AERIE_FAIL(e.what() << " (see --help)");
   }
   check_deployment_flags(d);
-  s.warnings = check_sglang_flags(s.sglang, d.model_path, d.cuda_graph_max_bs);
+  s.warnings = check_sglang_flags(s.sglang, d.model_path, d.cuda_graph_bs, d.cuda_graph_max_bs);
   if (s.log_requests && (d.log_level.empty() || d.log_level == "warning" || d.log_level == "error")) d.log_level = "info";
   return s;
 }

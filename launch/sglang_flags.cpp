@@ -25,7 +25,7 @@ void add_sglang_flags(CLI::App& app, SglangFlags& f) {
   app.add_option("--tokenizer-path", f.tokenizer_path, "must be --model-path (the tokenizer is read from the model)")->group(group);
   app.add_option("--grammar-backend", f.grammar_backend, "accepted: structured output is refused per request")->group(group);
   app.add_option("--stream-interval", f.stream_interval, "Aerie streams every iteration (1)")->check(CLI::PositiveNumber)->group(group);
-  app.add_option("--cuda-graph-bs", f.cuda_graph_bs, "batch sizes to capture: Aerie captures its bucket schedule up to the largest")
+  app.add_option("--cuda-graph-bs", f.cuda_graph_bs, "batch sizes to capture CUDA graphs for (instead of the bucket schedule)")
       ->group(group);
   auto refused = "sglang flags Aerie refuses unless left at their default";
   app.add_option("--quantization", f.quantization, "refused: load a bf16/f16/f32 checkpoint or a GGUF (dequantized at load)")->group(refused);
@@ -37,7 +37,8 @@ void add_sglang_flags(CLI::App& app, SglangFlags& f) {
   app.add_option("--dist-init-addr", f.dist_init_addr, "refused: ranks bootstrap over mpirun")->group(refused);
 }
 
-std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::string& model_path, int64_t& cuda_graph_max_bs) {
+std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::string& model_path, std::vector<int64_t>& cuda_graph_bs,
+                                            int64_t& cuda_graph_max_bs) {
   AERIE_CHECK(f.quantization.empty() || f.quantization == "none",
               "--quantization " << f.quantization << " is not supported: serve a bf16/f16/f32 checkpoint, or a GGUF (dequantized at load)");
   AERIE_CHECK(f.lora_paths.empty(), "--lora-paths: LoRA adapters are not supported");
@@ -67,11 +68,10 @@ std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::str
   ignored(f.schedule_policy != "fcfs", "--schedule-policy " + f.schedule_policy, "Aerie schedules first come, first served");
   ignored(!f.grammar_backend.empty(), "--grammar-backend " + f.grammar_backend, "structured output is refused per request");
   ignored(f.stream_interval != 1, "--stream-interval " + std::to_string(f.stream_interval), "Aerie streams every iteration");
-  if (!f.cuda_graph_bs.empty()) {
-    const int64_t top = *std::max_element(f.cuda_graph_bs.begin(), f.cuda_graph_bs.end());
-    AERIE_CHECK(top >= 1, "--cuda-graph-bs needs positive batch sizes");
-    cuda_graph_max_bs = top;
-    warnings.push_back("--cuda-graph-bs: Aerie captures its bucket schedule up to " + std::to_string(top) + " (the largest given)");
+  if (!f.cuda_graph_bs.empty()) {  // exactly these sizes, as sglang captures them
+    for (int64_t b : f.cuda_graph_bs) AERIE_CHECK(b >= 1, "--cuda-graph-bs needs batch sizes >= 1, got " << b);
+    cuda_graph_bs = f.cuda_graph_bs;
+    cuda_graph_max_bs = *std::max_element(f.cuda_graph_bs.begin(), f.cuda_graph_bs.end());
   }
   return warnings;
 }

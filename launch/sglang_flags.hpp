@@ -28,7 +28,9 @@ struct SglangFlags {
 void add_sglang_flags(CLI::App& app, SglangFlags& f);
 // After parsing: throws aerie::Error for a refused flag; returns the warnings for the flags
 // accepted without effect (the caller logs them). model_path: Aerie's --model-path, which
-// --tokenizer-path must match. cuda_graph_max_bs: set from --cuda-graph-bs when given.
-std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::string& model_path, int64_t& cuda_graph_max_bs);
+// --tokenizer-path must match. cuda_graph_bs / cuda_graph_max_bs: set from --cuda-graph-bs when
+// given (those sizes, and the largest as the cap).
+std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::string& model_path, std::vector<int64_t>& cuda_graph_bs,
+                                            int64_t& cuda_graph_max_bs);
 
 }  // namespace aerie::launch

@@ -6,9 +6,28 @@
 
 namespace aerie::spec {
 
+namespace {
+GraphBucketPolicy& policy() {
+  static GraphBucketPolicy p;
+  return p;
+}
+}  // namespace
+
+void set_graph_bucket_policy(GraphBucketPolicy p) {
+  for (int64_t b : p.sizes) AERIE_CHECK(b >= 1, "--cuda-graph-bs needs batch sizes >= 1, got " << b);
+  std::sort(p.sizes.begin(), p.sizes.end());
+  p.sizes.erase(std::unique(p.sizes.begin(), p.sizes.end()), p.sizes.end());
+  policy() = std::move(p);
+}
+
+const GraphBucketPolicy& graph_bucket_policy() { return policy(); }
+
 std::vector<int64_t> cuda_graph_bucket_sizes(int64_t max_bs) {
   AERIE_CHECK(max_bs >= 1, "cuda graph max batch size must be >= 1, got " << max_bs);
   std::vector<int64_t> s;
+  for (int64_t b : policy().sizes)
+    if (b <= max_bs) s.push_back(b);
+  if (!s.empty()) return s;
   for (int64_t b = 1; b <= 8; ++b) s.push_back(b);
   for (int64_t b = 10; b <= 32; b += 2) s.push_back(b);
   for (int64_t b = 40; b <= 64; b += 4) s.push_back(b);
@@ -20,7 +39,7 @@ std::vector<int64_t> cuda_graph_bucket_sizes(int64_t max_bs) {
 std::optional<int64_t> BucketSchedule::bucket_for(int64_t batch_size) const {
   if (batch_size < 1) return std::nullopt;
   auto it = std::lower_bound(sizes_.begin(), sizes_.end(), batch_size);
-  if (it == sizes_.end()) return std::nullopt;
+  if (it == sizes_.end() || (!padding_ && *it != batch_size)) return std::nullopt;
   return *it;
 }
 

@@ -28,6 +28,29 @@ TEST(CudaGraphBuckets, PicksTheSmallestBucketThatFits) {
   EXPECT_FALSE(b.bucket_for(0));
 }
 
+// sglang's --cuda-graph-bs and --disable-cuda-graph-padding: exactly the given sizes (sorted,
+// deduplicated, capped per runner; the schedule when none fits the cap), and without padding
+// only batches of exactly a captured size replay.
+TEST(CudaGraphBuckets, FollowTheLaunchsPolicy) {
+  struct Restore {
+    ~Restore() { set_graph_bucket_policy({}); }
+  } restore;
+  set_graph_bucket_policy({.sizes = {16, 1, 4, 4}, .padding = true});
+  BucketSchedule padded(64);
+  EXPECT_EQ(padded.sizes(), (std::vector<int64_t>{1, 4, 16}));
+  EXPECT_EQ(*padded.bucket_for(3), 4);
+  EXPECT_FALSE(padded.bucket_for(17));
+  EXPECT_EQ(BucketSchedule(8).sizes(), (std::vector<int64_t>{1, 4}));  // a runner capped at 8
+  set_graph_bucket_policy({.sizes = {16}, .padding = true});
+  EXPECT_EQ(BucketSchedule(8).sizes(), cuda_graph_bucket_sizes(8));  // none fits: the schedule
+  set_graph_bucket_policy({.sizes = {}, .padding = false});
+  BucketSchedule exact(64);
+  EXPECT_EQ(*exact.bucket_for(8), 8);
+  EXPECT_FALSE(exact.bucket_for(9));  // the schedule has 10: padding would be needed
+  EXPECT_EQ(*exact.bucket_for(10), 10);
+  EXPECT_THROW(set_graph_bucket_policy({.sizes = {0, 4}, .padding = true}), Error);
+}
+
 TEST(GreedyAccept, AcceptsTheMatchingPrefixPlusTheBonusToken) {
   // Three requests, three draft tokens each, as chains under the root 0.
   const std::vector<std::vector<int32_t>> drafts = {{5, 6, 7}, {5, 9, 7}, {1, 2, 3}};
