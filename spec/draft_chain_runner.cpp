@@ -93,6 +93,7 @@ int64_t DraftChainRunner::bucket_for(int64_t batch_size) const {
 bool DraftChainRunner::can_run(const std::vector<ChainSeq>& seqs) const {
   const auto n = static_cast<int64_t>(seqs.size());
   if (n < 1 || n > (graphs_.empty() ? max_bs_ : schedule_.sizes().back())) return false;
+  if (!graphs_.empty() && !schedule_.bucket_for(n)) return false;  // --disable-cuda-graph-padding: no exact bucket
   int64_t indices = 0;
   for (const auto& s : seqs) {
     const int64_t longest = s.first_position + steps_ - 1;  // the last step's context

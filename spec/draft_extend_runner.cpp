@@ -130,6 +130,7 @@ bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t top = graphs_.empty() ? max_bs_ : schedule_.sizes().back();
   if (n < 1 || n > top) return false;
+  if (!graphs_.empty() && !schedule_.bucket_for(n)) return false;  // --disable-cuda-graph-padding: no exact bucket
   int64_t indices = 0;
   for (const auto& s : seqs) {
     const auto committed = static_cast<int64_t>(s.tokens.size());

@@ -13,6 +13,7 @@
 #include "kernels/topk.hpp"
 #include "launch/deployment.hpp"
 #include "model/llama_weights.hpp"
+#include "spec/cuda_graph_buckets.hpp"
 #include "spec/tree_acceptor.hpp"
 #include "tests/test_util.hpp"
 #include "launch/deployment_flags.hpp"
@@ -25,7 +26,7 @@ namespace {
 std::vector<core::GenerationRequest> mixed(int n, uint32_t seed) { return aerie::testing::random_requests(n, seed, 60, 1, 24); }
 
 std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vector<core::GenerationRequest>& reqs, int64_t topk = 1,
-                                        int64_t draft_tokens = 0, int64_t page = 1) {
+                                        int64_t draft_tokens = 0, int64_t page = 1, bool graph_padding = true) {
   auto world = parallel::make_single_process_group();
   launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny", .device = "cuda", .dtype = "f32", .max_total_tokens = 16384,
                               .page_size = page, .max_running_requests = 64, .chunked_prefill_size = 64};
@@ -33,6 +34,7 @@ std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vecto
   o.speculative_num_steps = 3;
   o.speculative_eagle_topk = topk;
   o.speculative_num_draft_tokens = draft_tokens;
+  o.disable_cuda_graph_padding = !graph_padding;
   if (!alg.empty()) launch::check_deployment_flags(o);
   launch::Deployment d(o, *world);
   return d.run(reqs);
@@ -368,4 +370,24 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
           << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " bucket " << graphed->extend_runner()->bucket_for(bs);
     }
   }
+}
+
+// --disable-cuda-graph-padding: a batch of 11 requests (no bucket of exactly 11) decodes,
+// verifies and drafts eagerly while batches of captured sizes replay; the greedy outputs equal
+// plain decoding's, chain and tree. (The draft runners once dereferenced the missing bucket.)
+TEST(CudaSpeculative, WithoutGraphPaddingOddBatchesRunEagerly) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Restore {  // the launch set the process-wide policy; later tests expect the default
+    ~Restore() { spec::set_graph_bucket_policy({}); }
+  } restore;
+  const auto reqs = mixed(11, 901);
+  const auto plain = run("", reqs, 1, 0, 1, /*graph_padding=*/false);
+  for (const std::string alg : {"EAGLE3", "STANDALONE"})
+    for (int64_t topk : {1, 4}) {
+      const auto spec = run(alg, reqs, topk, topk == 1 ? 0 : 8, 1, /*graph_padding=*/false);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(spec[i].error.empty()) << spec[i].error;
+        EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids) << alg << " topk " << topk << " request " << i;
+      }
+    }
 }
