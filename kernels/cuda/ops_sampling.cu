@@ -50,68 +50,13 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const float* t
     return;
   }
   const float mx = best.v, inv_t = 1.0f / temp;
-  float z = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) z += __expf((row[v] - mx) * inv_t);
-  z = block_sum(z, scratch);
-  const float inv_z = 1.0f / z, p_max = inv_z;
-  float tau = min_p[b] * p_max;
-  const int32_t k = top_k[b];
-  if (k > 0 && k < vocab) {
-    const float fk = static_cast<float>(k);
-    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float count, float) { return count >= fk; }, scratch));
-  }
-  const float tp = top_p[b];
-  if (tp < 1.0f) {
-    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float, float mass) { return mass >= tp; }, scratch));
-  }
-  tau = fminf(tau, p_max);  // the most likely token always survives
-  // Contiguous chunks per thread, so a prefix over threads is a prefix over ids.
-  const int64_t per = (vocab + blockDim.x - 1) / blockDim.x;
-  const int64_t begin = threadIdx.x * per, end = min64(vocab, begin + per);
-  float local = 0.0f;
-  int32_t last_kept = -1;
-  for (int64_t v = begin; v < end; ++v) {
-    const float p = __expf((row[v] - mx) * inv_t) * inv_z;
-    if (p >= tau) {
-      local += p;
-      last_kept = static_cast<int32_t>(v);
-    }
-  }
-  chunk_sums[threadIdx.x] = local;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // serial scan of 1024 sums: deterministic and cheap next to the row passes
-    float run = 0.0f;
-    for (int i = 0; i < static_cast<int>(blockDim.x); ++i) {
-      const float c = chunk_sums[i];
-      chunk_sums[i] = run;
-      run += c;
-    }
-    scratch[0] = run;
-  }
-  __syncthreads();
-  const float kept = scratch[0];
-  const float u = philox_uniform_inline(static_cast<uint64_t>(seed[b]), static_cast<uint64_t>(step[b])) * kept;
-  // The last kept token overall is the fallback against rounding at the top end.
-  ArgMax last{static_cast<float>(last_kept), last_kept};
-  last = block_argmax(last, am_scratch);
+  const RowFilter f = row_filter(row, vocab, mx, inv_t, top_k[b], top_p[b], min_p[b], scratch);
   __shared__ int32_t chosen;
-  if (threadIdx.x == 0) chosen = -1;
-  __syncthreads();
-  float run = chunk_sums[threadIdx.x];
-  if (u >= run && u < run + local) {  // at most one thread's range holds u
-    for (int64_t v = begin; v < end; ++v) {
-      const float p = __expf((row[v] - mx) * inv_t) * inv_z;
-      if (p < tau) continue;
-      run += p;
-      if (u < run) {
-        chosen = static_cast<int32_t>(v);
-        break;
-      }
-    }
-  }
-  __syncthreads();
-  // Nobody claimed u (rounding at the top end): the last kept token.
-  if (threadIdx.x == 0) out[b] = chosen >= 0 ? chosen : last.i;
+  const float u = philox_uniform_inline(static_cast<uint64_t>(seed[b]), static_cast<uint64_t>(step[b]));
+  const int32_t token = draw_in_id_order(
+      vocab, [&](int64_t v) { return __expf((row[v] - mx) * inv_t) * f.inv_z; }, [&](int64_t, float p) { return p >= f.tau; },
+      [&](float kept) { return u * kept; }, chunk_sums, scratch, am_scratch, &chosen);
+  if (threadIdx.x == 0) out[b] = token;
 }
 
 __global__ void log_softmax_kernel(const float* logits, float* out, int64_t vocab) {

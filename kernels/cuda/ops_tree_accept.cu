@@ -12,8 +12,9 @@ namespace {
 
 constexpr int kThreads = 1024;
 // Per-row statistics in the workspace: max logit, argmax (int bits), 1/temperature, 1/z,
-// threshold tau and kept mass.
-constexpr int kStats = 8;
+// threshold tau and kept mass (kTreeAcceptStatsPerRow floats a row, the last two unused).
+constexpr int64_t kStats = kTreeAcceptStatsPerRow;
+static_assert(kStats >= 6, "six statistics per row");
 
 struct RowStats {
   float mx, inv_t, inv_z, tau, kept;
@@ -41,19 +42,8 @@ __global__ void tree_row_stats_kernel(const float* logits, int64_t vocab, int64_
     return;
   }
   const float mx = best.v, inv_t = 1.0f / temp;
-  float z = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) z += __expf((row[v] - mx) * inv_t);
-  z = block_sum(z, scratch);
-  const float inv_z = 1.0f / z, p_max = inv_z;
-  float tau = min_p[b] * p_max;
-  const int32_t k = top_k[b];
-  if (k > 0 && k < vocab) {
-    const float fk = static_cast<float>(k);
-    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float count, float) { return count >= fk; }, scratch));
-  }
-  const float tp = top_p[b];
-  if (tp < 1.0f) tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float, float mass) { return mass >= tp; }, scratch));
-  tau = fminf(tau, p_max);
+  const RowFilter f = row_filter(row, vocab, mx, inv_t, top_k[b], top_p[b], min_p[b], scratch);
+  const float inv_z = f.inv_z, tau = f.tau;
   float kept = 0.0f;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
     const float p = __expf((row[v] - mx) * inv_t) * inv_z;
@@ -81,6 +71,7 @@ __global__ void tree_walk_kernel(const float* logits, int64_t vocab, int64_t nod
   __shared__ int32_t n_removed, draw_row;
   __shared__ float draw_u, draw_left;
   __shared__ float chunk_sums[kThreads];
+  __shared__ float scratch[32];
   __shared__ ArgMax am_scratch[32];
   __shared__ int32_t chosen;
   const int64_t b = blockIdx.x;
@@ -139,8 +130,8 @@ __global__ void tree_walk_kernel(const float* logits, int64_t vocab, int64_t nod
   }
   __syncthreads();
   if (draw_row < 0) return;
-  // The bonus: a draw in id order from the kept tokens not removed. Contiguous chunks per
-  // thread, so a prefix over threads is a prefix over ids (as sample_kernel draws).
+  // The bonus: a draw in id order (as sample_kernel draws) from the kept tokens not removed,
+  // u scaled by the mass left; nothing left (rounding): the argmax.
   const RowStats st = load_stats(ws, draw_row);
   const float* row = logits + static_cast<int64_t>(draw_row) * vocab;
   auto eligible = [&](int64_t v, float p) {
@@ -149,46 +140,10 @@ __global__ void tree_walk_kernel(const float* logits, int64_t vocab, int64_t nod
       if (removed[i] == v) return false;
     return true;
   };
-  const int64_t per = (vocab + blockDim.x - 1) / blockDim.x;
-  const int64_t begin = threadIdx.x * per, end = min64(vocab, begin + per);
-  float local = 0.0f;
-  int32_t last_kept = -1;
-  for (int64_t v = begin; v < end; ++v) {
-    const float p = st.prob(row[v]);
-    if (eligible(v, p)) {
-      local += p;
-      last_kept = static_cast<int32_t>(v);
-    }
-  }
-  chunk_sums[threadIdx.x] = local;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float run = 0.0f;
-    for (int i = 0; i < static_cast<int>(blockDim.x); ++i) {
-      const float c = chunk_sums[i];
-      chunk_sums[i] = run;
-      run += c;
-    }
-    chosen = -1;
-  }
-  __syncthreads();
-  ArgMax last{static_cast<float>(last_kept), last_kept};
-  last = block_argmax(last, am_scratch);
-  const float target = draw_u * draw_left;
-  float run = chunk_sums[threadIdx.x];
-  if (target >= run && target < run + local) {
-    for (int64_t v = begin; v < end; ++v) {
-      const float p = st.prob(row[v]);
-      if (!eligible(v, p)) continue;
-      run += p;
-      if (target < run) {
-        chosen = static_cast<int32_t>(v);
-        break;
-      }
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) bonus[b] = chosen >= 0 ? chosen : (last.i >= 0 ? last.i : st.argmax);
+  const int32_t token = draw_in_id_order(
+      vocab, [&](int64_t v) { return st.prob(row[v]); }, eligible, [&](float) { return draw_u * draw_left; }, chunk_sums, scratch,
+      am_scratch, &chosen);
+  if (threadIdx.x == 0) bonus[b] = token >= 0 ? token : st.argmax;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #pragma once
 // Block-wide helpers of the sampling kernels (ops_sampling.cu, ops_tree_accept.cu): the
-// row argmax and the probability thresholds of top-k and top-p.
+// row argmax, the filter (softmax with temperature, then top-k / top-p / min-p as one
+// probability threshold) and the draw in id order, so sampling and speculative acceptance
+// filter and draw alike.
 #include "kernels/cuda/common.cuh"
 
 namespace aerie::kernels::cuda {
@@ -59,6 +61,83 @@ __device__ inline float threshold_search(const float* row, int64_t vocab, float 
     if (p >= lo) snap = fminf(snap, p);
   }
   return -block_max(-snap, scratch);
+}
+
+// softmax(row / temperature) of a row whose maximum is mx: p(v) = expf((row[v] - mx) * inv_t)
+// * inv_z, kept when p(v) >= tau. tau is the largest of min_p * p_max and the top-k and top-p
+// thresholds (k <= 0 or k >= vocab, top_p >= 1: no limit), at most p_max, so the most likely
+// token always survives.
+struct RowFilter {
+  float inv_z, tau;
+};
+__device__ inline RowFilter row_filter(const float* row, int64_t vocab, float mx, float inv_t, int32_t k, float top_p, float min_p,
+                                       float* scratch) {
+  float z = 0.0f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) z += __expf((row[v] - mx) * inv_t);
+  z = block_sum(z, scratch);
+  const float inv_z = 1.0f / z, p_max = inv_z;
+  float tau = min_p * p_max;
+  if (k > 0 && k < vocab) {
+    const float fk = static_cast<float>(k);
+    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float count, float) { return count >= fk; }, scratch));
+  }
+  if (top_p < 1.0f) {
+    tau = fmaxf(tau, threshold_search(row, vocab, mx, inv_z, inv_t, p_max, [=](float, float mass) { return mass >= top_p; }, scratch));
+  }
+  return {inv_z, fminf(tau, p_max)};
+}
+
+// Draws one token in id order among the eligible ones: thread i sums the probabilities
+// prob(v) of the eligible ids of a contiguous chunk, a serial scan of the chunk sums (
+// deterministic, cheap next to the row passes) makes them a prefix over ids, and the thread
+// whose range holds target(total) walks its chunk to the token. Returns, on every thread, the
+// token, or the last eligible id when rounding puts the target past the end (-1: none is
+// eligible). chunk_sums: [blockDim.x] shared floats; scratch, am_scratch: 32 shared entries;
+// chosen: one shared int.
+template <class Prob, class Eligible, class Target>
+__device__ int32_t draw_in_id_order(int64_t vocab, Prob prob, Eligible eligible, Target target, float* chunk_sums, float* scratch,
+                                    ArgMax* am_scratch, int32_t* chosen) {
+  const int64_t per = (vocab + blockDim.x - 1) / blockDim.x;
+  const int64_t begin = threadIdx.x * per, end = min64(vocab, begin + per);
+  float local = 0.0f;
+  int32_t last_kept = -1;
+  for (int64_t v = begin; v < end; ++v) {
+    const float p = prob(v);
+    if (eligible(v, p)) {
+      local += p;
+      last_kept = static_cast<int32_t>(v);
+    }
+  }
+  chunk_sums[threadIdx.x] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float run = 0.0f;
+    for (int i = 0; i < static_cast<int>(blockDim.x); ++i) {
+      const float c = chunk_sums[i];
+      chunk_sums[i] = run;
+      run += c;
+    }
+    scratch[0] = run;
+    *chosen = -1;
+  }
+  __syncthreads();
+  const float u = target(scratch[0]);
+  ArgMax last{static_cast<float>(last_kept), last_kept};
+  last = block_argmax(last, am_scratch);
+  float run = chunk_sums[threadIdx.x];
+  if (u >= run && u < run + local) {  // at most one thread's range holds u
+    for (int64_t v = begin; v < end; ++v) {
+      const float p = prob(v);
+      if (!eligible(v, p)) continue;
+      run += p;
+      if (u < run) {
+        *chosen = static_cast<int32_t>(v);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return *chosen >= 0 ? *chosen : last.i;
 }
 
 }  // namespace aerie::kernels::cuda
