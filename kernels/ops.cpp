@@ -22,6 +22,13 @@ Status dispatch(const Params& p, const Stream& s, Device data_device, CpuFn cpu_
   return cuda_fn(p, s.handle());
 }
 
+// A per-row (per-request) parameter: [rows] of dtype dt on device d; `of` names what has the rows.
+void check_per_row(const TensorView& t, const char* name, DType dt, int64_t rows, Device d, const char* of) {
+  check_tensor(t, name, 1, d);
+  check_dtype(t, name, dt);
+  AERIE_CHECK(t.dim(0) == rows, name << " has " << t.dim(0) << " rows, " << of << " has " << rows);
+}
+
 void check_rows_match(const TensorView& a, const char* fa, const TensorView& b, const char* fb) {
   AERIE_CHECK(a.dim(0) == b.dim(0), fa << " " << a.describe() << " and " << fb << " " << b.describe()
                                           << " disagree on rows");
@@ -311,11 +318,7 @@ void SampleParams::validate() const {
   check_tensor(logits, "logits", 2, d);
   check_dtype(logits, "logits", DType::kF32);
   const int64_t b = logits.dim(0);
-  auto per_row = [&](const TensorView& t, const char* name, DType dt) {
-    check_tensor(t, name, 1, d);
-    check_dtype(t, name, dt);
-    AERIE_CHECK(t.dim(0) == b, name << " has " << t.dim(0) << " rows, logits has " << b);
-  };
+  auto per_row = [&](const TensorView& t, const char* name, DType dt) { check_per_row(t, name, dt, b, d, "logits"); };
   per_row(temperature, "temperature", DType::kF32);
   per_row(top_p, "top_p", DType::kF32);
   per_row(top_k, "top_k", DType::kI32);
@@ -350,11 +353,7 @@ void TreeAcceptParams::validate() const {
   AERIE_CHECK(parents.dim(0) == b && parents.dim(1) == n, "parents " << parents.describe() << " and tokens " << tokens.describe() << " differ");
   AERIE_CHECK(path.dim(0) == b && path.dim(1) == n, "path " << path.describe() << " and tokens " << tokens.describe() << " differ");
   AERIE_CHECK(logits.dim(0) == b * n, "logits " << logits.describe() << " must hold one row per node of " << b << " trees of " << n);
-  auto per_request = [&](const TensorView& t, const char* name, DType dt) {
-    check_tensor(t, name, 1, d);
-    check_dtype(t, name, dt);
-    AERIE_CHECK(t.dim(0) == b, name << " has " << t.dim(0) << " rows for " << b << " trees");
-  };
+  auto per_request = [&](const TensorView& t, const char* name, DType dt) { check_per_row(t, name, dt, b, d, "tokens (trees)"); };
   per_request(temperature, "temperature", DType::kF32);
   per_request(top_p, "top_p", DType::kF32);
   per_request(top_k, "top_k", DType::kI32);
@@ -366,7 +365,6 @@ void TreeAcceptParams::validate() const {
   check_dtype(workspace, "workspace", DType::kF32);
   AERIE_CHECK(workspace.dim(0) >= tree_accept_workspace_floats(b * n), "workspace " << workspace.describe() << " is too small");
 }
-int64_t tree_accept_workspace_floats(int64_t rows) { return rows * 8; }
 Status tree_accept(const TreeAcceptParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::tree_accept, [](const TreeAcceptParams& q, void* h) { return cuda::tree_accept(q, h); });
 }

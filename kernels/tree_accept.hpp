@@ -38,7 +38,9 @@ struct TreeAcceptParams {
   TensorView workspace;    // [>= tree_accept_workspace_floats(batch * nodes)] f32 (per-row statistics)
   void validate() const;
 };
-int64_t tree_accept_workspace_floats(int64_t rows);
+// Floats of row statistics per logits row in the workspace (the CUDA backend's layout).
+inline constexpr int64_t kTreeAcceptStatsPerRow = 8;
+inline int64_t tree_accept_workspace_floats(int64_t rows) { return rows * kTreeAcceptStatsPerRow; }
 Status tree_accept(const TreeAcceptParams& p, const Stream& stream);
 
 inline constexpr uint64_t kTreeAcceptStream = 0xA5A5A5A5DEADBEEFull;
