@@ -4,7 +4,8 @@
 # time limit into $LOGS/<name>.txt, prints its last `STEP_TAIL` lines (default 20) and
 # records a failure in $status. pack_logs puts $LOGS into $RESULTS/logs.tgz: one file, since
 # the device tool brings back only a few. compare() says how far two aerie-generate JSON-lines
-# outputs agree (bf16 runs of different layouts part at near-ties).
+# outputs agree (bf16 runs of different layouts part at near-ties). smollm2_eval runs the real
+# model's speculative evaluation.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=$RESULTS/logs
 mkdir -p "$LOGS"
@@ -36,6 +37,17 @@ prefix = [next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), len(x)) for 
 print(f"{sys.argv[2]}: {sum(x == y for x, y in zip(a, b))}/{len(a)} outputs identical to {sys.argv[1]}, "
       f"first token equal in {sum(x[0] == y[0] for x, y in zip(a, b))}/{len(a)}, mean common prefix {sum(prefix)/len(a):.1f}/{len(a[0])}")
 PY
+}
+smollm2_eval() {  # json name: SmolLM2 + the trained EAGLE-3 head against plain decoding (eval_spec.py),
+  # when .device_model/ holds the GGUF's parts and their sha256 (tools/gpu_smollm2_bench.sh says how)
+  ls .device_model/smollm2.gguf.part_* >/dev/null 2>&1 || return 0
+  local M=$PWD/.device_model/smollm2.gguf
+  cat .device_model/smollm2.gguf.part_* > "$M"
+  if ! echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c; then
+    echo "the GGUF's parts do not match its sha256"; status=1; return
+  fi
+  step eval 420 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" --head assets/smollm2-eagle3 \
+    --device cuda --dtype bf16 --prompts 16 --max-new 128 --batch-size 1 8 --json "$RESULTS/$1"
 }
 pack_logs() {
   tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"

@@ -24,15 +24,6 @@ if [[ $PART == bench || $PART == all ]]; then
       --json "$RESULTS/tree_graph_8b_s5k8n32${tag}.json"
   done
 fi
-if [[ $PART == eval || $PART == all ]] && ls .device_model/smollm2.gguf.part_* >/dev/null 2>&1; then
-  M=$PWD/.device_model/smollm2.gguf
-  cat .device_model/smollm2.gguf.part_* > "$M"
-  if echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c; then
-    step eval 420 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" --head assets/smollm2-eagle3 \
-      --device cuda --dtype bf16 --prompts 16 --max-new 128 --batch-size 1 8 --json "$RESULTS/eagle3_eval_h200_tree_graphs.json"
-  else
-    echo "the GGUF's parts do not match its sha256"; status=1
-  fi
-fi
+[[ $PART == eval || $PART == all ]] && smollm2_eval eagle3_eval_h200_tree_graphs.json
 pack_logs
 exit $status
