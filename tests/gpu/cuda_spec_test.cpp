@@ -40,6 +40,22 @@ std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vecto
   return d.run(reqs);
 }
 
+// A chain draft core (16 requests) for the tiny target on the GPU: a random EAGLE3 head
+// (hc), or a random tiny Llama as a STANDALONE draft.
+std::shared_ptr<core::DraftWorkerCore> tiny_draft_core(bool eagle, const model::EagleHeadConfig& hc, const model::LlamaModel& target,
+                                                      model::KvCache& kv, const Stream& stream) {
+  std::unique_ptr<model::EagleHead> head;
+  std::unique_ptr<model::LlamaModel> standalone;
+  const auto& cfg = target.config();
+  if (eagle)
+    head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCuda, DType::kF32), target);
+  else
+    standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f), stream,
+                                                     DType::kF32);
+  return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
+                                                 std::move(standalone), kv, target, 16, 1);
+}
+
 }  // namespace
 
 TEST(CudaSpeculative, GreedyOutputEqualsPlainGreedy) {
@@ -232,17 +248,7 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
     const model::LlamaConfig layer = eagle ? hc.layer : cfg;
     const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
     model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
-    auto make_core = [&](model::KvCache& kv) {
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      if (eagle)
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCuda, DType::kF32), target);
-      else
-        standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f),
-                                                         stream.get(), DType::kF32);
-      return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
-                                                     std::move(standalone), kv, target, 16, 1);
-    };
+    auto make_core = [&](model::KvCache& kv) { return tiny_draft_core(eagle, hc, target, kv, stream.get()); };
     auto stepwise = make_core(kv_a);
     auto graphed = make_core(kv_b);
     graphed->enable_chain_runner(4, 16, shape.usable_tokens(), /*graphs=*/true);
@@ -301,17 +307,7 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
     const model::LlamaConfig layer = eagle ? hc.layer : cfg;
     const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
     model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
-    auto make_core = [&](model::KvCache& kv) {
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      if (eagle)
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCuda, DType::kF32), target);
-      else
-        standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f),
-                                                         stream.get(), DType::kF32);
-      return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
-                                                     std::move(standalone), kv, target, 16, 1);
-    };
+    auto make_core = [&](model::KvCache& kv) { return tiny_draft_core(eagle, hc, target, kv, stream.get()); };
     auto eager = make_core(kv_a);
     auto graphed = make_core(kv_b);
     eager->enable_chain_runner(kSteps, 16, shape.usable_tokens(), /*graphs=*/false, /*fixed_width_extend=*/false);
