@@ -13,6 +13,7 @@
 #include "kernels/silu_mul.hpp"
 #include "kernels/topk.hpp"
 #include "kernels/tree_accept.hpp"
+#include "kernels/tree_draft.hpp"
 
 namespace aerie::kernels {
 
@@ -36,6 +37,8 @@ namespace aerie::kernels {
   Status qkv_rope(const QkvRopeParams& p __VA_ARGS__);          \
   Status logit_adjust(const LogitAdjustParams& p __VA_ARGS__);  \
   Status tree_accept(const TreeAcceptParams& p __VA_ARGS__);    \
+  Status tree_draft_begin(const TreeDraftBeginParams& p __VA_ARGS__);    \
+  Status tree_draft_expand(const TreeDraftExpandParams& p __VA_ARGS__);  \
   }
 
 AERIE_DECLARE_BACKEND(cpu)

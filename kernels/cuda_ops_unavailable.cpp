@@ -21,6 +21,8 @@ Status kv_write(const KvWriteParams&, void*) { return unavailable("kv_write"); }
 Status kv_move(const KvMoveParams&, void*) { return unavailable("kv_move"); }
 Status sample(const SampleParams&, void*) { return unavailable("sample"); }
 Status tree_accept(const TreeAcceptParams&, void*) { return unavailable("tree_accept"); }
+Status tree_draft_begin(const TreeDraftBeginParams&, void*) { return unavailable("tree_draft_begin"); }
+Status tree_draft_expand(const TreeDraftExpandParams&, void*) { return unavailable("tree_draft_expand"); }
 Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }
 Status rope_kv_write(const RopeKvWriteParams&, void*) { return unavailable("rope_kv_write"); }
 Status topk(const TopKParams&, void*) { return unavailable("topk"); }

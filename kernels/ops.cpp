@@ -369,6 +369,76 @@ Status tree_accept(const TreeAcceptParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::tree_accept, [](const TreeAcceptParams& q, void* h) { return cuda::tree_accept(q, h); });
 }
 
+namespace {
+
+// A frontier of `rows` nodes and a candidate table of `batch` requests, on device d.
+void check_frontier(const TreeFrontier& f, int64_t rows, Device d) {
+  const std::pair<const TensorView*, const char*> ints[] = {{&f.tokens, "frontier.tokens"}, {&f.nodes, "frontier.nodes"}, {&f.sources, "frontier.sources"}};
+  for (const auto& [t, name] : ints) check_per_row(*t, name, DType::kI32, rows, d, "the frontier");
+  check_per_row(f.scores, "frontier.scores", DType::kF32, rows, d, "the frontier");
+}
+void check_candidates(const TreeCandidates& c, int64_t batch, int64_t needed, Device d) {
+  const std::tuple<const TensorView*, const char*, DType> all[] = {
+      {&c.tokens, "candidates.tokens", DType::kI32}, {&c.scores, "candidates.scores", DType::kF32}, {&c.parents, "candidates.parents", DType::kI32}};
+  for (const auto& [t, name, dt] : all) {
+    check_tensor(*t, name, 2, d);
+    check_dtype(*t, name, dt);
+    AERIE_CHECK(t->dim(0) == batch && t->dim(1) == c.tokens.dim(1), name << " " << t->describe() << " must be [" << batch << ", "
+                                                                           << c.tokens.dim(1) << "]");
+  }
+  AERIE_CHECK(c.tokens.dim(1) >= needed, "the candidate tables hold " << c.tokens.dim(1) << " per request, this step writes up to " << needed);
+}
+
+}  // namespace
+
+void TreeDraftBeginParams::validate() const {
+  const Device d = rows.device;
+  check_tensor(rows, "rows", 1, d);
+  check_dtype(rows, "rows", DType::kI32);
+  check_tensor(top_tokens, "top_tokens", 2, d);
+  check_dtype(top_tokens, "top_tokens", DType::kI32);
+  check_tensor(top_logp, "top_logp", 2, d);
+  check_dtype(top_logp, "top_logp", DType::kF32);
+  const int64_t k = top_tokens.dim(1), batch = rows.dim(0);
+  AERIE_CHECK(k >= 1 && k <= kMaxTopK, "top_tokens " << top_tokens.describe() << ": k must be in [1, " << kMaxTopK << "]");
+  AERIE_CHECK(top_logp.dim(0) == top_tokens.dim(0) && top_logp.dim(1) == k,
+              "top_logp " << top_logp.describe() << " and top_tokens " << top_tokens.describe() << " differ");
+  check_frontier(frontier, batch * k, d);
+  check_candidates(candidates, batch, k, d);
+}
+Status tree_draft_begin(const TreeDraftBeginParams& p, const Stream& s) {
+  return dispatch(p, s, p.rows.device, cpu::tree_draft_begin, [](const TreeDraftBeginParams& q, void* h) { return cuda::tree_draft_begin(q, h); });
+}
+
+void TreeDraftExpandParams::validate() const {
+  const Device d = child_tokens.device;
+  check_tensor(child_tokens, "child_tokens", 2, d);
+  check_dtype(child_tokens, "child_tokens", DType::kI32);
+  check_tensor(child_logp, "child_logp", 2, d);
+  check_dtype(child_logp, "child_logp", DType::kF32);
+  const int64_t k = child_tokens.dim(1), rows = child_tokens.dim(0);
+  AERIE_CHECK(k >= 1 && k <= kMaxTopK && rows % k == 0,
+              "child_tokens " << child_tokens.describe() << " must be [batch * k, k] with k in [1, " << kMaxTopK << "]");
+  AERIE_CHECK(child_logp.dim(0) == rows && child_logp.dim(1) == k, "child_logp " << child_logp.describe() << " and child_tokens "
+                                                                                  << child_tokens.describe() << " differ");
+  AERIE_CHECK(step >= 1, "step must be >= 1, got " << step);
+  check_frontier(frontier, rows, d);
+  check_candidates(candidates, rows / k, tree_draft_candidates(step + 1, k), d);
+  check_per_row(kv_indptr, "kv_indptr", DType::kI32, rows + 1, d, "the frontier (plus one)");
+  check_tensor(kv_indices, "kv_indices", 1, d);
+  check_dtype(kv_indices, "kv_indices", DType::kI32);
+  AERIE_CHECK(next_kv_indptr.defined() == next_kv_indices.defined(), "next_kv_indptr and next_kv_indices come together");
+  if (next_kv_indptr.defined()) {
+    check_per_row(next_kv_indptr, "next_kv_indptr", DType::kI32, rows + 1, d, "the frontier (plus one)");
+    check_tensor(next_kv_indices, "next_kv_indices", 1, d);
+    check_dtype(next_kv_indices, "next_kv_indices", DType::kI32);
+  }
+}
+Status tree_draft_expand(const TreeDraftExpandParams& p, const Stream& s) {
+  return dispatch(p, s, p.child_tokens.device, cpu::tree_draft_expand,
+                  [](const TreeDraftExpandParams& q, void* h) { return cuda::tree_draft_expand(q, h); });
+}
+
 void LogSoftmaxParams::validate() const {
   check_tensor(logits, "logits", 2, logits.device);
   check_dtype(logits, "logits", DType::kF32);

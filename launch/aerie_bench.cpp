@@ -91,9 +91,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 8));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
   specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run verifies (chains and trees) eagerly instead of replaying captured graphs");
-  specb->add_option("--draft-chain", spb.draft_chain,
-                    "chain drafts: runner (one device-side sequence, a CUDA graph per bucket, as served), steps (a host round trip per "
-                    "draft token) or both")
+  specb->add_option("--draft-runner,--draft-chain", spb.draft_chain,
+                    "drafts (chains and trees): runner (one device-side sequence of the draft forwards, a CUDA graph per bucket, as "
+                    "served), steps (a host round trip per draft forward) or both")
       ->check(CLI::IsMember({"runner", "steps", "both"}))
       ->capture_default_str();
   specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);

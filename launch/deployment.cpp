@@ -164,10 +164,10 @@ struct Deployment::Impl {
       draft_kv = std::make_unique<model::KvCache>(draft_local_config(draft_shape, shard), kv->shape(), device, act);
       draft = std::make_shared<core::DraftWorkerCore>(draft_choice.algorithm, std::move(draft_weights.head), std::move(draft_weights.model),
                                                       *draft_kv, *model, o.max_running_requests, o.speculative_eagle_topk);
-      // Chain drafts run as one device-side sequence; on CUDA one graph per bucket (DP
-      // attention runs it eagerly, as its other forwards).
+      // Drafts (chains and trees) run as one device-side sequence; on CUDA one graph per
+      // bucket (DP attention runs it eagerly, as its other forwards).
       const bool draft_graphs = device == Device::kCuda && !o.disable_cuda_graph && !layout.dp_attention;
-      draft->enable_chain_runner(o.speculative_num_steps, draft_graphs ? std::min(o.cuda_graph_max_bs, o.max_running_requests) : o.max_running_requests,
+      draft->enable_draft_runners(o.speculative_num_steps, draft_graphs ? std::min(o.cuda_graph_max_bs, o.max_running_requests) : o.max_running_requests,
                                  kv->shape().usable_tokens(), draft_graphs);
     }
     bootstrap_channels();

@@ -143,7 +143,7 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
     }
     in_hidden = gather(target_hidden, rows);
   }
-  if (chain_) {  // chains with the runner: the state stays on the device
+  if (chain_ || tree_) {  // with a runner: the state stays on the device
     const TensorView logits = forward(b, in_hidden);
     std::vector<uint64_t> rids;
     for (const auto* k : kept) rids.push_back(k->rid);
@@ -217,13 +217,14 @@ void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
   for (uint64_t r : rids) forget(r);
 }
 
-void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {
-  AERIE_CHECK(state_.empty(), "the chain runner is enabled before any request reaches the draft");
+void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {
+  AERIE_CHECK(state_.empty(), "the draft runners are enabled before any request reaches the draft");
   chain_.reset();
-  if (info_.topk > 1 || steps < 2) return;
+  tree_.reset();
+  extend_runner_.reset();
+  if (steps < 2) return;
   const Device dev = stream_.device();
-  next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
-  next_pool_.zero();
+  const int64_t K = info_.topk;
   if (head_) {
     std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
     bool identity = true;
@@ -236,21 +237,39 @@ void DraftWorkerCore::enable_chain_runner(int64_t steps, int64_t max_bs, int64_t
       to_target_.copy_from_host(map.data(), map.size() * 4);
     }
   }
+  const TensorView to_target = to_target_.data() ? to_target_.view() : TensorView();
+  const int64_t runner_bs = std::min(max_bs, max_requests_);
+  if (K > 1) {
+    AERIE_CHECK(!head_ || K <= head_->vocab(), "--speculative-eagle-topk " << K << " exceeds the draft vocabulary of " << head_->vocab());
+    top_tokens_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1, K});
+    top_logp_pool_ = Buffer(dev, DType::kF32, {max_requests_ + 1, K});
+    top_tokens_pool_.zero();
+    top_logp_pool_.zero();
+    extend_top_values_ = Buffer(dev, DType::kF32, {max_requests_, K});
+    extend_top_ids_ = Buffer(dev, DType::kI32, {max_requests_, K});
+    extend_top_tokens_ = Buffer(dev, DType::kI32, {max_requests_, K});
+    if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
+    tree_ = std::make_unique<spec::DraftTreeRunner>(
+        head_.get(), standalone_.get(),
+        spec::TreeStatePools{.hidden = eagle() ? hidden_pool_.view() : TensorView(), .top_tokens = top_tokens_pool_.view(),
+                             .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
+        to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
+    return;
+  }
+  next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
+  next_pool_.zero();
   extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
   extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
   extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
   if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
   chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(),
-                                                    next_pool_.view(), to_target_.data() ? to_target_.view() : TensorView(), kv_, target_,
-                                                    steps, std::min(max_bs, max_requests_), max_context, graphs);
+                                                    next_pool_.view(), to_target, kv_, target_, steps, runner_bs, max_context, graphs);
   // The extend after a chain verify at its fixed width (not under DP attention, whose
   // forwards go through the step's padding plan).
-  extend_runner_.reset();
   if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
     extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
-        head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(),
-        to_target_.data() ? to_target_.view() : TensorView(), kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0,
-        std::min(max_bs, max_requests_), max_context, graphs);
+        head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(), to_target, kv_, target_, steps + 1,
+        head_ ? head_->config().input_width() : 0, runner_bs, max_context, graphs);
 }
 
 void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {
@@ -264,12 +283,25 @@ void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const T
     state_[rid].on_device = true;
   }
   const TensorView row_ids = upload_ints(extend_rows_, rows, stream_);
-  const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
-  extend_argmax_->run(logits, ids, stream_);
-  const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
-  spec::draft_ids_to_target(ids, to_target_.data() ? to_target_.view() : TensorView(), tokens, stream_);
-  const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
-  AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
+  const TensorView to_target = to_target_.data() ? to_target_.view() : TensorView();
+  if (info_.topk > 1) {  // a tree's state: the k best first tokens and their log-probabilities
+    const int64_t K = info_.topk;
+    const TensorView values(extend_top_values_.data(), DType::kF32, {n, K}, dev);
+    const TensorView ids(extend_top_ids_.data(), DType::kI32, {n, K}, dev);
+    const TensorView tokens(extend_top_tokens_.data(), DType::kI32, {n, K}, dev);
+    AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));  // the forward's scratch
+    AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));
+    spec::draft_ids_to_target(ids.reshape({n * K}), to_target, tokens.reshape({n * K, 1}), stream_);
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = top_tokens_pool_.view()}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = values, .rows = row_ids, .out = top_logp_pool_.view()}, stream_));
+  } else {
+    const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
+    extend_argmax_->run(logits, ids, stream_);
+    const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
+    spec::draft_ids_to_target(ids, to_target, tokens, stream_);
+    const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
+  }
   if (eagle()) {  // the head's output at each kept sequence's last token, to its state row
     const TensorView at = upload_ints(extend_logit_rows_, b.logit_rows, stream_);
     const TensorView picked(extend_hidden_.data(), act_, {n, hidden_size_}, dev);
@@ -278,18 +310,37 @@ void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const T
   }
 }
 
-void DraftWorkerCore::fetch_next_tokens(const std::vector<ProposeSeq>& seqs) {
+void DraftWorkerCore::fetch_state(const std::vector<ProposeSeq>& seqs) {
   bool any = false;
   for (const auto& s : seqs)
     if (auto it = state_.find(s.rid); it != state_.end()) any = any || it->second.on_device;
   if (!any) return;
-  std::vector<int32_t> pool(static_cast<size_t>(max_requests_));
-  copy_async(pool.data(), next_pool_.data(), pool.size() * 4, stream_);
+  const int64_t K = info_.topk;
+  std::vector<int32_t> next, top_tokens;
+  std::vector<float> top_logp;
+  if (K > 1) {
+    top_tokens.resize(static_cast<size_t>(top_tokens_pool_.view().numel()));
+    top_logp.resize(top_tokens.size());
+    copy_async(top_tokens.data(), top_tokens_pool_.data(), top_tokens.size() * 4, stream_);
+    copy_async(top_logp.data(), top_logp_pool_.data(), top_logp.size() * 4, stream_);
+  } else {
+    next.resize(static_cast<size_t>(max_requests_));
+    copy_async(next.data(), next_pool_.data(), next.size() * 4, stream_);
+  }
   synchronize(stream_);
   for (const auto& s : seqs)
     if (auto it = state_.find(s.rid); it != state_.end() && it->second.on_device) {
-      it->second.next_token = pool[static_cast<size_t>(it->second.hidden_row)];
-      it->second.on_device = false;
+      State& st = it->second;
+      const auto row = static_cast<size_t>(st.hidden_row);
+      if (K > 1) {
+        const auto at = static_cast<std::ptrdiff_t>(row * static_cast<size_t>(K));
+        st.top_tokens.assign(top_tokens.begin() + at, top_tokens.begin() + at + K);
+        st.top_logp.assign(top_logp.begin() + at, top_logp.begin() + at + K);
+        st.next_token = st.top_tokens.front();
+      } else {
+        st.next_token = next[row];
+      }
+      st.on_device = false;
     }
 }
 
@@ -305,7 +356,7 @@ std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vect
     }
     if (chain_->can_run(chain)) return chain_->propose(chain);
   }
-  fetch_next_tokens(seqs);  // drafting step by step: the next tokens on the host
+  fetch_state(seqs);  // drafting step by step: the next tokens on the host
   const int64_t B = static_cast<int64_t>(seqs.size());
   const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
   for (size_t i = 0; i < seqs.size(); ++i) {

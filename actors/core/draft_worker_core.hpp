@@ -24,6 +24,7 @@
 #include "spec/draft_chain_runner.hpp"
 #include "spec/draft_extend_runner.hpp"
 #include "spec/draft_tree.hpp"
+#include "spec/draft_tree_runner.hpp"
 
 namespace aerie::core {
 
@@ -53,14 +54,17 @@ class DraftWorkerCore : public DraftPort {
   std::vector<spec::DraftTree> propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
 
-  // Chain proposals (topk 1) of `steps` tokens run as one device-side sequence from now on
-  // (spec/draft_chain_runner.hpp): captured as a CUDA graph per batch-size bucket up to
-  // max_bs with graphs, else eagerly; proposals it cannot take draft step by step.
-  // fixed_width_extend (default: with graphs): a chain verify's extend runs at width steps + 1
-  // (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only costs the
-  // padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
-  void enable_chain_runner(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});
+  // Proposals of `steps` tokens run as one device-side sequence from now on: chains (topk 1)
+  // through spec/draft_chain_runner.hpp, trees (topk > 1) through spec/draft_tree_runner.hpp;
+  // each captured as a CUDA graph per batch-size bucket up to max_bs with graphs, else eager.
+  // Proposals a runner cannot take draft step by step. The draft state (next tokens, a
+  // tree's first tokens and their log-probabilities, hidden states) stays on the device.
+  // fixed_width_extend (chains; default: with graphs): a chain verify's extend runs at width
+  // steps + 1 (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only
+  // costs the padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
+  void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});
   const spec::DraftChainRunner* chain_runner() const { return chain_.get(); }
+  const spec::DraftTreeRunner* tree_runner() const { return tree_.get(); }
   const spec::DraftExtendRunner* extend_runner() const { return extend_runner_.get(); }
 
   const model::EagleHead* head() const { return head_.get(); }
@@ -71,7 +75,7 @@ class DraftWorkerCore : public DraftPort {
  private:
   struct State {
     int32_t next_token = 0;
-    bool on_device = false;          // chains: next_token is stale; next_pool_[hidden_row] holds it
+    bool on_device = false;          // with a runner: the host copies are stale; the pools' row hidden_row holds the state
     int64_t hidden_row = -1;         // the request's state row: in hidden_pool_ (EAGLE) and next_pool_
     std::vector<int32_t> top_tokens;  // topk > 1: the best next tokens (target ids)
     std::vector<float> top_logp;      // and their draft log-probabilities
@@ -88,11 +92,14 @@ class DraftWorkerCore : public DraftPort {
   // gathered_[i] = table[rows[i]]; returns the gathered view.
   TensorView gather(const TensorView& table, const std::vector<int32_t>& rows);
   int64_t row_for(uint64_t rid);
-  // Chains: the extend's next tokens and (EAGLE) hidden states go to the requests' state rows
-  // on the device, with no host round trip; the chain runner reads them there.
+  // With a runner: the extend's next tokens (chains) or k best first tokens and their
+  // log-probabilities (trees), and (EAGLE) hidden states go to the requests' state rows on the
+  // device, with no host round trip; the runners read them there.
   void keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept);
-  // The host copies of these requests' next tokens, for drafting step by step.
-  void fetch_next_tokens(const std::vector<ProposeSeq>& seqs);
+  // The host copies of these requests' state (next tokens, a tree's first tokens), for drafting step by step.
+  void fetch_state(const std::vector<ProposeSeq>& seqs);
+  // The tree runner's proposal, when it takes these requests.
+  std::optional<std::vector<spec::DraftTree>> propose_tree_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens);
   // A chain verify's extend through the extend runner (fixed width, a graph per bucket on
   // CUDA); false when it does not fit (a prompt chunk's extend, no spare slots, ...).
   bool extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
@@ -115,9 +122,13 @@ class DraftWorkerCore : public DraftPort {
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
   std::unique_ptr<spec::DraftChainRunner> chain_;
   std::unique_ptr<spec::DraftExtendRunner> extend_runner_;  // with chain_: verify extends at width steps + 1
-  // Device-resident chain state (with the chain runner): each request's next token at its row,
-  // the draft -> target id map, and the extend's scratch.
-  Buffer next_pool_;    // [max_requests] i32
+  std::unique_ptr<spec::DraftTreeRunner> tree_;
+  // Device-resident state (with a runner): each request's next token (chains) or k best first
+  // tokens and their log-probabilities (trees) at its row, the draft -> target id map, and the
+  // extend's scratch. Every pool has a row more than requests: padded requests read it.
+  Buffer next_pool_;    // [max_requests + 1] i32
+  Buffer top_tokens_pool_, top_logp_pool_;  // [max_requests + 1, topk] i32 / f32
+  Buffer extend_top_values_, extend_top_ids_, extend_top_tokens_;  // [max_requests, topk]
   Buffer to_target_;    // [draft vocab, 1] i32 (empty: the ids are the target's)
   std::unique_ptr<spec::DeviceArgmax> extend_argmax_;
   Buffer extend_ids_, extend_tokens_, extend_rows_, extend_logit_rows_, extend_hidden_;

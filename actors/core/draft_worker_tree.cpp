@@ -2,7 +2,9 @@
 // each request's topk best first tokens; every further step runs one draft forward over
 // the topk frontier nodes of every request, each as its own one-token sequence whose
 // context is the request's committed context plus the scratch rows of its own path, and
-// keeps the topk best of the topk x topk expansions as the next frontier.
+// keeps the topk best of the topk x topk expansions as the next frontier. Scores are float
+// sums in the order kernels::tree_draft_expand makes them, so the tree runner
+// (spec/draft_tree_runner.hpp), which takes every proposal it can, picks the same trees.
 #include <algorithm>
 #include <numeric>
 
@@ -15,7 +17,7 @@ namespace {
 
 struct FrontierNode {
   int32_t candidate = 0;          // index in the request's candidate list
-  double score = 0.0;             // cumulative draft log-probability
+  float score = 0.0f;             // cumulative draft log-probability
   std::vector<int32_t> path;      // scratch slots of its ancestors' draft rows
   int32_t hidden_source = -1;     // EAGLE: row of the hidden state its forward reads
 };
@@ -26,6 +28,8 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<Pro
   const int64_t K = info_.topk;
   const size_t B = seqs.size();
   AERIE_CHECK(steps >= 1 && draft_tokens >= 2, "tree drafting needs steps >= 1 and at least two draft tokens");
+  if (auto trees = propose_tree_on_device(seqs, steps, draft_tokens)) return std::move(*trees);
+  fetch_state(seqs);  // drafting step by step: the first tokens on the host
   std::vector<std::vector<spec::DraftCandidate>> candidates(B);
   std::vector<std::vector<FrontierNode>> frontier(B);
   for (size_t i = 0; i < B; ++i) {
@@ -39,7 +43,7 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<Pro
     for (int64_t k = 0; k < K; ++k) {
       const auto c = static_cast<int32_t>(candidates[i].size());
       candidates[i].push_back({.score = st.top_logp[static_cast<size_t>(k)], .token = st.top_tokens[static_cast<size_t>(k)], .parent = -1});
-      frontier[i].push_back({.candidate = c, .score = candidates[i].back().score, .path = {}, .hidden_source = static_cast<int32_t>(st.hidden_row)});
+      frontier[i].push_back({.candidate = c, .score = st.top_logp[static_cast<size_t>(k)], .path = {}, .hidden_source = static_cast<int32_t>(st.hidden_row)});
     }
   }
   for (int64_t j = 1; j < steps; ++j) {
@@ -75,7 +79,7 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<Pro
     size_t row = 0;
     for (size_t i = 0; i < B; ++i) {
       struct Expansion {
-        double score;
+        float score;
         size_t parent;  // frontier index
         size_t row;     // forward row of the parent
         int32_t token;
@@ -84,7 +88,7 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<Pro
       for (size_t f = 0; f < frontier[i].size(); ++f, ++row)
         for (int64_t k = 0; k < K; ++k) {
           const size_t at = row * static_cast<size_t>(K) + static_cast<size_t>(k);
-          ex.push_back({frontier[i][f].score + static_cast<double>(top.logp[at]), f, row, top.tokens[at]});
+          ex.push_back({frontier[i][f].score + top.logp[at], f, row, top.tokens[at]});
         }
       std::vector<FrontierNode> next;
       std::vector<size_t> order(ex.size());
@@ -106,6 +110,22 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose_tree(const std::vector<Pro
   }
   std::vector<spec::DraftTree> trees;
   for (size_t i = 0; i < B; ++i) trees.push_back(spec::select_draft_tree(seqs[i].root_token, candidates[i], draft_tokens - 1));
+  return trees;
+}
+
+std::optional<std::vector<spec::DraftTree>> DraftWorkerCore::propose_tree_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps,
+                                                                                     int64_t draft_tokens) {
+  if (!tree_ || steps != tree_->steps()) return std::nullopt;
+  std::vector<spec::TreeSeq> tree_seqs;
+  for (const auto& s : seqs) {
+    auto it = state_.find(s.rid);
+    AERIE_CHECK(it != state_.end(), "no draft state for request " << s.rid << " (its prefill did not reach the draft)");
+    tree_seqs.push_back({.first_position = s.first_position, .context = &s.context, .state_row = static_cast<int32_t>(it->second.hidden_row)});
+  }
+  if (!tree_->can_run(tree_seqs)) return std::nullopt;
+  const auto candidates = tree_->propose(tree_seqs);
+  std::vector<spec::DraftTree> trees;
+  for (size_t i = 0; i < seqs.size(); ++i) trees.push_back(spec::select_draft_tree(seqs[i].root_token, candidates[i], draft_tokens - 1));
   return trees;
 }
 

@@ -32,9 +32,9 @@ struct SpecBenchOptions {
   int64_t draft_vocab = 32000;
   bool draft_actor = true;   // the round goes through the DraftWorker actor, as served
   bool verify_graphs = true; // CUDA: verifies (chains and trees) replay captured graphs, as served
-  // Chain drafts: "runner" (the device-side chain, spec/draft_chain_runner.hpp, as served; a
-  // graph per bucket on CUDA), "steps" (a forward and a host round trip per draft token), or
-  // "both" (each, same run).
+  // Drafts: "runner" (the device-side chain or tree, spec/draft_chain_runner.hpp and
+  // spec/draft_tree_runner.hpp, as served; a graph per bucket on CUDA), "steps" (a forward and
+  // a host round trip per draft step), or "both" (each, same run).
   std::string draft_chain = "both";
   int64_t input_len = 512;
   int64_t rounds = 20;    // timed rounds per configuration

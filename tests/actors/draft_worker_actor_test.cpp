@@ -14,6 +14,7 @@
 #include "kernels/buffer.hpp"
 #include "kernels/error.hpp"
 #include "model/llama_weights.hpp"
+#include "tests/actors/tiny_draft.hpp"
 #include "tests/test_util.hpp"
 
 using namespace aerie;
@@ -22,16 +23,10 @@ using namespace aerie::actors;
 namespace {
 
 using System = aerie::testing::ActorTestSystem;
-
-const model::LlamaConfig& tiny() {
-  static const auto c = model::LlamaConfig::named_shape("tiny");
-  return c;
-}
-
-std::unique_ptr<model::LlamaModel> tiny_model(uint64_t seed) {
-  return std::make_unique<model::LlamaModel>(tiny(), model::random_llama_weights(tiny(), seed, Device::kCpu, DType::kF32, 0.1f), Stream::cpu(),
-                                             DType::kF32);
-}
+using aerie::testing::prompt_extend;
+using aerie::testing::slots;
+using aerie::testing::tiny;
+using aerie::testing::tiny_model;
 
 // The target's greedy continuation of `prompt`, n tokens, by plain forwards.
 std::vector<int32_t> greedy(model::LlamaModel& m, const std::vector<int32_t>& prompt, int n) {
@@ -57,17 +52,6 @@ std::vector<int32_t> greedy(model::LlamaModel& m, const std::vector<int32_t>& pr
     out.push_back(next);
   }
   return out;
-}
-
-std::vector<int32_t> slots(int32_t from, int32_t to) {  // slots of positions [from, to): position p lives in slot p + 1
-  std::vector<int32_t> s;
-  for (int32_t p = from; p < to; ++p) s.push_back(p + 1);
-  return s;
-}
-
-core::DraftExtendSeq prompt_extend(uint64_t rid, const std::vector<int32_t>& prompt) {
-  const auto n = static_cast<int32_t>(prompt.size());
-  return {.rid = rid, .tokens = prompt, .first_position = 0, .slots = slots(0, n), .context = slots(0, n), .hidden_rows = {}, .keep = true};
 }
 
 DraftDone extend(caf::scoped_actor& self, const caf::actor& a, DraftExtend m) {
@@ -283,149 +267,5 @@ TEST(DraftWorkerActor, Eagle1WithAHotTokenMapDraftsOnlyHotTokens) {
     const auto& t = p.trees[0];
     for (int64_t i = 1; i < t.size(); ++i) EXPECT_EQ(t.tokens[static_cast<size_t>(i)] % 3, 0) << "topk " << topk << " node " << i;
     self->send_exit(actor, caf::exit_reason::user_shutdown);
-  }
-}
-
-// The chain runner (spec/draft_chain_runner.hpp: every step's input token and hidden state
-// fed on the device, one copy back) proposes exactly what step-by-step drafting proposes:
-// EAGLE3 with its full and a reduced vocabulary (ids mapped on the device), EAGLE with a
-// hot-token map, STANDALONE; three requests at different positions.
-TEST(DraftChainRunner, ProposesWhatStepByStepDraftingProposes) {
-  auto target = tiny_model(5);
-  std::mt19937 rng(9);
-  struct Case {
-    std::string name;
-    core::SpecAlgorithm alg;
-    model::EagleKind kind;
-    int64_t draft_vocab;
-    bool hot;
-  };
-  const Case cases[] = {{"EAGLE3", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false},
-                        {"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
-                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
-                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
-  for (const auto& c : cases) {
-    auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
-    if (c.hot)
-      for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
-    const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
-    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
-    model::KvCache kv_a(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
-    model::KvCache kv_b(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
-    auto make_core = [&](model::KvCache& kv) {
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      if (eagle)
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
-      else
-        standalone = tiny_model(6);
-      return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
-    };
-    auto stepwise = make_core(kv_a);
-    auto chained = make_core(kv_b);
-    chained->enable_chain_runner(4, 8, 256, /*graphs=*/false);
-    ASSERT_NE(chained->chain_runner(), nullptr);
-    const int64_t width = eagle ? hc.input_width() : 0;
-    std::vector<core::DraftProposeSeq> ps;
-    for (uint64_t rid = 1; rid <= 3; ++rid) {
-      const int32_t n = static_cast<int32_t>(4 + 3 * rid);
-      std::vector<int32_t> prompt;
-      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
-      // Each request in its own slot range: 64 slots apart.
-      auto seq = prompt_extend(rid, prompt);
-      for (auto& s : seq.slots) s += static_cast<int32_t>(64 * rid);
-      for (auto& s : seq.context) s += static_cast<int32_t>(64 * rid);
-      Buffer hidden;
-      if (eagle) {
-        hidden = aerie::testing::random_buffer(rng, DType::kF32, {n, width});
-        for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(i);
-      }
-      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
-      chained->extend({seq}, eagle ? hidden.view() : TensorView());
-      auto context = slots(0, n + 4);
-      for (auto& s : context) s += static_cast<int32_t>(64 * rid);
-      ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = prompt.back()});
-    }
-    const auto want = stepwise->propose_chain(ps, 4);
-    const auto got = chained->propose_chain(ps, 4);
-    EXPECT_EQ(got, want) << c.name;
-    for (const auto& d : got) EXPECT_EQ(d.size(), 4u) << c.name;
-  }
-}
-
-// A chain verify's draft extend at its fixed width (spec/draft_extend_runner.hpp: committed
-// tokens, then padding tokens at the reserved positions after them) leaves the state the
-// variable-width extend leaves: after a prompt extend and a verify extend of 1, 2 or 4
-// committed tokens per request, both cores propose the same chains. EAGLE3 (reduced
-// vocabulary), EAGLE and STANDALONE; the padding writes slots the other core never touches.
-TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
-  auto target = tiny_model(5);
-  std::mt19937 rng(10);
-  constexpr int64_t kSteps = 3;  // chain width: 4 tokens per extend
-  for (auto alg : {core::SpecAlgorithm::kEagle3, core::SpecAlgorithm::kEagle, core::SpecAlgorithm::kStandalone}) {
-    const bool eagle = alg != core::SpecAlgorithm::kStandalone;
-    auto hc = model::EagleHeadConfig::for_target(alg == core::SpecAlgorithm::kEagle ? model::EagleKind::kEagle1 : model::EagleKind::kEagle3, tiny(),
-                                                 alg == core::SpecAlgorithm::kEagle3 ? 200 : 0);
-    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
-    model::KvCache kv_a(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
-    model::KvCache kv_b(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
-    auto make_core = [&](model::KvCache& kv, bool fixed) {
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      if (eagle) head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 12, Device::kCpu, DType::kF32), *target);
-      else standalone = tiny_model(6);
-      auto c = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
-      c->enable_chain_runner(kSteps, 8, 512, /*graphs=*/false, /*fixed_width_extend=*/fixed);
-      return c;
-    };
-    auto variable = make_core(kv_a, false);
-    auto fixed = make_core(kv_b, true);
-    ASSERT_EQ(variable->extend_runner(), nullptr);
-    ASSERT_NE(fixed->extend_runner(), nullptr);
-    const int64_t width = eagle ? hc.input_width() : 0;
-    const std::vector<int32_t> committed_counts = {1, 2, 4};
-    std::vector<core::DraftExtendSeq> prompts, verifies;
-    std::vector<core::DraftProposeSeq> ps;
-    Buffer hidden;
-    if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
-    for (uint64_t rid = 1; rid <= 3; ++rid) {
-      const auto off = static_cast<int32_t>(100 * rid);  // each request in its own slot range
-      const int32_t n = static_cast<int32_t>(5 + 2 * rid);
-      std::vector<int32_t> prompt;
-      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
-      auto p = prompt_extend(rid, prompt);
-      for (auto& s : p.slots) s += off;
-      for (auto& s : p.context) s += off;
-      if (eagle)
-        for (int32_t i = 0; i < n; ++i) p.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-      prompts.push_back(p);
-      // The verify: a + 1 committed tokens at positions n .. n + a (EAGLE pairs them with
-      // the target's hidden rows; STANDALONE runs them one position later), the reservation
-      // covering positions up to first + steps.
-      const int32_t a1 = committed_counts[rid - 1];
-      const int32_t first = eagle ? n : n + 1;
-      core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
-      for (int32_t j = 0; j < a1; ++j) {
-        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
-        if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-      }
-      auto all = slots(0, first + static_cast<int32_t>(kSteps) + 1);
-      for (auto& s : all) s += off;
-      v.slots.assign(all.begin() + first, all.begin() + first + a1);
-      v.context.assign(all.begin(), all.begin() + first + a1);
-      v.spare_slots.assign(all.begin() + first + a1, all.end());
-      verifies.push_back(v);
-      // The next proposal from the last committed token on.
-      auto context = slots(0, first + a1 + static_cast<int32_t>(kSteps));
-      for (auto& s : context) s += off;
-      ps.push_back({.rid = rid, .first_position = eagle ? first + a1 - 1 : first + a1, .context = context, .root_token = v.tokens.back()});
-    }
-    for (auto* c : {variable.get(), fixed.get()}) {
-      c->extend(prompts, eagle ? hidden.view() : TensorView());
-      c->extend(verifies, eagle ? hidden.view() : TensorView());
-    }
-    const auto want = variable->propose_chain(ps, kSteps);
-    const auto got = fixed->propose_chain(ps, kSteps);
-    EXPECT_EQ(got, want) << static_cast<int>(alg);
   }
 }

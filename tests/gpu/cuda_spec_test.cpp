@@ -40,10 +40,10 @@ std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vecto
   return d.run(reqs);
 }
 
-// A chain draft core (16 requests) for the tiny target on the GPU: a random EAGLE3 head
+// A draft core (16 requests, chains or trees of topk) for the tiny target on the GPU: a random EAGLE3 head
 // (hc), or a random tiny Llama as a STANDALONE draft.
 std::shared_ptr<core::DraftWorkerCore> tiny_draft_core(bool eagle, const model::EagleHeadConfig& hc, const model::LlamaModel& target,
-                                                      model::KvCache& kv, const Stream& stream) {
+                                                      model::KvCache& kv, const Stream& stream, int64_t topk = 1) {
   std::unique_ptr<model::EagleHead> head;
   std::unique_ptr<model::LlamaModel> standalone;
   const auto& cfg = target.config();
@@ -53,7 +53,7 @@ std::shared_ptr<core::DraftWorkerCore> tiny_draft_core(bool eagle, const model::
     standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f), stream,
                                                      DType::kF32);
   return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
-                                                 std::move(standalone), kv, target, 16, 1);
+                                                 std::move(standalone), kv, target, 16, topk);
 }
 
 }  // namespace
@@ -251,7 +251,7 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
     auto make_core = [&](model::KvCache& kv) { return tiny_draft_core(eagle, hc, target, kv, stream.get()); };
     auto stepwise = make_core(kv_a);
     auto graphed = make_core(kv_b);
-    graphed->enable_chain_runner(4, 16, shape.usable_tokens(), /*graphs=*/true);
+    graphed->enable_draft_runners(4, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->chain_runner() && graphed->chain_runner()->graphs());
     std::vector<core::DraftProposeSeq> ps;
     for (uint64_t rid = 1; rid <= 16; ++rid) {
@@ -289,6 +289,68 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
   }
 }
 
+// The tree draft as one CUDA graph per bucket (spec/draft_tree_runner.hpp) proposes the
+// trees step-by-step tree drafting proposes, for every batch size up to 16 (most padded up to
+// their bucket), topk 4 over 4 steps, EAGLE3 with a reduced vocabulary and STANDALONE; the
+// dummy KV slot that padded requests write and read holds garbage before every replay.
+TEST(CudaDraftTree, GraphsProposeWhatStepByStepDraftingProposes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cfg = model::LlamaConfig::named_shape("tiny");
+  OwnedStream stream(Device::kCuda);
+  model::LlamaModel target(cfg, model::random_llama_weights(cfg, 5, Device::kCuda, DType::kF32, 0.1f), stream.get(), DType::kF32);
+  std::mt19937 rng(19);
+  constexpr int64_t kTopk = 4, kSteps = 4, kDraftTokens = 12;
+  for (const bool eagle : {true, false}) {
+    const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, cfg, 200);
+    const model::LlamaConfig layer = eagle ? hc.layer : cfg;
+    const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
+    model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
+    auto stepwise = tiny_draft_core(eagle, hc, target, kv_a, stream.get(), kTopk);
+    auto graphed = tiny_draft_core(eagle, hc, target, kv_b, stream.get(), kTopk);
+    graphed->enable_draft_runners(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
+    ASSERT_TRUE(graphed->tree_runner() && graphed->tree_runner()->graphs());
+    std::vector<core::DraftProposeSeq> ps;
+    for (uint64_t rid = 1; rid <= 16; ++rid) {
+      const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
+      const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
+      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      for (int32_t p = 0; p < n; ++p) {
+        seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+        seq.slots.push_back(base + p);
+        seq.hidden_rows.push_back(p);
+      }
+      seq.context = seq.slots;
+      Buffer hidden;
+      if (eagle) {  // stand-in target hidden states, on the GPU
+        const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
+        hidden = Buffer(Device::kCuda, DType::kF32, {n, hc.input_width()});
+        hidden.copy_from_host(host.data(), host.nbytes());
+      }
+      if (!eagle) seq.hidden_rows.clear();
+      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
+      graphed->extend({seq}, eagle ? hidden.view() : TensorView());
+      const int32_t first = eagle ? n - 1 : n;
+      std::vector<int32_t> context;
+      for (int32_t p = 0; p < first + (kSteps - 1) * kTopk; ++p) context.push_back(base + p);
+      ps.push_back({.rid = rid, .first_position = first, .context = context, .root_token = seq.tokens.back()});
+    }
+    for (size_t bs = 1; bs <= ps.size(); ++bs) {
+      const std::vector<core::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
+      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
+        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
+          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
+      const auto want = stepwise->propose_tree(batch, kSteps, kDraftTokens);
+      const auto got = graphed->propose_tree(batch, kSteps, kDraftTokens);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < bs; ++i) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " request " << i << " bucket "
+                                                 << graphed->tree_runner()->bucket_for(static_cast<int64_t>(bs));
+        EXPECT_EQ(got[i].parents, want[i].parents) << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " request " << i;
+      }
+    }
+  }
+}
+
 // A chain verify's draft extend as a CUDA graph per bucket (spec/draft_extend_runner.hpp,
 // fixed width steps + 1, padded up to the bucket) leaves the state the eager variable-width
 // extend leaves: rounds of verify extends of 1-4 committed tokens over batches of 1-16
@@ -310,8 +372,8 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
     auto make_core = [&](model::KvCache& kv) { return tiny_draft_core(eagle, hc, target, kv, stream.get()); };
     auto eager = make_core(kv_a);
     auto graphed = make_core(kv_b);
-    eager->enable_chain_runner(kSteps, 16, shape.usable_tokens(), /*graphs=*/false, /*fixed_width_extend=*/false);
-    graphed->enable_chain_runner(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
+    eager->enable_draft_runners(kSteps, 16, shape.usable_tokens(), /*graphs=*/false, /*fixed_width_extend=*/false);
+    graphed->enable_draft_runners(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->extend_runner() && graphed->extend_runner()->graphs());
     ASSERT_EQ(eager->extend_runner(), nullptr);
     Buffer hidden;

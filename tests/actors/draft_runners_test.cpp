@@ -1,0 +1,266 @@
+// The draft runners (spec/draft_chain_runner.hpp, draft_tree_runner.hpp,
+// draft_extend_runner.hpp) on the CPU, eagerly over the same kernels the CUDA graphs
+// replay: each proposes exactly what step-by-step drafting proposes, and each leaves the
+// state the step-by-step path leaves.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "actors/core/draft_worker_core.hpp"
+#include "kernels/buffer.hpp"
+#include "model/eagle_head.hpp"
+#include "tests/actors/tiny_draft.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using aerie::testing::prompt_extend;
+using aerie::testing::slots;
+using aerie::testing::tiny;
+using aerie::testing::tiny_model;
+
+// The chain runner (spec/draft_chain_runner.hpp: every step's input token and hidden state
+// fed on the device, one copy back) proposes exactly what step-by-step drafting proposes:
+// EAGLE3 with its full and a reduced vocabulary (ids mapped on the device), EAGLE with a
+// hot-token map, STANDALONE; three requests at different positions.
+TEST(DraftChainRunner, ProposesWhatStepByStepDraftingProposes) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(9);
+  struct Case {
+    std::string name;
+    core::SpecAlgorithm alg;
+    model::EagleKind kind;
+    int64_t draft_vocab;
+    bool hot;
+  };
+  const Case cases[] = {{"EAGLE3", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false},
+                        {"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
+                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
+                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
+  for (const auto& c : cases) {
+    auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
+    if (c.hot)
+      for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
+    const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
+    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
+    model::KvCache kv_a(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_b(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    auto make_core = [&](model::KvCache& kv) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle)
+        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
+      else
+        standalone = tiny_model(6);
+      return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
+    };
+    auto stepwise = make_core(kv_a);
+    auto chained = make_core(kv_b);
+    chained->enable_draft_runners(4, 8, 256, /*graphs=*/false);
+    ASSERT_NE(chained->chain_runner(), nullptr);
+    const int64_t width = eagle ? hc.input_width() : 0;
+    std::vector<core::DraftProposeSeq> ps;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(4 + 3 * rid);
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+      // Each request in its own slot range: 64 slots apart.
+      auto seq = prompt_extend(rid, prompt);
+      for (auto& s : seq.slots) s += static_cast<int32_t>(64 * rid);
+      for (auto& s : seq.context) s += static_cast<int32_t>(64 * rid);
+      Buffer hidden;
+      if (eagle) {
+        hidden = aerie::testing::random_buffer(rng, DType::kF32, {n, width});
+        for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(i);
+      }
+      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
+      chained->extend({seq}, eagle ? hidden.view() : TensorView());
+      auto context = slots(0, n + 4);
+      for (auto& s : context) s += static_cast<int32_t>(64 * rid);
+      ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = prompt.back()});
+    }
+    const auto want = stepwise->propose_chain(ps, 4);
+    const auto got = chained->propose_chain(ps, 4);
+    EXPECT_EQ(got, want) << c.name;
+    for (const auto& d : got) EXPECT_EQ(d.size(), 4u) << c.name;
+  }
+}
+
+// A chain verify's draft extend at its fixed width (spec/draft_extend_runner.hpp: committed
+// tokens, then padding tokens at the reserved positions after them) leaves the state the
+// variable-width extend leaves: after a prompt extend and a verify extend of 1, 2 or 4
+// committed tokens per request, both cores propose the same chains. EAGLE3 (reduced
+// vocabulary), EAGLE and STANDALONE; the padding writes slots the other core never touches.
+TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(10);
+  constexpr int64_t kSteps = 3;  // chain width: 4 tokens per extend
+  for (auto alg : {core::SpecAlgorithm::kEagle3, core::SpecAlgorithm::kEagle, core::SpecAlgorithm::kStandalone}) {
+    const bool eagle = alg != core::SpecAlgorithm::kStandalone;
+    auto hc = model::EagleHeadConfig::for_target(alg == core::SpecAlgorithm::kEagle ? model::EagleKind::kEagle1 : model::EagleKind::kEagle3, tiny(),
+                                                 alg == core::SpecAlgorithm::kEagle3 ? 200 : 0);
+    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
+    model::KvCache kv_a(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_b(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
+    auto make_core = [&](model::KvCache& kv, bool fixed) {
+      std::unique_ptr<model::EagleHead> head;
+      std::unique_ptr<model::LlamaModel> standalone;
+      if (eagle) head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 12, Device::kCpu, DType::kF32), *target);
+      else standalone = tiny_model(6);
+      auto c = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
+      c->enable_draft_runners(kSteps, 8, 512, /*graphs=*/false, /*fixed_width_extend=*/fixed);
+      return c;
+    };
+    auto variable = make_core(kv_a, false);
+    auto fixed = make_core(kv_b, true);
+    ASSERT_EQ(variable->extend_runner(), nullptr);
+    ASSERT_NE(fixed->extend_runner(), nullptr);
+    const int64_t width = eagle ? hc.input_width() : 0;
+    const std::vector<int32_t> committed_counts = {1, 2, 4};
+    std::vector<core::DraftExtendSeq> prompts, verifies;
+    std::vector<core::DraftProposeSeq> ps;
+    Buffer hidden;
+    if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const auto off = static_cast<int32_t>(100 * rid);  // each request in its own slot range
+      const int32_t n = static_cast<int32_t>(5 + 2 * rid);
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+      auto p = prompt_extend(rid, prompt);
+      for (auto& s : p.slots) s += off;
+      for (auto& s : p.context) s += off;
+      if (eagle)
+        for (int32_t i = 0; i < n; ++i) p.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      prompts.push_back(p);
+      // The verify: a + 1 committed tokens at positions n .. n + a (EAGLE pairs them with
+      // the target's hidden rows; STANDALONE runs them one position later), the reservation
+      // covering positions up to first + steps.
+      const int32_t a1 = committed_counts[rid - 1];
+      const int32_t first = eagle ? n : n + 1;
+      core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      for (int32_t j = 0; j < a1; ++j) {
+        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+        if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      }
+      auto all = slots(0, first + static_cast<int32_t>(kSteps) + 1);
+      for (auto& s : all) s += off;
+      v.slots.assign(all.begin() + first, all.begin() + first + a1);
+      v.context.assign(all.begin(), all.begin() + first + a1);
+      v.spare_slots.assign(all.begin() + first + a1, all.end());
+      verifies.push_back(v);
+      // The next proposal from the last committed token on.
+      auto context = slots(0, first + a1 + static_cast<int32_t>(kSteps));
+      for (auto& s : context) s += off;
+      ps.push_back({.rid = rid, .first_position = eagle ? first + a1 - 1 : first + a1, .context = context, .root_token = v.tokens.back()});
+    }
+    for (auto* c : {variable.get(), fixed.get()}) {
+      c->extend(prompts, eagle ? hidden.view() : TensorView());
+      c->extend(verifies, eagle ? hidden.view() : TensorView());
+    }
+    const auto want = variable->propose_chain(ps, kSteps);
+    const auto got = fixed->propose_chain(ps, kSteps);
+    EXPECT_EQ(got, want) << static_cast<int>(alg);
+  }
+}
+
+// The tree runner (spec/draft_tree_runner.hpp: the frontier, its paths and the candidates
+// built on the device, one copy back) proposes exactly the trees step-by-step tree drafting
+// proposes, for topk 2 and 4: EAGLE3 with a reduced vocabulary (ids mapped on the device),
+// EAGLE with a hot-token map, STANDALONE; three requests at different positions, once after
+// their prompts and again after a verify's extend (the first tokens and log-probabilities
+// the extend leaves on the device must equal the host's).
+TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(21);
+  constexpr int64_t kSteps = 5, kDraftTokens = 16;  // deep enough that the verify trees hold nodes of the last forwards
+  struct Case {
+    std::string name;
+    core::SpecAlgorithm alg;
+    model::EagleKind kind;
+    int64_t draft_vocab;
+    bool hot;
+  };
+  const Case cases[] = {{"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
+                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
+                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
+  for (const int64_t topk : {2, 4})
+    for (const auto& c : cases) {
+      const std::string what = c.name + " topk " + std::to_string(topk);
+      auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
+      if (c.hot)
+        for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
+      const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
+      const model::LlamaConfig layer = eagle ? hc.layer : tiny();
+      model::KvCache kv_a(layer, model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      model::KvCache kv_b(layer, model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      auto make_core = [&](model::KvCache& kv) {
+        std::unique_ptr<model::EagleHead> head;
+        std::unique_ptr<model::LlamaModel> standalone;
+        if (eagle)
+          head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 13, Device::kCpu, DType::kF32), *target);
+        else
+          standalone = tiny_model(6);
+        return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, topk);
+      };
+      auto stepwise = make_core(kv_a);
+      auto runner = make_core(kv_b);
+      runner->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false);
+      ASSERT_NE(runner->tree_runner(), nullptr) << what;
+      ASSERT_EQ(runner->chain_runner(), nullptr) << what;
+      const int64_t width = eagle ? hc.input_width() : 0;
+      Buffer hidden;
+      if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
+      auto offset = [](std::vector<int32_t> v, uint64_t rid) {  // each request in its own slot range, 200 apart
+        for (auto& s : v) s += static_cast<int32_t>(200 * rid);
+        return v;
+      };
+      auto check = [&](const std::vector<core::DraftProposeSeq>& ps, const char* when) {
+        const auto want = stepwise->propose_tree(ps, kSteps, kDraftTokens);
+        const auto got = runner->propose_tree(ps, kSteps, kDraftTokens);
+        ASSERT_EQ(got.size(), want.size()) << what << " " << when;
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(got[i].tokens, want[i].tokens) << what << " " << when << " request " << i;
+          EXPECT_EQ(got[i].parents, want[i].parents) << what << " " << when << " request " << i;
+          EXPECT_EQ(got[i].size(), kDraftTokens) << what << " " << when << " request " << i;
+        }
+      };
+      std::vector<core::DraftProposeSeq> ps;
+      std::vector<int32_t> lengths;
+      for (uint64_t rid = 1; rid <= 3; ++rid) {
+        const int32_t n = static_cast<int32_t>(4 + 3 * rid);
+        std::vector<int32_t> prompt;
+        for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+        auto seq = prompt_extend(rid, prompt);
+        seq.slots = offset(seq.slots, rid);
+        seq.context = offset(seq.context, rid);
+        if (eagle)
+          for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
+        runner->extend({seq}, eagle ? hidden.view() : TensorView());
+        const int32_t first = eagle ? n - 1 : n;
+        ps.push_back({.rid = rid, .first_position = first, .context = offset(slots(0, first + static_cast<int32_t>((kSteps - 1) * topk)), rid),
+                      .root_token = prompt.back()});
+        lengths.push_back(n);
+      }
+      check(ps, "after the prompts");
+      // A verify committed 1, 2 and 3 tokens: the extend over them, then the next proposal.
+      std::vector<core::DraftExtendSeq> verifies;
+      for (uint64_t rid = 1; rid <= 3; ++rid) {
+        const int32_t n = lengths[rid - 1], a = static_cast<int32_t>(rid), first = eagle ? n : n + 1;
+        core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+        for (int32_t j = 0; j < a; ++j) {
+          v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+          if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        }
+        v.slots = offset(slots(first, first + a), rid);
+        v.context = offset(slots(0, first + a), rid);
+        verifies.push_back(v);
+        const int32_t next_first = eagle ? first + a - 1 : first + a;
+        ps[rid - 1].first_position = next_first;
+        ps[rid - 1].context = offset(slots(0, next_first + static_cast<int32_t>((kSteps - 1) * topk)), rid);
+        ps[rid - 1].root_token = v.tokens.back();
+      }
+      stepwise->extend(verifies, eagle ? hidden.view() : TensorView());
+      runner->extend(verifies, eagle ? hidden.view() : TensorView());
+      check(ps, "after a verify");
+    }
+}
