@@ -61,6 +61,7 @@ RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
   q.result.finish_reason = reason;
   if (speculative()) finished_since_.push_back(rid);
   RequestUpdate u{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = q.result};
+  hand_over_prompt(rid);
   pages_.release(rid);
   for (auto [it, end] = by_prompt_.equal_range(q.prompt_hash); it != end; ++it)
     if (it->second == rid) {
@@ -145,13 +146,26 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
   }
 }
 
+void SchedulerCore::hand_over_prompt(uint64_t donor) {
+  const Request& d = requests_.at(donor);
+  if (pages_.capacity(donor) == 0) return;
+  const int64_t page = kv_shape_.page_size;
+  for (auto [it, end] = by_prompt_.equal_range(d.prompt_hash); it != end; ++it) {
+    const uint64_t rid = it->second;
+    Request& q = requests_.at(rid);
+    if (rid == donor || q.aborted || pages_.capacity(rid) > 0 || q.req.prompt != d.req.prompt) continue;
+    const int64_t tokens = std::min(d.computed, static_cast<int64_t>(q.req.prompt.size()) - 1) / page * page;
+    if (tokens > 0) q.computed = pages_.adopt_prefix(rid, donor, tokens);
+  }
+}
+
 SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
   const Request& q = requests_.at(rid);
   const int64_t page = kv_shape_.page_size;
   const auto prompt = static_cast<int64_t>(q.req.prompt.size());
   const int64_t most = (prompt - 1) / page * page;  // whole pages before the last prompt position
   PrefixSource src;
-  if (most <= 0 || pages_.capacity(rid) > 0) return src;
+  if (most <= 0 || pages_.capacity(rid) > 0) return src;  // none to share, or it holds them already (hand_over_prompt)
   bool computing = false;
   for (auto [it, end] = by_prompt_.equal_range(q.prompt_hash); it != end; ++it) {
     const uint64_t other = it->second;

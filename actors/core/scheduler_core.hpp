@@ -105,6 +105,10 @@ class SchedulerCore {
     bool wait = false;
   };
   PrefixSource prefix_source(uint64_t rid) const;
+  // Before a request's pages are freed: the queued requests with its prompt (waiting for it to
+  // compute it) take its whole prompt pages, so a request whose first token ends it (EOS, a
+  // stop token, max_new_tokens 1, an abort) does not leave them to compute the prompt again.
+  void hand_over_prompt(uint64_t donor);
   struct Planned {
     uint64_t rid;
     int64_t new_computed;  // computed after this batch

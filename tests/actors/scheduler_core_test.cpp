@@ -235,6 +235,41 @@ TEST(SchedulerCore, PenaltiesAreRefusedOnASpeculativeServer) {
 // Requests with the same prompt (n > 1 samples) share its K/V: the first computes the prompt,
 // the others wait for it, then take its pages for every whole page before the last prompt
 // position and prefill only the rest. Pages are freed when their last holder ends.
+// The request computing a shared prompt ends with its first token (EOS here): the samples
+// waiting for it still take its prompt pages instead of computing the prompt again, and every
+// page is free once all have ended.
+TEST(SchedulerCore, SamplesTakeThePromptOfARequestThatEndsAtOnce) {
+  for (int64_t page : {1, 4}) {
+    SchedulerCore s({.num_pages = 64, .page_size = page}, options());
+    const int64_t free0 = s.free_pages();
+    for (uint64_t rid = 1; rid <= 3; ++rid) s.submit(rid, request(10, 3, 0.0f, /*first=*/10));
+    auto b1 = s.plan_next();
+    ASSERT_TRUE(b1);
+    ASSERT_EQ(b1->rids, (std::vector<uint64_t>{1}));
+    const std::vector<int32_t> prompt_slots(b1->kv_indices.begin(), b1->kv_indices.begin() + 9);
+    transport::BatchResult eos{.seq = 0, .step_id = b1->step_id, .rids = b1->rids, .next_tokens = {2}, .error = ""};
+    auto ended = s.on_result(eos);
+    ASSERT_EQ(ended.size(), 1u);
+    EXPECT_TRUE(ended[0].finished);
+    auto b2 = s.plan_next();
+    ASSERT_TRUE(b2);
+    EXPECT_EQ(b2->rids, (std::vector<uint64_t>{2, 3}));
+    const int64_t shared = 9 / page * page;
+    for (size_t seq = 0; seq < 2; ++seq) {
+      EXPECT_EQ(b2->qo_indptr[seq + 1] - b2->qo_indptr[seq], 10 - shared);
+      for (int64_t t = 0; t < shared; ++t)
+        EXPECT_EQ(b2->kv_indices[static_cast<size_t>(b2->kv_indptr[seq] + t)], prompt_slots[static_cast<size_t>(t)]) << "position " << t;
+    }
+    std::vector<RequestUpdate> done;
+    for (auto b = std::move(b2); b; b = s.plan_next())
+      for (auto& u : s.on_result(answer(*b)))
+        if (u.finished) done.push_back(u);
+    ASSERT_EQ(done.size(), 2u);
+    for (const auto& u : done) EXPECT_EQ(u.result.cached_tokens, shared) << u.rid;
+    EXPECT_EQ(s.free_pages(), free0);
+  }
+}
+
 TEST(SchedulerCore, RequestsWithTheSamePromptShareItsPages) {
   for (int64_t page : {1, 4}) {
     SchedulerCore s({.num_pages = 64, .page_size = page}, options());

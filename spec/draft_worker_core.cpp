@@ -1,0 +1,397 @@
+#include "spec/draft_worker_core.hpp"
+
+#include <algorithm>
+
+#include "kernels/error.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/sampling.hpp"
+#include "kernels/staging.hpp"
+#include "kernels/topk.hpp"
+
+namespace aerie::spec {
+
+SpecAlgorithm parse_spec_algorithm(const std::string& name) {
+  if (name == "EAGLE") return SpecAlgorithm::kEagle;
+  if (name == "EAGLE3") return SpecAlgorithm::kEagle3;
+  if (name == "STANDALONE") return SpecAlgorithm::kStandalone;
+  AERIE_FAIL("unknown speculative algorithm '" << name << "' (EAGLE, EAGLE3 or STANDALONE)");
+}
+
+DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head,
+                                 std::unique_ptr<model::LlamaModel> standalone, model::KvCache& draft_kv, const model::LlamaModel& target,
+                                 int64_t max_requests, int64_t topk)
+    : info_{.algorithm = algorithm, .topk = topk, .aux_layers = {}},
+      head_(std::move(head)),
+      standalone_(std::move(standalone)),
+      kv_(draft_kv),
+      target_(target),
+      stream_(target.stream()),
+      act_(target.act_dtype()),
+      hidden_size_(target.config().hidden_size),
+      max_requests_(max_requests),
+      argmax_(target.stream().device()) {
+  AERIE_CHECK(topk >= 1 && topk <= kernels::kMaxTopK, "--speculative-eagle-topk must be in [1, " << kernels::kMaxTopK << "], got " << topk);
+  AERIE_CHECK(algorithm != SpecAlgorithm::kNone, "a draft worker needs a speculative algorithm");
+  AERIE_CHECK(eagle() ? head_ != nullptr : standalone_ != nullptr, "the draft model does not match the algorithm");
+  if (standalone_)
+    AERIE_CHECK(standalone_->config().vocab_size == target.config().vocab_size,
+                "a STANDALONE draft needs the target's vocabulary (" << target.config().vocab_size << " tokens), it has "
+                                                                     << standalone_->config().vocab_size);
+  if (head_ && algorithm == SpecAlgorithm::kEagle3)
+    for (auto l : head_->config().aux_layers) info_.aux_layers.push_back(static_cast<int64_t>(l));
+  // One row more than requests: the extend runner's padded requests write it.
+  if (eagle()) hidden_pool_ = Buffer(stream_.device(), act_, {max_requests_ + 1, hidden_size_});
+  for (int64_t r = max_requests_ - 1; r >= 0; --r) free_rows_.push_back(r);
+}
+
+void DraftWorkerCore::forget(uint64_t rid) {
+  auto it = state_.find(rid);
+  if (it == state_.end()) return;
+  if (it->second.hidden_row >= 0) free_rows_.push_back(it->second.hidden_row);
+  state_.erase(it);
+}
+
+int64_t DraftWorkerCore::row_for(uint64_t rid) {
+  auto& s = state_[rid];
+  if (s.hidden_row < 0) {
+    AERIE_CHECK(!free_rows_.empty(), "draft state for more than " << max_requests_ << " requests");
+    s.hidden_row = free_rows_.back();
+    free_rows_.pop_back();
+  }
+  return s.hidden_row;
+}
+
+TensorView DraftWorkerCore::forward(const model::ForwardBatch& b, const TensorView& in_hidden) {
+  return eagle() ? head_->forward(b, in_hidden, kv_) : standalone_->forward(b, kv_);
+}
+
+std::vector<int32_t> DraftWorkerCore::run(const model::ForwardBatch& b, const TensorView& in_hidden) {
+  const TensorView logits = forward(b, in_hidden);
+  if (b.logit_rows.empty()) return {};
+  auto ids = argmax_.argmax(logits, stream_);
+  if (head_)
+    for (auto& id : ids) id = head_->to_target(id);
+  return ids;
+}
+
+DraftWorkerCore::TopRows DraftWorkerCore::run_top(const model::ForwardBatch& b, const TensorView& in_hidden, int64_t k) {
+  const TensorView logits = forward(b, in_hidden);
+  const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
+  TopRows out;
+  if (rows == 0) return out;
+  AERIE_CHECK(k <= logits.dim(1), "--speculative-eagle-topk " << k << " exceeds the draft vocabulary of " << logits.dim(1));
+  // The logits are this forward's scratch: turn them into log-probabilities in place.
+  AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));
+  if (!top_values_.data() || top_values_.view().numel() < rows * k) {
+    top_values_ = Buffer(stream_.device(), DType::kF32, {rows * k});
+    top_ids_ = Buffer(stream_.device(), DType::kI32, {rows * k});
+  }
+  const TensorView values(top_values_.data(), DType::kF32, {rows, k}, stream_.device());
+  const TensorView ids(top_ids_.data(), DType::kI32, {rows, k}, stream_.device());
+  AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));
+  out.tokens.resize(static_cast<size_t>(rows * k));
+  out.logp.resize(static_cast<size_t>(rows * k));
+  copy_async(out.tokens.data(), ids.data, out.tokens.size() * sizeof(int32_t), stream_);
+  copy_async(out.logp.data(), values.data, out.logp.size() * sizeof(float), stream_);
+  synchronize(stream_);
+  if (head_)
+    for (auto& id : out.tokens) id = head_->to_target(id);
+  return out;
+}
+
+TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<int32_t>& rows) {
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t width = table.dim(1);
+  for (int32_t r : rows) AERIE_CHECK(r >= 0 && r < table.dim(0), "draft hidden row " << r << " is outside " << table.describe());
+  if (!gathered_.data() || gathered_.view().numel() < n * width) gathered_ = Buffer(stream_.device(), act_, {std::max<int64_t>(n, 1) * width});
+  const TensorView ids = upload_ints(gather_ids_, rows, stream_);
+  const TensorView out(gathered_.data(), act_, {n, width}, stream_.device());
+  AERIE_CHECK_STATUS(kernels::embedding({.ids = ids, .table = table, .out = out}, stream_));
+  return out;
+}
+
+void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  if (seqs.empty()) return;
+  if (extend_at_fixed_width(seqs, target_hidden)) return;
+  model::ForwardBatch b;
+  std::vector<const ExtendSeq*> kept;
+  for (const auto& s : seqs) {
+    AERIE_CHECK(!s.tokens.empty() && s.tokens.size() == s.slots.size(), "draft extend of request " << s.rid << ": tokens and slots disagree");
+    AERIE_CHECK(static_cast<int64_t>(s.context.size()) == s.first_position + static_cast<int64_t>(s.tokens.size()),
+                "draft extend of request " << s.rid << ": context covers " << s.context.size() << " positions");
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      b.input_ids.push_back(s.tokens[i]);
+      b.positions.push_back(s.first_position + static_cast<int32_t>(i));
+      b.out_cache_loc.push_back(s.slots[i]);
+    }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    b.kv_indices.insert(b.kv_indices.end(), s.context.begin(), s.context.end());
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+    if (s.keep) {
+      b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
+      kept.push_back(&s);
+    }
+  }
+  TensorView in_hidden;
+  if (eagle()) {
+    // The target's hidden rows of each sequence, gathered in batch order.
+    AERIE_CHECK(target_hidden.defined(), "EAGLE draft extend needs the target's hidden states");
+    std::vector<int32_t> rows;
+    for (const auto& s : seqs) {
+      AERIE_CHECK(s.hidden_rows.size() == s.tokens.size(), "draft extend of request " << s.rid << ": one hidden row per token");
+      rows.insert(rows.end(), s.hidden_rows.begin(), s.hidden_rows.end());
+    }
+    in_hidden = gather(target_hidden, rows);
+  }
+  if (chain_ || tree_) {  // with a runner: the state stays on the device
+    const TensorView logits = forward(b, in_hidden);
+    std::vector<uint64_t> rids;
+    for (const auto* k : kept) rids.push_back(k->rid);
+    keep_state_on_device(b, logits, rids);
+    return;
+  }
+  std::vector<int32_t> next;
+  TopRows top;
+  if (info_.topk > 1) {
+    top = run_top(b, in_hidden, info_.topk);
+    for (size_t k = 0; k < kept.size(); ++k) next.push_back(top.tokens[k * static_cast<size_t>(info_.topk)]);
+  } else {
+    next = run(b, in_hidden);
+  }
+  const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const uint64_t rid = kept[k]->rid;
+    const int64_t row = row_for(rid);
+    state_[rid].next_token = next[k];
+    if (info_.topk > 1) {
+      const auto at = static_cast<std::ptrdiff_t>(k) * info_.topk;
+      state_[rid].top_tokens.assign(top.tokens.begin() + at, top.tokens.begin() + at + info_.topk);
+      state_[rid].top_logp.assign(top.logp.begin() + at, top.logp.begin() + at + info_.topk);
+    }
+    if (eagle()) {  // the head's output at the sequence's last token
+      const TensorView out = head_->out_hidden();
+      copy_async(static_cast<char*>(hidden_pool_.data()) + row * static_cast<int64_t>(hrow),
+                 static_cast<const char*>(out.data) + static_cast<int64_t>(b.logit_rows[k]) * static_cast<int64_t>(hrow), hrow, stream_);
+    }
+  }
+  synchronize(stream_);
+}
+
+bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  if (!extend_runner_) return false;
+  std::vector<spec::ExtendSeq> fixed;
+  for (const auto& s : seqs) {
+    if (!s.keep || s.tokens.empty() || s.tokens.size() + s.spare_slots.size() != static_cast<size_t>(extend_runner_->width()) ||
+        s.slots.size() != s.tokens.size() || s.context.size() != static_cast<size_t>(s.first_position) + s.tokens.size())
+      return false;
+    if (eagle() && s.hidden_rows.size() != s.tokens.size()) return false;
+    spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
+                      .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
+                      .state_row = -1};
+    f.slots.insert(f.slots.end(), s.spare_slots.begin(), s.spare_slots.end());
+    fixed.push_back(std::move(f));
+  }
+  // Rows are taken only once the batch is known to fit, so a refusal leaves no state behind.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto it = state_.find(seqs[i].rid);
+    fixed[i].state_row = static_cast<int32_t>(it != state_.end() && it->second.hidden_row >= 0 ? it->second.hidden_row : 0);
+  }
+  if (!extend_runner_->can_run(fixed)) return false;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
+    state_[seqs[i].rid].on_device = true;
+  }
+  extend_runner_->run(fixed, eagle() ? target_hidden : TensorView());
+  return true;
+}
+
+std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
+  if (info_.topk > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
+  const auto drafts = propose_chain(seqs, steps);
+  std::vector<spec::DraftTree> trees;
+  for (size_t i = 0; i < seqs.size(); ++i) trees.push_back(spec::DraftTree::chain(seqs[i].root_token, drafts[i]));
+  return trees;
+}
+
+void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
+  for (uint64_t r : rids) forget(r);
+}
+
+void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {
+  AERIE_CHECK(state_.empty(), "the draft runners are enabled before any request reaches the draft");
+  chain_.reset();
+  tree_.reset();
+  extend_runner_.reset();
+  if (steps < 2) return;
+  const Device dev = stream_.device();
+  const int64_t K = info_.topk;
+  if (head_) {
+    std::vector<int32_t> map(static_cast<size_t>(head_->vocab()));
+    bool identity = true;
+    for (size_t id = 0; id < map.size(); ++id) {
+      map[id] = head_->to_target(static_cast<int32_t>(id));
+      identity = identity && map[id] == static_cast<int32_t>(id);
+    }
+    if (!identity) {
+      to_target_ = Buffer(dev, DType::kI32, {static_cast<int64_t>(map.size()), 1});
+      to_target_.copy_from_host(map.data(), map.size() * 4);
+    }
+  }
+  const TensorView to_target = to_target_.data() ? to_target_.view() : TensorView();
+  const int64_t runner_bs = std::min(max_bs, max_requests_);
+  if (K > 1) {
+    AERIE_CHECK(!head_ || K <= head_->vocab(), "--speculative-eagle-topk " << K << " exceeds the draft vocabulary of " << head_->vocab());
+    top_tokens_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1, K});
+    top_logp_pool_ = Buffer(dev, DType::kF32, {max_requests_ + 1, K});
+    top_tokens_pool_.zero();
+    top_logp_pool_.zero();
+    extend_top_values_ = Buffer(dev, DType::kF32, {max_requests_, K});
+    extend_top_ids_ = Buffer(dev, DType::kI32, {max_requests_, K});
+    extend_top_tokens_ = Buffer(dev, DType::kI32, {max_requests_, K});
+    if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
+    tree_ = std::make_unique<spec::DraftTreeRunner>(
+        head_.get(), standalone_.get(),
+        spec::TreeStatePools{.hidden = eagle() ? hidden_pool_.view() : TensorView(), .top_tokens = top_tokens_pool_.view(),
+                             .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
+        to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
+    return;
+  }
+  next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
+  next_pool_.zero();
+  extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
+  extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
+  extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
+  if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
+  chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(),
+                                                    next_pool_.view(), to_target, kv_, target_, steps, runner_bs, max_context, graphs);
+  // The extend after a chain verify at its fixed width (not under DP attention, whose
+  // forwards go through the step's padding plan).
+  if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
+    extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
+        head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(), to_target, kv_, target_, steps + 1,
+        head_ ? head_->config().input_width() : 0, runner_bs, max_context, graphs);
+}
+
+void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {
+  const auto n = static_cast<int64_t>(kept.size());
+  if (n == 0) return;
+  AERIE_CHECK(n <= max_requests_, "draft state for more than " << max_requests_ << " requests");
+  const Device dev = stream_.device();
+  std::vector<int32_t> rows;
+  for (uint64_t rid : kept) {
+    rows.push_back(static_cast<int32_t>(row_for(rid)));
+    state_[rid].on_device = true;
+  }
+  const TensorView row_ids = upload_ints(extend_rows_, rows, stream_);
+  const TensorView to_target = to_target_.data() ? to_target_.view() : TensorView();
+  if (info_.topk > 1) {  // a tree's state: the k best first tokens and their log-probabilities
+    const int64_t K = info_.topk;
+    const TensorView values(extend_top_values_.data(), DType::kF32, {n, K}, dev);
+    const TensorView ids(extend_top_ids_.data(), DType::kI32, {n, K}, dev);
+    const TensorView tokens(extend_top_tokens_.data(), DType::kI32, {n, K}, dev);
+    AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));  // the forward's scratch
+    AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));
+    spec::draft_ids_to_target(ids.reshape({n * K}), to_target, tokens.reshape({n * K, 1}), stream_);
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = top_tokens_pool_.view()}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = values, .rows = row_ids, .out = top_logp_pool_.view()}, stream_));
+  } else {
+    const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
+    extend_argmax_->run(logits, ids, stream_);
+    const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
+    spec::draft_ids_to_target(ids, to_target, tokens, stream_);
+    const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
+  }
+  if (eagle()) {  // the head's output at each kept sequence's last token, to its state row
+    const TensorView at = upload_ints(extend_logit_rows_, b.logit_rows, stream_);
+    const TensorView picked(extend_hidden_.data(), act_, {n, hidden_size_}, dev);
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = at, .table = head_->out_hidden(), .out = picked}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = picked, .rows = row_ids, .out = hidden_pool_.view()}, stream_));
+  }
+}
+
+void DraftWorkerCore::fetch_state(const std::vector<ProposeSeq>& seqs) {
+  bool any = false;
+  for (const auto& s : seqs)
+    if (auto it = state_.find(s.rid); it != state_.end()) any = any || it->second.on_device;
+  if (!any) return;
+  const int64_t K = info_.topk;
+  std::vector<int32_t> next, top_tokens;
+  std::vector<float> top_logp;
+  if (K > 1) {
+    top_tokens.resize(static_cast<size_t>(top_tokens_pool_.view().numel()));
+    top_logp.resize(top_tokens.size());
+    copy_async(top_tokens.data(), top_tokens_pool_.data(), top_tokens.size() * 4, stream_);
+    copy_async(top_logp.data(), top_logp_pool_.data(), top_logp.size() * 4, stream_);
+  } else {
+    next.resize(static_cast<size_t>(max_requests_));
+    copy_async(next.data(), next_pool_.data(), next.size() * 4, stream_);
+  }
+  synchronize(stream_);
+  for (const auto& s : seqs)
+    if (auto it = state_.find(s.rid); it != state_.end() && it->second.on_device) {
+      State& st = it->second;
+      const auto row = static_cast<size_t>(st.hidden_row);
+      if (K > 1) {
+        const auto at = static_cast<std::ptrdiff_t>(row * static_cast<size_t>(K));
+        st.top_tokens.assign(top_tokens.begin() + at, top_tokens.begin() + at + K);
+        st.top_logp.assign(top_logp.begin() + at, top_logp.begin() + at + K);
+        st.next_token = st.top_tokens.front();
+      } else {
+        st.next_token = next[row];
+      }
+      st.on_device = false;
+    }
+}
+
+std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  std::vector<std::vector<int32_t>> drafts(seqs.size());
+  if (steps <= 0 || seqs.empty()) return drafts;
+  if (chain_ && steps == chain_->steps()) {
+    std::vector<spec::ChainSeq> chain;
+    for (const auto& s : seqs) {
+      auto it = state_.find(s.rid);
+      AERIE_CHECK(it != state_.end(), "no draft state for request " << s.rid << " (its prefill did not reach the draft)");
+      chain.push_back({.first_position = s.first_position, .context = &s.context, .state_row = static_cast<int32_t>(it->second.hidden_row)});
+    }
+    if (chain_->can_run(chain)) return chain_->propose(chain);
+  }
+  fetch_state(seqs);  // drafting step by step: the next tokens on the host
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  const size_t hrow = static_cast<size_t>(hidden_size_) * dtype_size(act_);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto it = state_.find(seqs[i].rid);
+    AERIE_CHECK(it != state_.end(), "no draft state for request " << seqs[i].rid << " (its prefill did not reach the draft)");
+    drafts[i].push_back(it->second.next_token);
+    AERIE_CHECK(static_cast<int64_t>(seqs[i].context.size()) >= seqs[i].first_position + steps - 1,
+                "draft context of request " << seqs[i].rid << " is too short");
+  }
+  if (eagle() && steps > 1) {  // the first forward reads each request's state hidden
+    std::vector<int32_t> rows;
+    for (const auto& s : seqs) rows.push_back(static_cast<int32_t>(state_.at(s.rid).hidden_row));
+    gather(hidden_pool_.view(), rows);
+  }
+  for (int64_t j = 1; j < steps; ++j) {
+    model::ForwardBatch b;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const auto& s = seqs[i];
+      const int32_t pos = s.first_position + static_cast<int32_t>(j - 1);
+      b.input_ids.push_back(drafts[i].back());
+      b.positions.push_back(pos);
+      b.out_cache_loc.push_back(s.context[static_cast<size_t>(pos)]);
+      b.qo_indptr.push_back(static_cast<int32_t>(i + 1));
+      b.kv_indices.insert(b.kv_indices.end(), s.context.begin(), s.context.begin() + pos + 1);
+      b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+      b.logit_rows.push_back(static_cast<int32_t>(i));
+    }
+    TensorView in_hidden;
+    if (eagle()) in_hidden = TensorView(gathered_.data(), act_, {B, hidden_size_}, stream_.device());
+    const auto next = run(b, in_hidden);
+    for (size_t i = 0; i < seqs.size(); ++i) drafts[i].push_back(next[i]);
+    if (eagle() && j + 1 < steps)  // the next forward reads this one's output
+      copy_async(gathered_.data(), head_->out_hidden().data, static_cast<size_t>(B) * hrow, stream_);
+  }
+  return drafts;
+}
+
+}  // namespace aerie::spec
