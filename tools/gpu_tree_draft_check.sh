@@ -8,7 +8,8 @@
 #          (topk 4, 8 tokens, 3 steps; topk 8, 32 tokens, 5 steps) drafted step by step and by the
 #          runner in the same run (--draft-runner both), and the chain of 3 for comparison.
 #   eval:  SmolLM2 with the trained head, when .device_model/ holds the GGUF's parts.
-#   device run (carry [".device.tgz"]): bash tools/gpu_tree_draft_check.sh [tests|bench|eval|all]
+#   trees: the same with larger trees (topk 4 x 5 steps, 16 tokens; topk 8 x 5 steps, 32 tokens), greedy.
+#   device run (carry [".device.tgz"]): bash tools/gpu_tree_draft_check.sh [tests|bench|eval|trees|all]
 set -uo pipefail
 PART=${1:-all}
 RESULTS=${OUT:-/tmp/aerie-gpu-tree-draft}
@@ -23,5 +24,8 @@ if [[ $PART == bench || $PART == all ]]; then
   step chain3 100 $SPEC --batch-size 1,8,32 --speculative-num-steps 3 --json "$RESULTS/tree_draft_8b_chain3.json"
 fi
 [[ $PART == eval || $PART == all ]] && smollm2_eval eagle3_eval_h200_tree_draft.json
+# Larger trees, now that they draft on the device (issue #19's accept length and speedup goals).
+[[ $PART == trees ]] && smollm2_eval eagle3_eval_h200_trees.json --temperature 0 \
+  --configs plain chain-3 chain-5 tree-4x3-8 tree-4x5-16 tree-8x5-32
 pack_logs
 exit $status

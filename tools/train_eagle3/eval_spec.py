@@ -2,7 +2,7 @@
 """Speculative decoding with a trained EAGLE-3 head against plain decoding, on held-out prompts
 (prompts.py's held-out topics), through `aerie-generate --chat`: for each batch size
 (--max-running-requests), temperature (0 and 0.7, seeded) and configuration (plain; EAGLE3
-chain 3 and 5 steps; tree topk 4 with 8 draft tokens), the output tokens per second of prefill
+chain 3 and 5 steps; tree topk 4 with 8 draft tokens; with --configs also larger trees), the output tokens per second of prefill
 + decode (aerie-generate's summary line; loading excluded) and the accept length (output tokens
 per verify forward). In f32 greedy outputs must equal plain decoding's, token for token (a
 difference fails the run); in bf16 how many equal is reported (near-ties may flip).
@@ -24,7 +24,12 @@ CONFIGS = {
     "chain-3": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"],
     "chain-5": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
     "tree-4x3-8": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
+    # Larger trees: on a launch-bound model (SmolLM2 on a GPU) a verify of 16-32 tokens per
+    # request costs about what one of 4 does; on the CPU it costs 4-8x more.
+    "tree-4x5-16": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"],
+    "tree-8x5-32": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "32"],
 }
+DEFAULT_CONFIGS = ["plain", "chain-3", "chain-5", "tree-4x3-8"]
 SUMMARY = re.compile(r"aerie-generate: (\d+) requests, (\d+) output tokens in ([\d.e+-]+) s \(([\d.e+-]+) tok/s\)"
                      r"(?:, (\d+) verify forwards \(([\d.e+-]+) tokens per verify\))?")
 
@@ -40,7 +45,7 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--batch-size", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.0, 0.7])
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS), help="plain must come first (the speedups' baseline)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=["held-out", "train"], default="held-out", help="prompts of the held-out or the training topics")
     ap.add_argument("--json", required=True)
