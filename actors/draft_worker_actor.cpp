@@ -37,7 +37,7 @@ void receive_one(Self* self, bool poll, Handlers&&... handlers) {
 
 }  // namespace
 
-void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device) {
+void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWorkerCore> core, int cuda_device) {
   // Its own thread: the current device is set once.
   if (cuda_device >= 0) cuda_runtime::set_device(cuda_device);
   bool running = true;
@@ -73,7 +73,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWo
   }
 }
 
-DraftWorkerClient::DraftWorkerClient(caf::actor_system& system, caf::actor draft, core::DraftInfo info)
+DraftWorkerClient::DraftWorkerClient(caf::actor_system& system, caf::actor draft, spec::DraftInfo info)
     : system_(system), draft_(std::move(draft)), info_(std::move(info)) {}
 
 DraftWorkerClient::~DraftWorkerClient() {
@@ -116,7 +116,7 @@ DraftWorkerClient::Reply DraftWorkerClient::take(uint64_t step_id) {
   return r;
 }
 
-void DraftWorkerClient::extend(const std::vector<core::DraftExtendSeq>& seqs, const TensorView& target_hidden) {
+void DraftWorkerClient::extend(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& target_hidden) {
   flush();
   pending_extend_ = ++step_;
   self()->send(draft_, DraftExtend{.step_id = pending_extend_, .seqs = seqs, .hidden = DeviceRows::of(target_hidden)});
@@ -130,7 +130,7 @@ void DraftWorkerClient::flush() {
   AERIE_CHECK(r.error.empty(), "draft extend: " << r.error);
 }
 
-std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
+std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
   // Sent before the extend in flight is awaited: the actor's mailbox keeps the two in order,
   // so it runs the proposal right after the extend instead of going idle and being woken.
   const uint64_t id = ++step_;

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/core/draft_port.hpp"
-#include "actors/core/draft_worker_core.hpp"
+#include "spec/draft_port.hpp"
+#include "spec/draft_worker_core.hpp"
 
 namespace aerie::actors {
 
@@ -42,12 +42,12 @@ struct DeviceRows {
 
 struct DraftExtend {
   uint64_t step_id = 0;
-  std::vector<core::DraftExtendSeq> seqs;
+  std::vector<spec::DraftExtendSeq> seqs;
   DeviceRows hidden;  // EAGLE: the target's hidden states; empty otherwise
 };
 struct DraftPropose {
   uint64_t step_id = 0;
-  std::vector<core::DraftProposeSeq> seqs;
+  std::vector<spec::DraftProposeSeq> seqs;
   int64_t steps = 0;
   int64_t draft_tokens = 0;
 };
@@ -69,15 +69,15 @@ constexpr std::chrono::milliseconds kDraftWorkerSpin{10};
 // cuda_device: the device the core's stream lives on (-1: CPU); set on the actor's thread.
 // A blocking actor on its own thread (spawning it detaches it); it runs until it gets an
 // exit message (DraftWorkerClient sends one when it goes).
-void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<core::DraftWorkerCore> core, int cuda_device);
+void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWorkerCore> core, int cuda_device);
 
-class DraftWorkerClient : public core::DraftPort {
+class DraftWorkerClient : public spec::DraftPort {
  public:
-  DraftWorkerClient(caf::actor_system& system, caf::actor draft, core::DraftInfo info);
+  DraftWorkerClient(caf::actor_system& system, caf::actor draft, spec::DraftInfo info);
   ~DraftWorkerClient() override;
-  const core::DraftInfo& info() const override { return info_; }
-  void extend(const std::vector<core::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
-  std::vector<spec::DraftTree> propose(const std::vector<core::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
+  const spec::DraftInfo& info() const override { return info_; }
+  void extend(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
+  std::vector<spec::DraftTree> propose(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
   void flush() override;
 
@@ -98,7 +98,7 @@ class DraftWorkerClient : public core::DraftPort {
   Reply take(uint64_t step_id);
   caf::actor_system& system_;
   caf::actor draft_;
-  core::DraftInfo info_;
+  spec::DraftInfo info_;
   std::unique_ptr<caf::scoped_actor> self_;
   uint64_t step_ = 0;
   uint64_t pending_extend_ = 0;  // the extend in flight (0: none)

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/core/draft_port.hpp"
+#include "spec/draft_port.hpp"
 #include "actors/core/generation_request.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "transport/messages.hpp"
@@ -31,7 +31,7 @@ typename Inspector::result_type inspect(Inspector& f, GenerationResult& x) {
 
 }  // namespace aerie::core
 
-namespace aerie::core {
+namespace aerie::spec {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftExtendSeq& x) {
@@ -41,11 +41,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftProposeSeq& x) {
   return f(caf::meta::type_name("DraftProposeSeq"), x.rid, x.first_position, x.context, x.root_token);
 }
-
-}  // namespace aerie::core
-
-namespace aerie::spec {
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftTree& x) {
   return f(caf::meta::type_name("DraftTree"), x.tokens, x.parents);

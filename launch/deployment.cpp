@@ -15,7 +15,7 @@
 #include "actors/dp_coordinator_actor.hpp"
 #include "actors/router_actor.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "actors/core/draft_worker_core.hpp"
+#include "spec/draft_worker_core.hpp"
 #include "launch/draft_builder.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "actors/target_worker_actor.hpp"
@@ -77,7 +77,7 @@ struct Deployment::Impl {
   DraftShape draft_shape;
   DraftModel draft_weights;  // handed to the DraftWorkerCore once the pools exist
   std::unique_ptr<model::KvCache> draft_kv;
-  std::shared_ptr<core::DraftWorkerCore> draft;  // runs behind this rank's DraftWorker actor
+  std::shared_ptr<spec::DraftWorkerCore> draft;  // runs behind this rank's DraftWorker actor
   zmq::context_t zmq_ctx;
   // Rank 0: links to the other ranks' workers. Other ranks: their own two channels.
   std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
@@ -114,7 +114,7 @@ struct Deployment::Impl {
       config.max_position_embeddings = o.context_length;
     }
     if (!o.speculative_algorithm.empty()) {
-      draft_choice = {.algorithm = core::parse_spec_algorithm(o.speculative_algorithm),
+      draft_choice = {.algorithm = spec::parse_spec_algorithm(o.speculative_algorithm),
                       .path = o.speculative_draft_model_path,
                       .target_path = o.model_path,
                       .token_map = o.speculative_token_map,
@@ -162,7 +162,7 @@ struct Deployment::Impl {
                             .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
       draft_kv = std::make_unique<model::KvCache>(draft_local_config(draft_shape, shard), kv->shape(), device, act);
-      draft = std::make_shared<core::DraftWorkerCore>(draft_choice.algorithm, std::move(draft_weights.head), std::move(draft_weights.model),
+      draft = std::make_shared<spec::DraftWorkerCore>(draft_choice.algorithm, std::move(draft_weights.head), std::move(draft_weights.model),
                                                       *draft_kv, *model, o.max_running_requests, o.speculative_eagle_topk);
       // Drafts (chains and trees) run as one device-side sequence; on CUDA one graph per
       // bucket (DP attention runs it eagerly, as its other forwards).

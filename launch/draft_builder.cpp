@@ -8,12 +8,12 @@ namespace aerie::launch {
 
 DraftShape resolve_draft(const DraftChoice& c, const model::LlamaConfig& target) {
   DraftShape shape;
-  if (c.algorithm == core::SpecAlgorithm::kStandalone) {
+  if (c.algorithm == spec::SpecAlgorithm::kStandalone) {
     shape.self = c.path.empty() || c.path == c.target_path;
     shape.config = shape.self ? target : model::LlamaConfig::load(c.path);
     return shape;
   }
-  const auto kind = c.algorithm == core::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
+  const auto kind = c.algorithm == spec::SpecAlgorithm::kEagle3 ? model::EagleKind::kEagle3 : model::EagleKind::kEagle1;
   auto hc = c.path.empty() ? model::EagleHeadConfig::for_target(kind, target, c.draft_vocab) : model::EagleHeadConfig::load(c.path, target);
   if (!c.token_map.empty()) hc.hot_tokens = model::load_token_map(c.token_map, target.vocab_size);
   AERIE_CHECK(hc.kind == kind, c.path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/core/draft_port.hpp"
+#include "spec/draft_port.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
 #include "model/eagle_head.hpp"
@@ -22,7 +22,7 @@
 namespace aerie::launch {
 
 struct DraftChoice {
-  core::SpecAlgorithm algorithm = core::SpecAlgorithm::kEagle;
+  spec::SpecAlgorithm algorithm = spec::SpecAlgorithm::kEagle;
   std::string path;         // the head / draft folder; empty: random weights shaped for the target
   std::string target_path;  // STANDALONE with no path (or this one): the target's own model as the draft
   std::string token_map;    // EAGLE: hot-token map file (model/token_map.hpp)

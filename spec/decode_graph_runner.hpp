@@ -19,7 +19,7 @@
 #include "kernels/staging.hpp"
 #include "model/forward_workspace.hpp"
 #include "model/llama_model.hpp"
-#include "spec/cuda_graph_buckets.hpp"
+#include "spec/bucket_graphs.hpp"
 #include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
@@ -31,7 +31,6 @@ class DecodeGraphRunner {
   // custom (tree) mask, and only such batches replay.
   DecodeGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_bs, int64_t max_context, int64_t tokens_per_seq = 1,
                     bool masked = false);
-  ~DecodeGraphRunner();
   DecodeGraphRunner(const DecodeGraphRunner&) = delete;
   DecodeGraphRunner& operator=(const DecodeGraphRunner&) = delete;
 
@@ -47,7 +46,7 @@ class DecodeGraphRunner {
   std::vector<int32_t> replay_greedy(const model::ForwardBatch& batch);
   // The bucket a batch of this many sequences replays.
   int64_t bucket_for(int64_t batch_size) const;
-  const std::vector<int64_t>& buckets() const { return schedule_.sizes(); }
+  const std::vector<int64_t>& buckets() const { return buckets_.buckets(); }
   int64_t tokens_per_seq() const { return q_; }
   bool masked() const { return masked_; }
 
@@ -58,14 +57,13 @@ class DecodeGraphRunner {
   model::KvCache& kv_;
   const int64_t q_;
   const bool masked_;
-  BucketSchedule schedule_;
+  const int64_t max_context_;
+  BucketGraphs buckets_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
   // The in-graph argmax, its output, and a pinned landing area for the tokens.
   std::unique_ptr<DeviceArgmax> argmax_;
   Buffer greedy_tokens_;
   HostStaging greedy_host_;
-  std::map<int64_t, void*> graphs_;              // bucket -> executable graph
-  std::map<int64_t, model::ForwardDims> dims_;   // bucket -> the forward's dims (splits, tokens per attention block)
   int64_t last_tokens_ = 0;                      // real rows of the last replay
 };
 

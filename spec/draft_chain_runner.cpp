@@ -24,7 +24,7 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
       steps_(steps),
       max_bs_(max_bs),
       max_context_(max_context),
-      schedule_(max_bs) {
+      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a chain runner drafts with a head or a standalone model");
   AERIE_CHECK(!head_ || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "a chain runner reads the requests' next tokens from a pool");
@@ -32,17 +32,11 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
   AERIE_CHECK(max_bs_ >= 1 && max_context_ >= 1, "a chain runner needs a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   const Device dev = stream_.device();
-  const int64_t top = graphs ? schedule_.sizes().back() : max_bs_;
+  const int64_t top = buckets_.largest();
   model::ForwardCapacity cap;
   cap.max_tokens = cap.max_seqs = cap.max_logit_rows = top;
   cap.max_kv_indices = kv.shape().num_slots() + top;  // every real slot once, plus one per padded sequence
-  for (int64_t bs : graphs ? schedule_.sizes() : std::vector<int64_t>{}) {
-    dims_[bs] = dims_for(bs);
-    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
-  }
-  // Eager batches of any size up to the top: fewer query blocks take more splits, so the
-  // smallest batch, not the largest, sets the workspace's split count.
-  for (int64_t bs = 1; bs <= top; ++bs) cap.max_splits = std::max(cap.max_splits, dims_for(bs).num_splits);
+  cap.max_splits = buckets_.max_splits();
   for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   draft_ids_ = Buffer(dev, DType::kI32, {top});
@@ -55,14 +49,9 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
   }
-  if (!graphs) return;
-  // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
-  for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
-    const int64_t bs = *it;
-    for (auto& w : ws_) w->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, 1), stream_);
-    graphs_[bs] = capture_graph(stream_, [&] { enqueue(bs); });
-  }
-  synchronize(stream_);
+  buckets_.capture(
+      stream_, [&](int64_t bs) { for (auto& w : ws_) w->upload(model::pad_to_bucket(model::ForwardBatch{}, bs, 1), stream_); },
+      [&](int64_t bs) { enqueue(bs); });
 }
 
 void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, const TensorView& out, const Stream& stream) {
@@ -73,10 +62,6 @@ void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, con
   }
 }
 
-DraftChainRunner::~DraftChainRunner() {
-  for (auto& [bs, g] : graphs_) cuda_runtime::destroy_graph(g);
-}
-
 model::ForwardDims DraftChainRunner::dims_for(int64_t bs) const {
   const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
   const int tpb = geometry.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, 1));
@@ -84,16 +69,9 @@ model::ForwardDims DraftChainRunner::dims_for(int64_t bs) const {
           .num_splits = geometry.attention_splits(bs / tpb, max_context_), .logits_all_rows = true, .attention_tokens_per_block = tpb};
 }
 
-int64_t DraftChainRunner::bucket_for(int64_t batch_size) const {
-  if (graphs_.empty()) return -1;
-  const auto b = schedule_.bucket_for(batch_size);
-  return b ? *b : -1;
-}
-
 bool DraftChainRunner::can_run(const std::vector<ChainSeq>& seqs) const {
   const auto n = static_cast<int64_t>(seqs.size());
-  if (n < 1 || n > (graphs_.empty() ? max_bs_ : schedule_.sizes().back())) return false;
-  if (!graphs_.empty() && !schedule_.bucket_for(n)) return false;  // --disable-cuda-graph-padding: no exact bucket
+  if (!buckets_.batch_for(n)) return false;  // too many, or no exact bucket under --disable-cuda-graph-padding
   int64_t indices = 0;
   for (const auto& s : seqs) {
     const int64_t longest = s.first_position + steps_ - 1;  // the last step's context
@@ -105,7 +83,7 @@ bool DraftChainRunner::can_run(const std::vector<ChainSeq>& seqs) const {
 
 void DraftChainRunner::enqueue(int64_t bs) {
   const Device dev = stream_.device();
-  const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
+  const model::ForwardDims dims = buckets_.dims(bs);
   const int64_t h = target_.config().hidden_size;
   const TensorView ids(draft_ids_.data(), DType::kI32, {bs}, dev);
   const TensorView rows = rows_.view().slice_rows(0, bs);
@@ -139,7 +117,7 @@ void DraftChainRunner::enqueue(int64_t bs) {
 std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<ChainSeq>& seqs) {
   AERIE_CHECK(can_run(seqs), "this proposal does not fit the chain runner");
   const auto n = static_cast<int64_t>(seqs.size());
-  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  const int64_t bs = *buckets_.batch_for(n);
   // Every step's batch: request i's token at first_position + j - 1, writing that position's
   // slot, over its context up to it. The tokens themselves are filled in on the device.
   for (int64_t j = 1; j < steps_; ++j) {
@@ -164,11 +142,7 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
     copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
   }
-  if (graphs_.empty()) {
-    enqueue(bs);
-  } else {
-    cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
-  }
+  buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
   copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
   synchronize(stream_);

@@ -25,7 +25,7 @@
 #include "model/forward_workspace.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
-#include "spec/cuda_graph_buckets.hpp"
+#include "spec/bucket_graphs.hpp"
 #include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
@@ -53,7 +53,6 @@ class DraftChainRunner {
   DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
                    const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t steps, int64_t max_bs,
                    int64_t max_context, bool graphs);
-  ~DraftChainRunner();
   DraftChainRunner(const DraftChainRunner&) = delete;
   DraftChainRunner& operator=(const DraftChainRunner&) = delete;
 
@@ -64,8 +63,8 @@ class DraftChainRunner {
   // Each request's `steps` draft tokens (target ids), its next token first.
   std::vector<std::vector<int32_t>> propose(const std::vector<ChainSeq>& seqs);
   // The bucket a batch of this many requests replays (-1: none captured).
-  int64_t bucket_for(int64_t batch_size) const;
-  bool graphs() const { return !graphs_.empty(); }
+  int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
+  bool graphs() const { return buckets_.graphs(); }
 
  private:
   // Enqueues the whole chain for a batch padded to `bs` whose inputs are uploaded.
@@ -80,7 +79,7 @@ class DraftChainRunner {
   Stream stream_;
   DType act_;
   int64_t steps_, max_bs_, max_context_;
-  BucketSchedule schedule_;
+  BucketGraphs buckets_;
   std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
   std::unique_ptr<DeviceArgmax> argmax_;
   Buffer draft_ids_;   // [max_bs] i32: a step's argmax (draft vocabulary)
@@ -88,8 +87,6 @@ class DraftChainRunner {
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state
   HostStaging rows_host_, tokens_host_;
-  std::map<int64_t, model::ForwardDims> dims_;  // bucket -> dims (captured splits)
-  std::map<int64_t, void*> graphs_;             // bucket -> executable graph
 };
 
 }  // namespace aerie::spec

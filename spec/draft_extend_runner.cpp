@@ -66,25 +66,19 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
       hidden_width_(hidden_width),
       max_bs_(max_bs),
       max_context_(max_context),
-      schedule_(max_bs) {
+      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "an extend runner drafts with a head or a standalone model");
   AERIE_CHECK(!head_ || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "an extend runner writes the requests' next tokens to a pool");
   AERIE_CHECK(width_ >= 1 && max_bs_ >= 1 && max_context_ >= width_, "an extend runner needs a width, a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   const Device dev = stream_.device();
-  const int64_t top = graphs ? schedule_.sizes().back() : max_bs_;
+  const int64_t top = buckets_.largest();
   model::ForwardCapacity cap;
   cap.max_tokens = top * width_;
   cap.max_seqs = cap.max_logit_rows = top;
   cap.max_kv_indices = kv.shape().num_slots() + top * width_;  // every real slot once, plus width per padded sequence
-  for (int64_t bs : graphs ? schedule_.sizes() : std::vector<int64_t>{}) {
-    dims_[bs] = dims_for(bs);
-    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
-  }
-  // Eager batches of any size up to the top: fewer query blocks take more splits, so the
-  // smallest batch, not the largest, sets the workspace's split count.
-  for (int64_t bs = 1; bs <= top; ++bs) cap.max_splits = std::max(cap.max_splits, dims_for(bs).num_splits);
+  cap.max_splits = buckets_.max_splits();
   ws_ = head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap);
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   ids_ = Buffer(dev, DType::kI32, {top});
@@ -97,18 +91,7 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
     picked_ = Buffer(dev, act_, {top, target.config().hidden_size});
     hidden_rows_ = Buffer(dev, DType::kI32, {top * width_});
   }
-  if (!graphs) return;
-  const std::vector<ExtendSeq> none;
-  for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {  // largest first
-    const int64_t bs = *it;
-    ws_->upload(fixed_width_batch(none, width_, bs), stream_);
-    graphs_[bs] = capture_graph(stream_, [&] { enqueue(bs); });
-  }
-  synchronize(stream_);
-}
-
-DraftExtendRunner::~DraftExtendRunner() {
-  for (auto& [bs, g] : graphs_) cuda_runtime::destroy_graph(g);
+  buckets_.capture(stream_, [&](int64_t bs) { ws_->upload(fixed_width_batch({}, width_, bs), stream_); }, [&](int64_t bs) { enqueue(bs); });
 }
 
 model::ForwardDims DraftExtendRunner::dims_for(int64_t bs) const {
@@ -120,17 +103,10 @@ model::ForwardDims DraftExtendRunner::dims_for(int64_t bs) const {
           .attention_tokens_per_block = tpb};
 }
 
-int64_t DraftExtendRunner::bucket_for(int64_t batch_size) const {
-  if (graphs_.empty()) return -1;
-  const auto b = schedule_.bucket_for(batch_size);
-  return b ? *b : -1;
-}
-
 bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
   const auto n = static_cast<int64_t>(seqs.size());
-  const int64_t top = graphs_.empty() ? max_bs_ : schedule_.sizes().back();
-  if (n < 1 || n > top) return false;
-  if (!graphs_.empty() && !schedule_.bucket_for(n)) return false;  // --disable-cuda-graph-padding: no exact bucket
+  const int64_t top = buckets_.largest();
+  if (!buckets_.batch_for(n)) return false;  // too many, or no exact bucket under --disable-cuda-graph-padding
   int64_t indices = 0;
   for (const auto& s : seqs) {
     const auto committed = static_cast<int64_t>(s.tokens.size());
@@ -145,7 +121,7 @@ bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
 
 void DraftExtendRunner::enqueue(int64_t bs) {
   const Device dev = stream_.device();
-  const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
+  const model::ForwardDims dims = buckets_.dims(bs);
   TensorView logits;
   if (head_) {
     logits = head_->run(*ws_, TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev), kv_, dims);
@@ -168,7 +144,7 @@ void DraftExtendRunner::enqueue(int64_t bs) {
 void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
   const auto n = static_cast<int64_t>(seqs.size());
-  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  const int64_t bs = *buckets_.batch_for(n);
   ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
   // Padded requests write the pools' last row, which no request owns.
   std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(next_pool_.dim(0) - 1));
@@ -190,11 +166,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
     AERIE_CHECK_STATUS(kernels::embedding(
         {.ids = ids, .table = target_hidden, .out = TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, stream_.device())}, stream_));
   }
-  if (graphs_.empty()) {
-    enqueue(bs);
-  } else {
-    cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
-  }
+  buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
 }
 
 }  // namespace aerie::spec

@@ -20,7 +20,7 @@
 #include "model/forward_workspace.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
-#include "spec/cuda_graph_buckets.hpp"
+#include "spec/bucket_graphs.hpp"
 #include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
@@ -45,7 +45,6 @@ class DraftExtendRunner {
   DraftExtendRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
                     const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t width, int64_t hidden_width,
                     int64_t max_bs, int64_t max_context, bool graphs);
-  ~DraftExtendRunner();
   DraftExtendRunner(const DraftExtendRunner&) = delete;
   DraftExtendRunner& operator=(const DraftExtendRunner&) = delete;
 
@@ -56,8 +55,8 @@ class DraftExtendRunner {
   // Runs the extend (enqueued only; the caller's stream orders what follows).
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
   void run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
-  int64_t bucket_for(int64_t batch_size) const;
-  bool graphs() const { return !graphs_.empty(); }
+  int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
+  bool graphs() const { return buckets_.graphs(); }
 
  private:
   void enqueue(int64_t bs);
@@ -71,7 +70,7 @@ class DraftExtendRunner {
   Stream stream_;
   DType act_;
   int64_t width_, hidden_width_, max_bs_, max_context_;
-  BucketSchedule schedule_;
+  BucketGraphs buckets_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
   std::unique_ptr<DeviceArgmax> argmax_;
   Buffer ids_;         // [max_bs] i32: the argmax (draft vocabulary)
@@ -80,8 +79,6 @@ class DraftExtendRunner {
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
   Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
   Buffer hidden_rows_; // [max_bs * width] i32: target hidden rows to gather
-  std::map<int64_t, model::ForwardDims> dims_;  // bucket -> dims (captured splits)
-  std::map<int64_t, void*> graphs_;             // bucket -> executable graph
 };
 
 }  // namespace aerie::spec

@@ -40,7 +40,7 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
       max_bs_(max_bs),
       max_context_(max_context),
       cols_(kernels::tree_draft_candidates(steps, topk)),
-      schedule_(max_bs) {
+      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a tree runner drafts with a head or a standalone model");
   AERIE_CHECK(!head_ || pools_.hidden.defined(), "an EAGLE tree runner reads the requests' state rows from a pool");
   AERIE_CHECK(pools_.top_tokens.defined() && pools_.top_tokens.dtype == DType::kI32 && pools_.top_logp.defined() &&
@@ -52,18 +52,14 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
   AERIE_CHECK(max_bs_ >= 1 && max_context_ >= 1, "a tree runner needs a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   const Device dev = stream_.device();
-  const int64_t top = graphs ? schedule_.sizes().back() : max_bs_;
+  const int64_t top = buckets_.largest();
   const int64_t rows = top * k_;
   model::ForwardCapacity cap;
   cap.max_tokens = cap.max_seqs = cap.max_logit_rows = rows;
   // Every node reads its request's context: k times every real slot at most, plus the paths
   // and own slots (steps per node), and never more than max_context per node.
   cap.max_kv_indices = std::min(k_ * (kv.shape().num_slots() + top * steps_), rows * max_context_);
-  for (int64_t bs : graphs ? schedule_.sizes() : std::vector<int64_t>{}) {
-    dims_[bs] = dims_for(bs);
-    cap.max_splits = std::max(cap.max_splits, dims_[bs].num_splits);
-  }
-  for (int64_t bs = 1; bs <= top; ++bs) cap.max_splits = std::max(cap.max_splits, dims_for(bs).num_splits);
+  cap.max_splits = buckets_.max_splits();
   for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
@@ -83,18 +79,7 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
     in_hidden_ = Buffer(dev, act_, {rows, target.config().hidden_size});
     in_hidden_.zero();
   }
-  if (!graphs) return;
-  // Largest first, as sglang does: later (smaller) captures reuse the memory pool.
-  for (auto it = schedule_.sizes().rbegin(); it != schedule_.sizes().rend(); ++it) {
-    const int64_t bs = *it;
-    upload({}, bs);
-    graphs_[bs] = capture_graph(stream_, [&] { enqueue(bs); });
-  }
-  synchronize(stream_);
-}
-
-DraftTreeRunner::~DraftTreeRunner() {
-  for (auto& [bs, g] : graphs_) cuda_runtime::destroy_graph(g);
+  buckets_.capture(stream_, [&](int64_t bs) { upload({}, bs); }, [&](int64_t bs) { enqueue(bs); });
 }
 
 model::ForwardDims DraftTreeRunner::dims_for(int64_t bs) const {
@@ -105,17 +90,11 @@ model::ForwardDims DraftTreeRunner::dims_for(int64_t bs) const {
           .num_splits = geometry.attention_splits(rows / tpb, max_context_), .logits_all_rows = true, .attention_tokens_per_block = tpb};
 }
 
-int64_t DraftTreeRunner::bucket_for(int64_t batch_size) const {
-  if (graphs_.empty()) return -1;
-  const auto b = schedule_.bucket_for(batch_size);
-  return b ? *b : -1;
-}
-
 bool DraftTreeRunner::can_run(const std::vector<TreeSeq>& seqs) const {
   const auto n = static_cast<int64_t>(seqs.size());
-  if (n < 1 || n > (graphs_.empty() ? max_bs_ : schedule_.sizes().back())) return false;
-  if (!graphs_.empty() && !schedule_.bucket_for(n)) return false;  // --disable-cuda-graph-padding: no exact bucket
-  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  const auto batch = buckets_.batch_for(n);
+  if (!batch) return false;  // too many, or no exact bucket under --disable-cuda-graph-padding
+  const int64_t bs = *batch;
   int64_t indices = 0;
   for (const auto& s : seqs) {
     const int64_t longest = s.first_position + steps_ - 1;  // the last forward's context per node
@@ -159,7 +138,7 @@ void DraftTreeRunner::upload(const std::vector<TreeSeq>& seqs, int64_t bs) {
 
 void DraftTreeRunner::enqueue(int64_t bs) {
   const Device dev = stream_.device();
-  const model::ForwardDims dims = dims_.count(bs) ? dims_.at(bs) : dims_for(bs);
+  const model::ForwardDims dims = buckets_.dims(bs);
   const int64_t h = target_.config().hidden_size, rows = bs * k_;
   const kernels::TreeFrontier frontier{.tokens = front_tokens_.view().slice_rows(0, rows), .scores = front_scores_.view().slice_rows(0, rows),
                                        .nodes = front_nodes_.view().slice_rows(0, rows), .sources = front_sources_.view().slice_rows(0, rows)};
@@ -199,13 +178,9 @@ void DraftTreeRunner::enqueue(int64_t bs) {
 std::vector<std::vector<DraftCandidate>> DraftTreeRunner::propose(const std::vector<TreeSeq>& seqs) {
   AERIE_CHECK(can_run(seqs), "this proposal does not fit the tree runner");
   const auto n = static_cast<int64_t>(seqs.size());
-  const int64_t bs = graphs_.empty() ? n : *schedule_.bucket_for(n);
+  const int64_t bs = *buckets_.batch_for(n);
   upload(seqs, bs);
-  if (graphs_.empty()) {
-    enqueue(bs);
-  } else {
-    cuda_runtime::launch_graph(graphs_.at(bs), stream_.handle());
-  }
+  buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
   // One copy each of the real requests' candidate rows (the padded ones come last).
   const size_t cells = static_cast<size_t>(n * cols_);
   auto* tokens = cand_host_.as<int32_t>();

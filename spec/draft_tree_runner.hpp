@@ -26,7 +26,7 @@
 #include "model/forward_workspace.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
-#include "spec/cuda_graph_buckets.hpp"
+#include "spec/bucket_graphs.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::spec {
@@ -56,7 +56,6 @@ class DraftTreeRunner {
   // node may have (fixes the attention splits per bucket). graphs: capture (CUDA only).
   DraftTreeRunner(model::EagleHead* head, model::LlamaModel* standalone, TreeStatePools pools, const TensorView& to_target, model::KvCache& kv,
                   const model::LlamaModel& target, int64_t steps, int64_t topk, int64_t max_bs, int64_t max_context, bool graphs);
-  ~DraftTreeRunner();
   DraftTreeRunner(const DraftTreeRunner&) = delete;
   DraftTreeRunner& operator=(const DraftTreeRunner&) = delete;
 
@@ -68,8 +67,8 @@ class DraftTreeRunner {
   // Each request's candidates in creation order (kernels/tree_draft.hpp).
   std::vector<std::vector<DraftCandidate>> propose(const std::vector<TreeSeq>& seqs);
   // The bucket a batch of this many requests replays (-1: none captured).
-  int64_t bucket_for(int64_t batch_size) const;
-  bool graphs() const { return !graphs_.empty(); }
+  int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
+  bool graphs() const { return buckets_.graphs(); }
 
  private:
   // Every forward's batch for these requests padded to `bs` requests (seqs may be empty: all padding).
@@ -87,7 +86,7 @@ class DraftTreeRunner {
   Stream stream_;
   DType act_;
   int64_t steps_, k_, max_bs_, max_context_, cols_;
-  BucketSchedule schedule_;
+  BucketGraphs buckets_;
   std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
   Buffer rows_;                                    // [max_bs] i32: each request's state row
   Buffer front_tokens_, front_scores_, front_nodes_, front_sources_;  // [max_bs * k]
@@ -95,8 +94,6 @@ class DraftTreeRunner {
   Buffer top_values_, top_ids_, child_tokens_;     // [max_bs * k, k]: a forward's best children
   Buffer in_hidden_;                               // [max_bs * k, H]: an EAGLE forward's input
   HostStaging rows_host_, cand_host_;
-  std::map<int64_t, model::ForwardDims> dims_;  // bucket -> dims (captured splits)
-  std::map<int64_t, void*> graphs_;             // bucket -> executable graph
 };
 
 }  // namespace aerie::spec

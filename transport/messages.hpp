@@ -63,12 +63,14 @@ struct BatchMessage {
   int32_t bucket = 0;                 // requests of the bucket every rank replays or pads to (0: eager)
   int32_t dp_padding = 0;             // 1: MAX_LEN, 2: SUM_LEN (0: no DP attention)
   int32_t dp_tokens_per_request = 1;  // what each request of the bucket brings (1 decode, spec_draft_tokens verify)
-  // Speculative decoding (empty / -1 otherwise). An EXTEND batch runs the draft over the
-  // same chunks; a VERIFY batch has spec_draft_tokens tokens per sequence (the last
-  // committed token, then room for the drafts the worker proposes: spec_steps + 1 for a
-  // chain) and its kv_indices cover the positions [0, root + spec::verify_reserve(...)):
-  // the verified tokens' context and the slots the draft and the compaction may use.
-  int32_t spec_steps = -1;
+  // Speculative decoding (empty / -1 otherwise). A speculative engine's batches are EXTEND
+  // (the draft runs over the same chunks) or VERIFY; an IDLE batch has no tokens (mode says
+  // which, never these fields). A VERIFY batch has spec_draft_tokens tokens per sequence (the
+  // last committed token, then room for the spec_steps drafts the worker proposes: spec_steps
+  // + 1 for a chain; 0 drafts above --speculative-disable-batch-size) and its kv_indices cover
+  // the positions [0, root + spec::verify_reserve(...)): the verified tokens' context and the
+  // slots the draft and the compaction may use.
+  int32_t spec_steps = -1;         // VERIFY: draft steps
   int32_t spec_topk = 1;           // > 1: tree drafting
   int32_t spec_draft_tokens = -1;  // VERIFY: tokens per sequence
   std::vector<uint64_t> seq_rids;       // [sequences] every sequence's request

@@ -66,7 +66,6 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   b.step_id = step_++;
   b.finished_rids = std::move(finished_since_);
   finished_since_.clear();
-  b.spec_steps = static_cast<int32_t>(options_.spec_steps);
   // 1. Prompt chunks first (as sglang prefers prefill): a chunk that ends the known tokens
   //    also reserves the next position, where the draft writes the sampled token.
   take_prompt_chunks(plan, /*reserve_next_position=*/true);

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "actors/core/forward_batch_of.hpp"
-#include "actors/core/verify_batch.hpp"
+#include "spec/verify_batch.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
@@ -31,12 +31,12 @@ double lap_ms(std::chrono::steady_clock::time_point& t) {
 
 }  // namespace
 
-SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
+SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, spec::DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
       argmax_(target.stream().device()), acceptor_(target.stream().device()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
-    if (info_.algorithm == SpecAlgorithm::kEagle) capture.final_normed = true;
+    if (info_.algorithm == spec::SpecAlgorithm::kEagle) capture.final_normed = true;
     else capture.aux_layers = info_.aux_layers;
     target_.set_hidden_capture(capture);
   }
@@ -77,7 +77,7 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
   r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), target_.stream());
   r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, target_.stream());
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
-  std::vector<DraftExtendSeq> ext;
+  std::vector<spec::DraftExtendSeq> ext;
   size_t sampled = 0;
   for (size_t s = 0; s + 1 < m.qo_indptr.size(); ++s) {
     const int64_t q0 = m.qo_indptr[s], q1 = m.qo_indptr[s + 1];
@@ -87,7 +87,7 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
       AERIE_CHECK(sampled < r.next_tokens.size() && m.rids[sampled] == m.seq_rids[s], "speculative batch: sampling rows out of order");
       next = r.next_tokens[sampled++];
     }
-    DraftExtendSeq e;
+    spec::DraftExtendSeq e;
     e.rid = m.seq_rids[s];
     e.keep = final;
     e.first_position = m.positions[static_cast<size_t>(q0)];
@@ -134,7 +134,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   }
   // 1. Draft: a chain, or a tree with topk > 1.
   auto t = std::chrono::steady_clock::now();
-  std::vector<DraftProposeSeq> ps(B);
+  std::vector<spec::DraftProposeSeq> ps(B);
   for (size_t s = 0; s < B; ++s)
     ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (info_.eagle() ? 0 : 1), .context = full[s],
              .root_token = m.input_ids[static_cast<size_t>(m.qo_indptr[s])]};
@@ -142,12 +142,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
   const double propose_ms = lap_ms(t);
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
-  std::vector<VerifySequence> vs(B);
+  std::vector<spec::VerifySequence> vs(B);
   for (size_t s = 0; s < B; ++s) {
     AERIE_CHECK(trees[s].size() == N, "request " << m.seq_rids[s] << "'s draft tree has " << trees[s].size() << " nodes, expected " << N);
     vs[s] = {.tree = &trees[s], .root_position = start[s], .slots = &full[s]};
   }
-  const model::ForwardBatch b = verify_forward_batch(vs, K > 1);
+  const model::ForwardBatch b = spec::verify_forward_batch(vs, K > 1);
   const TensorView logits = verify_forward(b);
   // 3. Accept: greedy batches walk their trees on the host from the argmax of every row
   // (taken in the verify graph when one ran); with any sampled request the whole batch is
@@ -190,7 +190,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   // 5. The draft follows the committed tokens.
   const double accept_ms = lap_ms(t);
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
-  std::vector<DraftExtendSeq> ext(B);
+  std::vector<spec::DraftExtendSeq> ext(B);
   for (size_t s = 0; s < B; ++s) {
     const auto committed = acc[s].committed(trees[s]);
     const int64_t a = static_cast<int64_t>(committed.size()) - 1, n = start[s];

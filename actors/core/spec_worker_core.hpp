@@ -10,7 +10,7 @@
 // tokens (accepted drafts + one bonus); rejected positions are left for the Scheduler to free.
 #include <memory>
 
-#include "actors/core/draft_port.hpp"
+#include "spec/draft_port.hpp"
 #include "actors/core/logprob_reader.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
@@ -42,7 +42,7 @@ struct SpecStageTimes {
 class SpecWorkerCore {
  public:
   // draft: the rank's DraftWorkerCore, or a client of its DraftWorker actor.
-  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs = {});
+  SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, spec::DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs = {});
   // The target stops capturing hidden states (a CUDA-graph capture must not allocate them).
   ~SpecWorkerCore();
   SpecWorkerCore(const SpecWorkerCore&) = delete;
@@ -66,8 +66,8 @@ class SpecWorkerCore {
 
   model::LlamaModel& target_;
   model::KvCache& kv_;
-  DraftPort& draft_;
-  const DraftInfo info_;
+  spec::DraftPort& draft_;
+  const spec::DraftInfo info_;
   model::Sampler sampler_;
   model::ArgmaxSampler argmax_;
   spec::TreeAcceptor acceptor_;

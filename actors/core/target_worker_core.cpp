@@ -9,6 +9,8 @@
 
 namespace aerie::core {
 
+using transport::ForwardMode;
+
 TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options)
     : model_(model), kv_(kv), options_(options), sampler_(model.stream().device(), options.max_batch) {
   AERIE_CHECK(options_.max_batch > 0, "worker max batch must be positive");
@@ -38,17 +40,22 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
       model_.set_dp_plan(dp_plan_of(m));
       log_dp_step(m);
     }
-    if (m.input_ids.empty()) {  // an IDLE batch
+    // The batch says what it is (transport::ForwardMode); its tokens must agree.
+    const auto mode = static_cast<int32_t>(m.mode);
+    AERIE_CHECK(mode >= static_cast<int32_t>(ForwardMode::kIdle) && mode <= static_cast<int32_t>(ForwardMode::kVerify),
+                "batch " << m.step_id << " has no forward mode (" << mode << ")");
+    AERIE_CHECK((m.mode == ForwardMode::kIdle) == m.input_ids.empty(),
+                "batch " << m.step_id << (m.input_ids.empty() ? " has no tokens but is not IDLE" : " is IDLE but carries tokens"));
+    if (m.mode == ForwardMode::kIdle) {
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
       if (model_.dp_attention()) model_.forward_idle(kv_);
       return r;
     }
     for (int32_t id : m.input_ids)
       AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
-    if (m.spec_steps >= 0) {
-      AERIE_CHECK(spec_, "batch " << m.step_id << " is speculative, but this worker has no draft model");
-      return spec_->execute(m);
-    }
+    // A speculative engine's batches (EXTEND with the draft, VERIFY) all go to `spec`.
+    if (spec_) return spec_->execute(m);
+    AERIE_CHECK(m.mode != ForwardMode::kVerify, "batch " << m.step_id << " is a VERIFY, but this worker has no draft model");
     const model::ForwardBatch b = forward_batch_of(m);
     const bool replay = graphs_ && graphs_->can_run(b);
     // The in-graph argmax serves all-greedy batches that need no logits back.

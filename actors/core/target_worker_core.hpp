@@ -30,7 +30,7 @@ class TargetWorkerCore {
  public:
   TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options);
   transport::BatchResult execute(const transport::BatchMessage& batch);
-  // Speculative batches (spec_steps >= 0) go to `spec` from now on.
+  // Every batch but IDLE goes to `spec` from now on (a speculative engine plans EXTEND and VERIFY).
   void enable_speculation(std::unique_ptr<SpecWorkerCore> spec) { spec_ = std::move(spec); }
   const WorkerStats& stats() const { return stats_; }
 

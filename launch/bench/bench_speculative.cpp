@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "actors/core/draft_worker_core.hpp"
-#include "actors/core/verify_batch.hpp"
+#include "spec/draft_worker_core.hpp"
+#include "spec/verify_batch.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "actors/messages.hpp"
 #include "kernels/device_runtime.hpp"
@@ -122,13 +122,13 @@ int run_spec_bench(const SpecBenchOptions& o) {
     for (const auto& [alg_name, draft_runner] : variants) {
       // The draft as a launch builds it (launch/draft_builder.hpp): STANDALONE is the target
       // itself (its seed), EAGLE / EAGLE3 a random head shaped for the target.
-      const DraftChoice choice{.algorithm = core::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
+      const DraftChoice choice{.algorithm = spec::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
                                .dummy = true, .seed = o.seed, .replicated = replicated_head,
                                .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab};
       const DraftShape draft_shape = resolve_draft(choice, config);
       DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, wdt, wdt, stream.get());
       model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
-      auto draft = std::make_shared<core::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
+      auto draft = std::make_shared<spec::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
                                                            draft_kv, target, B, K);
       if (draft_runner) draft->enable_draft_runners(S, B, per_request, device == Device::kCuda);
       const std::string label = alg_name + (draft_runner ? (device == Device::kCuda ? "+graph" : (K == 1 ? "+chain" : "+tree")) : "");
@@ -137,7 +137,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = 0});
       caf::actor draft_actor;
       std::unique_ptr<actors::DraftWorkerClient> client;
-      core::DraftPort* port = draft.get();
+      spec::DraftPort* port = draft.get();
       if (o.draft_actor) {
         draft_actor = actor_sys.spawn<caf::detached>(actors::draft_worker_actor, draft, device == Device::kCuda ? cuda_runtime::current_device() : -1);
         client = std::make_unique<actors::DraftWorkerClient>(actor_sys, draft_actor, draft->info());
@@ -174,7 +174,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       // The parts alone, on the next planned verify (its KV writes are redone by any later round).
       auto m = sched.plan_next();
       AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "no verify to take apart");
-      std::vector<core::DraftProposeSeq> ps;
+      std::vector<spec::DraftProposeSeq> ps;
       std::vector<std::vector<int32_t>> full;
       std::vector<int32_t> roots;
       for (size_t s = 0; s < m->seq_rids.size(); ++s) {
@@ -187,18 +187,18 @@ int run_spec_bench(const SpecBenchOptions& o) {
         auto t0 = Clock::now();
         const auto trees = draft->propose(ps, S, N);
         if (rep >= 2 && S > 1) draft_t.push_back(ms_since(t0) / static_cast<double>(S - 1));
-        std::vector<core::VerifySequence> vs;
+        std::vector<spec::VerifySequence> vs;
         for (size_t s = 0; s < trees.size(); ++s) vs.push_back({.tree = &trees[s], .root_position = roots[s], .slots = &full[s]});
-        const model::ForwardBatch vb = core::verify_forward_batch(vs, K > 1);
+        const model::ForwardBatch vb = spec::verify_forward_batch(vs, K > 1);
         t0 = Clock::now();
         spec.verify_forward(vb);  // as the engine verifies: a replayed graph where one fits
         synchronize(stream.get());
         if (rep >= 2) verify_t.push_back(ms_since(t0));
         // The draft extend over S + 1 committed tokens (every draft accepted: the longest).
-        std::vector<core::DraftExtendSeq> ext;
+        std::vector<spec::DraftExtendSeq> ext;
         int32_t row = 0;
         for (size_t s = 0; s < trees.size(); ++s) {
-          core::DraftExtendSeq e{.rid = ps[s].rid, .tokens = {}, .first_position = roots[s] + (draft->eagle() ? 0 : 1), .slots = {}, .context = {},
+          spec::DraftExtendSeq e{.rid = ps[s].rid, .tokens = {}, .first_position = roots[s] + (draft->eagle() ? 0 : 1), .slots = {}, .context = {},
                                  .hidden_rows = {}, .keep = true};
           for (int64_t i = 0; i <= S; ++i) {
             e.tokens.push_back(trees[s].tokens[static_cast<size_t>(std::min<int64_t>(i + 1, trees[s].size() - 1))]);

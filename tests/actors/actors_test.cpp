@@ -162,6 +162,49 @@ TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+// A batch says what it is (transport::ForwardMode) and the worker holds it to that: an IDLE
+// batch with tokens, a DECODE without, a VERIFY to a worker without a draft and a mode no
+// enum names each come back as an error naming the batch; a well-formed IDLE batch runs.
+TEST(TargetWorkerCore, RefusesBatchesWhoseModeDisagreesWithThem) {
+  auto cfg = model::LlamaConfig::named_shape("tiny");
+  model::LlamaModel m(cfg, model::random_llama_weights(cfg, 5, Device::kCpu, DType::kF32, 0.1f), Stream::cpu(), DType::kF32);
+  model::KvCache kv(cfg, model::kv_shape_for_tokens(64, 1), Device::kCpu, DType::kF32);
+  core::TargetWorkerCore worker(m, kv, {});
+  auto batch = [](transport::ForwardMode mode, bool tokens) {
+    transport::BatchMessage b;
+    b.step_id = 9;
+    b.mode = mode;
+    if (tokens) {
+      b.rids = {1};
+      b.input_ids = {5};
+      b.positions = {0};
+      b.out_cache_loc = {1};
+      b.qo_indptr = {0, 1};
+      b.kv_indptr = {0, 1};
+      b.kv_indices = {1};
+      b.logit_rows = {0};
+      b.sampling = {transport::SamplingRowMsg{}};
+    }
+    return b;
+  };
+  const struct {
+    transport::BatchMessage b;
+    const char* says;
+  } bad[] = {{batch(transport::ForwardMode::kIdle, true), "is IDLE but carries tokens"},
+             {batch(transport::ForwardMode::kDecode, false), "has no tokens but is not IDLE"},
+             {batch(transport::ForwardMode::kVerify, true), "is a VERIFY, but this worker has no draft model"},
+             {batch(static_cast<transport::ForwardMode>(17), true), "has no forward mode (17)"}};
+  for (const auto& c : bad) {
+    const auto r = worker.execute(c.b);
+    EXPECT_NE(r.error.find(c.says), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("batch 9"), std::string::npos) << r.error;
+  }
+  EXPECT_EQ(worker.execute(batch(transport::ForwardMode::kIdle, false)).error, "");
+  const auto ok = worker.execute(batch(transport::ForwardMode::kDecode, true));
+  EXPECT_EQ(ok.error, "");
+  EXPECT_EQ(ok.next_tokens.size(), 1u);
+}
+
 TEST(RouterActor, SpreadsRequestsOverTheLeastBusySchedulers) {
   System s;
   caf::scoped_actor client{*s.sys}, a{*s.sys}, b{*s.sys};

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "actors/core/draft_worker_core.hpp"
+#include "spec/draft_worker_core.hpp"
 #include "kernels/buffer.hpp"
 #include "model/eagle_head.hpp"
 #include "tests/actors/tiny_draft.hpp"
@@ -18,6 +18,45 @@ using aerie::testing::slots;
 using aerie::testing::tiny;
 using aerie::testing::tiny_model;
 
+namespace {
+
+// A draft of each kind the runners serve, for the tiny target.
+struct DraftCase {
+  std::string name;
+  spec::SpecAlgorithm alg;
+  model::EagleKind kind;
+  int64_t draft_vocab;  // EAGLE3: a reduced vocabulary (0: the target's)
+  bool hot;             // EAGLE: a hot-token map of every third id
+  bool eagle() const { return alg != spec::SpecAlgorithm::kStandalone; }
+  model::EagleHeadConfig head_config() const {
+    auto hc = model::EagleHeadConfig::for_target(kind, tiny(), draft_vocab);
+    if (hot)
+      for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
+    return hc;
+  }
+  // The draft's layer shape (its KV cache's).
+  model::LlamaConfig layer() const { return eagle() ? head_config().layer : tiny(); }
+  // A draft core of 8 requests: a random head (seed) or a random tiny Llama.
+  std::shared_ptr<spec::DraftWorkerCore> core(const model::LlamaModel& target, model::KvCache& kv, uint64_t seed, int64_t topk) const {
+    std::unique_ptr<model::EagleHead> head;
+    std::unique_ptr<model::LlamaModel> standalone;
+    if (eagle()) {
+      const auto hc = head_config();
+      head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, seed, Device::kCpu, DType::kF32), target);
+    } else {
+      standalone = tiny_model(6);
+    }
+    return std::make_shared<spec::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, target, 8, topk);
+  }
+};
+
+const DraftCase kEagle3{"EAGLE3", spec::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false};
+const DraftCase kEagle3Reduced{"EAGLE3 reduced vocabulary", spec::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false};
+const DraftCase kEagleHot{"EAGLE hot tokens", spec::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true};
+const DraftCase kStandalone{"STANDALONE", spec::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false};
+
+}  // namespace
+
 // The chain runner (spec/draft_chain_runner.hpp: every step's input token and hidden state
 // fed on the device, one copy back) proposes exactly what step-by-step drafting proposes:
 // EAGLE3 with its full and a reduced vocabulary (ids mapped on the device), EAGLE with a
@@ -25,40 +64,18 @@ using aerie::testing::tiny_model;
 TEST(DraftChainRunner, ProposesWhatStepByStepDraftingProposes) {
   auto target = tiny_model(5);
   std::mt19937 rng(9);
-  struct Case {
-    std::string name;
-    core::SpecAlgorithm alg;
-    model::EagleKind kind;
-    int64_t draft_vocab;
-    bool hot;
-  };
-  const Case cases[] = {{"EAGLE3", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false},
-                        {"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
-                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
-                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
-  for (const auto& c : cases) {
-    auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
-    if (c.hot)
-      for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
-    const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
-    const model::LlamaConfig layer = eagle ? hc.layer : tiny();
-    model::KvCache kv_a(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
-    model::KvCache kv_b(layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
-    auto make_core = [&](model::KvCache& kv) {
-      std::unique_ptr<model::EagleHead> head;
-      std::unique_ptr<model::LlamaModel> standalone;
-      if (eagle)
-        head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
-      else
-        standalone = tiny_model(6);
-      return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
-    };
+  for (const DraftCase& c : {kEagle3, kEagle3Reduced, kEagleHot, kStandalone}) {
+    const auto hc = c.head_config();
+    const bool eagle = c.eagle();
+    model::KvCache kv_a(c.layer(), model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_b(c.layer(), model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
+    auto make_core = [&](model::KvCache& kv) { return c.core(*target, kv, 11, 1); };
     auto stepwise = make_core(kv_a);
     auto chained = make_core(kv_b);
     chained->enable_draft_runners(4, 8, 256, /*graphs=*/false);
     ASSERT_NE(chained->chain_runner(), nullptr);
     const int64_t width = eagle ? hc.input_width() : 0;
-    std::vector<core::DraftProposeSeq> ps;
+    std::vector<spec::DraftProposeSeq> ps;
     for (uint64_t rid = 1; rid <= 3; ++rid) {
       const int32_t n = static_cast<int32_t>(4 + 3 * rid);
       std::vector<int32_t> prompt;
@@ -94,10 +111,10 @@ TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
   auto target = tiny_model(5);
   std::mt19937 rng(10);
   constexpr int64_t kSteps = 3;  // chain width: 4 tokens per extend
-  for (auto alg : {core::SpecAlgorithm::kEagle3, core::SpecAlgorithm::kEagle, core::SpecAlgorithm::kStandalone}) {
-    const bool eagle = alg != core::SpecAlgorithm::kStandalone;
-    auto hc = model::EagleHeadConfig::for_target(alg == core::SpecAlgorithm::kEagle ? model::EagleKind::kEagle1 : model::EagleKind::kEagle3, tiny(),
-                                                 alg == core::SpecAlgorithm::kEagle3 ? 200 : 0);
+  for (auto alg : {spec::SpecAlgorithm::kEagle3, spec::SpecAlgorithm::kEagle, spec::SpecAlgorithm::kStandalone}) {
+    const bool eagle = alg != spec::SpecAlgorithm::kStandalone;
+    auto hc = model::EagleHeadConfig::for_target(alg == spec::SpecAlgorithm::kEagle ? model::EagleKind::kEagle1 : model::EagleKind::kEagle3, tiny(),
+                                                 alg == spec::SpecAlgorithm::kEagle3 ? 200 : 0);
     const model::LlamaConfig layer = eagle ? hc.layer : tiny();
     model::KvCache kv_a(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
     model::KvCache kv_b(layer, model::kv_shape_for_tokens(512, 1), Device::kCpu, DType::kF32);
@@ -106,7 +123,7 @@ TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
       std::unique_ptr<model::LlamaModel> standalone;
       if (eagle) head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 12, Device::kCpu, DType::kF32), *target);
       else standalone = tiny_model(6);
-      auto c = std::make_shared<core::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
+      auto c = std::make_shared<spec::DraftWorkerCore>(alg, std::move(head), std::move(standalone), kv, *target, 8, 1);
       c->enable_draft_runners(kSteps, 8, 512, /*graphs=*/false, /*fixed_width_extend=*/fixed);
       return c;
     };
@@ -116,8 +133,8 @@ TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
     ASSERT_NE(fixed->extend_runner(), nullptr);
     const int64_t width = eagle ? hc.input_width() : 0;
     const std::vector<int32_t> committed_counts = {1, 2, 4};
-    std::vector<core::DraftExtendSeq> prompts, verifies;
-    std::vector<core::DraftProposeSeq> ps;
+    std::vector<spec::DraftExtendSeq> prompts, verifies;
+    std::vector<spec::DraftProposeSeq> ps;
     Buffer hidden;
     if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
     for (uint64_t rid = 1; rid <= 3; ++rid) {
@@ -136,7 +153,7 @@ TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
       // covering positions up to first + steps.
       const int32_t a1 = committed_counts[rid - 1];
       const int32_t first = eagle ? n : n + 1;
-      core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
       for (int32_t j = 0; j < a1; ++j) {
         v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
         if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
@@ -172,35 +189,14 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
   auto target = tiny_model(5);
   std::mt19937 rng(21);
   constexpr int64_t kSteps = 5, kDraftTokens = 16;  // deep enough that the verify trees hold nodes of the last forwards
-  struct Case {
-    std::string name;
-    core::SpecAlgorithm alg;
-    model::EagleKind kind;
-    int64_t draft_vocab;
-    bool hot;
-  };
-  const Case cases[] = {{"EAGLE3 reduced vocabulary", core::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false},
-                        {"EAGLE hot tokens", core::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true},
-                        {"STANDALONE", core::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false}};
   for (const int64_t topk : {2, 4})
-    for (const auto& c : cases) {
+    for (const DraftCase& c : {kEagle3Reduced, kEagleHot, kStandalone}) {
       const std::string what = c.name + " topk " + std::to_string(topk);
-      auto hc = model::EagleHeadConfig::for_target(c.kind, tiny(), c.draft_vocab);
-      if (c.hot)
-        for (int32_t id = 0; id < tiny().vocab_size; id += 3) hc.hot_tokens.push_back(id);
-      const bool eagle = c.alg != core::SpecAlgorithm::kStandalone;
-      const model::LlamaConfig layer = eagle ? hc.layer : tiny();
-      model::KvCache kv_a(layer, model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
-      model::KvCache kv_b(layer, model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
-      auto make_core = [&](model::KvCache& kv) {
-        std::unique_ptr<model::EagleHead> head;
-        std::unique_ptr<model::LlamaModel> standalone;
-        if (eagle)
-          head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 13, Device::kCpu, DType::kF32), *target);
-        else
-          standalone = tiny_model(6);
-        return std::make_shared<core::DraftWorkerCore>(c.alg, std::move(head), std::move(standalone), kv, *target, 8, topk);
-      };
+      const auto hc = c.head_config();
+      const bool eagle = c.eagle();
+      model::KvCache kv_a(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      model::KvCache kv_b(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      auto make_core = [&](model::KvCache& kv) { return c.core(*target, kv, 13, topk); };
       auto stepwise = make_core(kv_a);
       auto runner = make_core(kv_b);
       runner->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false);
@@ -213,7 +209,7 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
         for (auto& s : v) s += static_cast<int32_t>(200 * rid);
         return v;
       };
-      auto check = [&](const std::vector<core::DraftProposeSeq>& ps, const char* when) {
+      auto check = [&](const std::vector<spec::DraftProposeSeq>& ps, const char* when) {
         const auto want = stepwise->propose_tree(ps, kSteps, kDraftTokens);
         const auto got = runner->propose_tree(ps, kSteps, kDraftTokens);
         ASSERT_EQ(got.size(), want.size()) << what << " " << when;
@@ -223,7 +219,7 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
           EXPECT_EQ(got[i].size(), kDraftTokens) << what << " " << when << " request " << i;
         }
       };
-      std::vector<core::DraftProposeSeq> ps;
+      std::vector<spec::DraftProposeSeq> ps;
       std::vector<int32_t> lengths;
       for (uint64_t rid = 1; rid <= 3; ++rid) {
         const int32_t n = static_cast<int32_t>(4 + 3 * rid);
@@ -243,10 +239,10 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
       }
       check(ps, "after the prompts");
       // A verify committed 1, 2 and 3 tokens: the extend over them, then the next proposal.
-      std::vector<core::DraftExtendSeq> verifies;
+      std::vector<spec::DraftExtendSeq> verifies;
       for (uint64_t rid = 1; rid <= 3; ++rid) {
         const int32_t n = lengths[rid - 1], a = static_cast<int32_t>(rid), first = eagle ? n : n + 1;
-        core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+        spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
         for (int32_t j = 0; j < a; ++j) {
           v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
           if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));

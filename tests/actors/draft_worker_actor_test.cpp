@@ -69,9 +69,9 @@ DraftProposal propose(caf::scoped_actor& self, const caf::actor& a, DraftPropose
 struct Standalone {
   std::unique_ptr<model::LlamaModel> target = tiny_model(5);
   model::KvCache draft_kv{tiny(), model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32};
-  std::shared_ptr<core::DraftWorkerCore> core;
+  std::shared_ptr<spec::DraftWorkerCore> core;
   explicit Standalone(int64_t topk)
-      : core(std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kStandalone, nullptr, tiny_model(5), draft_kv, *target, 8, topk)) {}
+      : core(std::make_shared<spec::DraftWorkerCore>(spec::SpecAlgorithm::kStandalone, nullptr, tiny_model(5), draft_kv, *target, 8, topk)) {}
 };
 
 }  // namespace
@@ -167,7 +167,7 @@ TEST(DraftWorkerActor, Eagle3HeadBehindTheActorMatchesADirectCall) {
   const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, tiny());
   auto make_core = [&](model::KvCache& kv) {
     auto head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
-    return std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kEagle3, std::move(head), nullptr, kv, *target, 8, 1);
+    return std::make_shared<spec::DraftWorkerCore>(spec::SpecAlgorithm::kEagle3, std::move(head), nullptr, kv, *target, 8, 1);
   };
   model::KvCache kv_a(hc.layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
   model::KvCache kv_b(hc.layer, model::kv_shape_for_tokens(256, 1), Device::kCpu, DType::kF32);
@@ -184,7 +184,7 @@ TEST(DraftWorkerActor, Eagle3HeadBehindTheActorMatchesADirectCall) {
   ASSERT_EQ(extend(self, actor, {.step_id = 1, .seqs = {seq}, .hidden = DeviceRows::of(hidden.view())}).error, "");
   direct->extend({seq}, hidden.view());
   // EAGLE reads from the root's position on (5).
-  const core::DraftProposeSeq ps{.rid = 2, .first_position = 5, .context = slots(0, 8), .root_token = 4};
+  const spec::DraftProposeSeq ps{.rid = 2, .first_position = 5, .context = slots(0, 8), .root_token = 4};
   auto p = propose(self, actor, {.step_id = 2, .seqs = {ps}, .steps = 3, .draft_tokens = 4});
   ASSERT_EQ(p.error, "");
   const auto want = direct->propose({ps}, 3, 4);
@@ -227,7 +227,7 @@ TEST(DraftWorkerClient, ExtendsWithoutWaitingAndReportsErrorsOnTheNextCall) {
   const auto want = greedy(*d.target, prompt, 3);
   {
     DraftWorkerClient client(*s.sys, actor, d.core->info());
-    EXPECT_EQ(client.info().algorithm, core::SpecAlgorithm::kStandalone);
+    EXPECT_EQ(client.info().algorithm, spec::SpecAlgorithm::kStandalone);
     client.extend({prompt_extend(1, prompt)}, {});  // returns at once; the proposal waits for it
     const auto trees = client.propose({{.rid = 1, .first_position = 5, .context = slots(0, 7), .root_token = 7}}, 3, 4);
     ASSERT_EQ(trees.size(), 1u);
@@ -253,7 +253,7 @@ TEST(DraftWorkerActor, Eagle1WithAHotTokenMapDraftsOnlyHotTokens) {
   for (int64_t topk : {1, 3}) {
     auto head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, 11, Device::kCpu, DType::kF32), *target);
     EXPECT_EQ(head->vocab(), static_cast<int64_t>(hc.hot_tokens.size()));
-    auto core = std::make_shared<core::DraftWorkerCore>(core::SpecAlgorithm::kEagle, std::move(head), nullptr, kv, *target, 8, topk);
+    auto core = std::make_shared<spec::DraftWorkerCore>(spec::SpecAlgorithm::kEagle, std::move(head), nullptr, kv, *target, 8, topk);
     auto actor = s.spawn_stopped_at_end(draft_worker_actor, core, -1);
     caf::scoped_actor self{*s.sys};
     std::mt19937 rng(4);

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/core/draft_worker_core.hpp"
+#include "spec/draft_worker_core.hpp"
 #include "model/config.hpp"
 #include "model/llama_model.hpp"
 #include "model/llama_weights.hpp"
@@ -26,7 +26,7 @@ inline std::vector<int32_t> slots(int32_t from, int32_t to) {  // slots of posit
   return s;
 }
 
-inline core::DraftExtendSeq prompt_extend(uint64_t rid, const std::vector<int32_t>& prompt) {
+inline spec::DraftExtendSeq prompt_extend(uint64_t rid, const std::vector<int32_t>& prompt) {
   const auto n = static_cast<int32_t>(prompt.size());
   return {.rid = rid, .tokens = prompt, .first_position = 0, .slots = slots(0, n), .context = slots(0, n), .hidden_rows = {}, .keep = true};
 }

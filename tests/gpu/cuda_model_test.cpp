@@ -5,7 +5,7 @@
 #include <random>
 
 #include "actors/core/generation_engine.hpp"
-#include "actors/core/verify_batch.hpp"
+#include "spec/verify_batch.hpp"
 #include "spec/decode_graph_runner.hpp"
 #include "spec/draft_tree.hpp"
 #include "kernels/staging.hpp"
@@ -198,7 +198,7 @@ TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
   for (int64_t bs : {1, 5, 8, 13, 16}) {
     std::vector<spec::DraftTree> trees;
     std::vector<std::vector<int32_t>> slots;
-    std::vector<core::VerifySequence> seqs;
+    std::vector<spec::VerifySequence> seqs;
     int32_t next_slot = 4;
     for (int64_t i = 0; i < bs; ++i) {
       spec::DraftTree t;
@@ -218,7 +218,7 @@ TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
     for (int64_t i = 0; i < bs; ++i)
       seqs.push_back({.tree = &trees[static_cast<size_t>(i)], .root_position = static_cast<int32_t>(slots[static_cast<size_t>(i)].size() - q),
                       .slots = &slots[static_cast<size_t>(i)]});
-    const model::ForwardBatch batch = core::verify_forward_batch(seqs, /*tree_mask=*/true);
+    const model::ForwardBatch batch = spec::verify_forward_batch(seqs, /*tree_mask=*/true);
     ASSERT_TRUE(runner.can_run(batch)) << bs;
     const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
     const auto eager_hidden = host_copy(g.model->captured_hidden(), g.stream.get());

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "actors/core/draft_worker_core.hpp"
+#include "spec/draft_worker_core.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/topk.hpp"
 #include "launch/deployment.hpp"
@@ -42,7 +42,7 @@ std::vector<launch::RequestOutcome> run(const std::string& alg, const std::vecto
 
 // A draft core (16 requests, chains or trees of topk) for the tiny target on the GPU: a random EAGLE3 head
 // (hc), or a random tiny Llama as a STANDALONE draft.
-std::shared_ptr<core::DraftWorkerCore> tiny_draft_core(bool eagle, const model::EagleHeadConfig& hc, const model::LlamaModel& target,
+std::shared_ptr<spec::DraftWorkerCore> tiny_draft_core(bool eagle, const model::EagleHeadConfig& hc, const model::LlamaModel& target,
                                                       model::KvCache& kv, const Stream& stream, int64_t topk = 1) {
   std::unique_ptr<model::EagleHead> head;
   std::unique_ptr<model::LlamaModel> standalone;
@@ -52,7 +52,7 @@ std::shared_ptr<core::DraftWorkerCore> tiny_draft_core(bool eagle, const model::
   else
     standalone = std::make_unique<model::LlamaModel>(cfg, model::random_llama_weights(cfg, 6, Device::kCuda, DType::kF32, 0.1f), stream,
                                                      DType::kF32);
-  return std::make_shared<core::DraftWorkerCore>(eagle ? core::SpecAlgorithm::kEagle3 : core::SpecAlgorithm::kStandalone, std::move(head),
+  return std::make_shared<spec::DraftWorkerCore>(eagle ? spec::SpecAlgorithm::kEagle3 : spec::SpecAlgorithm::kStandalone, std::move(head),
                                                  std::move(standalone), kv, target, 16, topk);
 }
 
@@ -253,11 +253,11 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
     auto graphed = make_core(kv_b);
     graphed->enable_draft_runners(4, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->chain_runner() && graphed->chain_runner()->graphs());
-    std::vector<core::DraftProposeSeq> ps;
+    std::vector<spec::DraftProposeSeq> ps;
     for (uint64_t rid = 1; rid <= 16; ++rid) {
       const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
       const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
-      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
       for (int32_t p = 0; p < n; ++p) {
         seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
         seq.slots.push_back(base + p);
@@ -278,7 +278,7 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
       ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = seq.tokens.back()});
     }
     for (size_t bs = 1; bs <= ps.size(); ++bs) {
-      const std::vector<core::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
+      const std::vector<spec::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
       for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
         for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
           ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
@@ -309,11 +309,11 @@ TEST(CudaDraftTree, GraphsProposeWhatStepByStepDraftingProposes) {
     auto graphed = tiny_draft_core(eagle, hc, target, kv_b, stream.get(), kTopk);
     graphed->enable_draft_runners(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->tree_runner() && graphed->tree_runner()->graphs());
-    std::vector<core::DraftProposeSeq> ps;
+    std::vector<spec::DraftProposeSeq> ps;
     for (uint64_t rid = 1; rid <= 16; ++rid) {
       const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
       const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
-      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
       for (int32_t p = 0; p < n; ++p) {
         seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
         seq.slots.push_back(base + p);
@@ -335,7 +335,7 @@ TEST(CudaDraftTree, GraphsProposeWhatStepByStepDraftingProposes) {
       ps.push_back({.rid = rid, .first_position = first, .context = context, .root_token = seq.tokens.back()});
     }
     for (size_t bs = 1; bs <= ps.size(); ++bs) {
-      const std::vector<core::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
+      const std::vector<spec::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
       for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
         for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
           ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
@@ -384,10 +384,10 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
     }
     const TensorView hv = eagle ? hidden.view() : TensorView();
     std::vector<int32_t> next(17);  // each request's first position of its next verify extend
-    std::vector<core::DraftExtendSeq> prompts;
+    std::vector<spec::DraftExtendSeq> prompts;
     for (uint64_t rid = 1; rid <= 16; ++rid) {
       const int32_t n = 2 + static_cast<int32_t>(rng() % 40), base = static_cast<int32_t>(128 * rid);
-      core::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+      spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
       for (int32_t p = 0; p < n; ++p) {
         seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
         seq.slots.push_back(base + p);
@@ -400,11 +400,11 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
     eager->extend(prompts, hv);
     graphed->extend(prompts, hv);
     for (int64_t bs : {1, 3, 5, 11, 16, 7}) {
-      std::vector<core::DraftExtendSeq> verifies;
-      std::vector<core::DraftProposeSeq> ps;
+      std::vector<spec::DraftExtendSeq> verifies;
+      std::vector<spec::DraftProposeSeq> ps;
       for (uint64_t rid = 1; rid <= static_cast<uint64_t>(bs); ++rid) {
         const int32_t base = static_cast<int32_t>(128 * rid), first = next[rid], a1 = 1 + static_cast<int32_t>(rng() % (kSteps + 1));
-        core::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+        spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
         for (int32_t j = 0; j < a1; ++j) {
           v.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
           v.slots.push_back(base + first + j);
