@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   auto* one = app.add_subcommand("one-batch", "prefill and decode latency of one static batch, against the HBM floor");
   one->add_option("--model-path", ob.model_path, "Hugging Face model folder or a llama GGUF file");
   one->add_option("--load-format", ob.load_format, "auto or dummy (seeded random weights)")->check(CLI::IsMember({"auto", "dummy"}));
-  one->add_option("--model-shape", ob.model_shape, "with dummy weights: tiny, llama-3.2-1b, llama-3.1-8b");
+  one->add_option("--model-shape", ob.model_shape, "with dummy weights: tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b");
   one->add_option("--device", ob.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
   one->add_option("--dtype", ob.dtype, "weight dtype: auto (bf16 on CUDA, f32 on the CPU, what aerie-serve runs there), bf16, f16, f32; CPU activations are f32")
       ->check(CLI::IsMember({"auto", "bf16", "f16", "f32"}));
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   one->add_flag("--disable-custom-all-reduce", ob.disable_custom_all_reduce, "TP on CUDA: NCCL for every all-reduce");
   KernelBenchOptions kb;
   auto* kern = app.add_subcommand("kernels", "each op of a decode step alone, at a model's shapes (CUDA)");
-  kern->add_option("--model-shape", kb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b");
+  kern->add_option("--model-shape", kb.model_shape, "tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b");
   kern->add_option("--batch-size", kb.batch_sizes, "batch sizes to run")->delimiter(',');
   kern->add_option("--context", kb.context, "context length of every sequence")->check(aerie::launch::kPositive);
   kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(aerie::launch::kPositive);
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(aerie::launch::kPositive);
   SpecBenchOptions spb;
   auto* specb = app.add_subcommand("speculative", "draft step, verify, whole round and throughput of speculative decoding vs a plain step");
-  specb->add_option("--model-shape", spb.model_shape, "tiny, llama-3.2-1b, llama-3.1-8b (random weights)");
+  specb->add_option("--model-shape", spb.model_shape, "tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b (random weights)");
   specb->add_option("--device", spb.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
   specb->add_option("--dtype", spb.dtype, "bf16 or f16 on CUDA")->check(CLI::IsMember({"bf16", "f16"}));
   specb->add_option("--algorithm", spb.algorithms, "EAGLE3, EAGLE, STANDALONE (self-draft)")->delimiter(',');

@@ -12,7 +12,7 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--model-path,--model", d.model_path, "Hugging Face model folder (config.json + safetensors) or a llama GGUF file");
   app.add_option("--load-format", d.load_format, "auto: read the checkpoint; dummy: seeded random weights")
       ->check(CLI::IsMember({"auto", "dummy"}));
-  app.add_option("--model-shape", d.model_shape, "with --load-format dummy and no --model-path: tiny, llama-3.2-1b, llama-3.1-8b");
+  app.add_option("--model-shape", d.model_shape, "with --load-format dummy and no --model-path: tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b");
   app.add_option("--random-seed", d.random_seed, "seed of the dummy weights");
   app.add_option("--device", d.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", d.dtype, "weight dtype: auto (the checkpoint's), f32, bf16, f16")

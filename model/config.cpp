@@ -167,7 +167,7 @@ LlamaConfig LlamaConfig::load(const std::filesystem::path& dir) {
   return c;
 }
 
-std::vector<std::string> LlamaConfig::named_shapes() { return {"tiny", "llama-3.2-1b", "llama-3.1-8b"}; }
+std::vector<std::string> LlamaConfig::named_shapes() { return {"tiny", "smollm2-135m", "llama-3.2-1b", "llama-3.1-8b"}; }
 
 LlamaConfig LlamaConfig::named_shape(const std::string& name) {
   LlamaConfig c;
@@ -177,6 +177,10 @@ LlamaConfig LlamaConfig::named_shape(const std::string& name) {
     c.vocab_size = 512; c.hidden_size = 128; c.intermediate_size = 256; c.num_layers = 2;
     c.num_heads = 4; c.num_kv_heads = 2; c.head_dim = 32; c.max_position_embeddings = 4096;
     c.rope_theta = 10000.0; c.dtype = DType::kF32;
+  } else if (name == "smollm2-135m") {  // the embedded default's shape (SmolLM2-135M-Instruct), for benchmarks
+    c.vocab_size = 49152; c.hidden_size = 576; c.intermediate_size = 1536; c.num_layers = 30;
+    c.num_heads = 9; c.num_kv_heads = 3; c.head_dim = 64; c.max_position_embeddings = 8192;
+    c.rope_theta = 100000.0; c.tie_word_embeddings = true; c.rms_norm_eps = 1e-5f;
   } else if (name == "llama-3.2-1b") {
     c.vocab_size = 128256; c.hidden_size = 2048; c.intermediate_size = 8192; c.num_layers = 16;
     c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 64; c.max_position_embeddings = 131072;

@@ -76,6 +76,8 @@ TEST(LlamaConfig, NamedShapes) {
   EXPECT_NEAR(static_cast<double>(c.num_parameters()), 8.03e9, 0.01e9);
   auto s = LlamaConfig::named_shape("llama-3.2-1b");
   EXPECT_NEAR(static_cast<double>(s.num_parameters()), 1.236e9, 0.01e9);
+  // SmolLM2-135M: 134,515,008 parameters (tied embeddings), as its GGUF's metadata gives them.
+  EXPECT_EQ(LlamaConfig::named_shape("smollm2-135m").num_parameters(), 134515008);
   EXPECT_THROW(LlamaConfig::named_shape("gpt-5"), Error);
 }
 
