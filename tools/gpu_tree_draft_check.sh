@@ -8,8 +8,9 @@
 #          (topk 4, 8 tokens, 3 steps; topk 8, 32 tokens, 5 steps) drafted step by step and by the
 #          runner in the same run (--draft-runner both), and the chain of 3 for comparison.
 #   eval:  SmolLM2 with the trained head, when .device_model/ holds the GGUF's parts.
+#   smollm2: aerie-bench speculative / one-batch at SmolLM2's shape (random weights): a round's stages.
 #   trees: the same with larger trees (topk 4 x 5 steps, 16 tokens; topk 8 x 5 steps, 32 tokens), greedy.
-#   device run (carry [".device.tgz"]): bash tools/gpu_tree_draft_check.sh [tests|bench|eval|trees|all]
+#   device run (carry [".device.tgz"]): bash tools/gpu_tree_draft_check.sh [tests|bench|eval|trees|smollm2|all]
 set -uo pipefail
 PART=${1:-all}
 RESULTS=${OUT:-/tmp/aerie-gpu-tree-draft}
@@ -22,6 +23,16 @@ if [[ $PART == bench || $PART == all ]]; then
   step tree32 150 $SPEC --batch-size 1,8 --speculative-num-steps 5 --speculative-eagle-topk 8 --speculative-num-draft-tokens 32 \
     --json "$RESULTS/tree_draft_8b_s5k8n32.json"
   step chain3 100 $SPEC --batch-size 1,8,32 --speculative-num-steps 3 --json "$RESULTS/tree_draft_8b_chain3.json"
+fi
+# Where a round of the real model's shape goes (random weights: one token per round; the stages
+# show what a round costs the worker whatever it accepts).
+if [[ $PART == smollm2 ]]; then
+  SPEC="$B/aerie-bench speculative --model-shape smollm2-135m --rounds 50 --draft-vocab 16384 --algorithm EAGLE3 --batch-size 1,8 --input-len 128"
+  step s_chain3 100 $SPEC --speculative-num-steps 3 --json "$RESULTS/tree_draft_smollm2_chain3.json"
+  step s_tree8x5 100 $SPEC --speculative-num-steps 5 --speculative-eagle-topk 8 --speculative-num-draft-tokens 32 \
+    --json "$RESULTS/tree_draft_smollm2_s5k8n32.json"
+  step s_plain 100 "$B/aerie-bench" one-batch --model-shape smollm2-135m --load-format dummy --batch-size 1,8 --input-len 128 \
+    --output-len 64 --cuda-graph on
 fi
 [[ $PART == eval || $PART == all ]] && smollm2_eval eagle3_eval_h200_tree_draft.json
 # Larger trees, now that they draft on the device (issue #19's accept length and speedup goals).
