@@ -382,12 +382,33 @@ void launch_gemv_m(const GemvArgs<T, TO>& a, cudaStream_t s) {
   else launch_gemv_rows<T, TO, M, R, EPI>(a, s);
 }
 
+// One or two rows over a short K (below 1024: SmolLM2's 576) and many weight rows (an LM head):
+// a CUDA-core block per weight row reads too little of it to hide the latency, and there are
+// tens of thousands of them; the tensor-core GEMV's 16 rows per block do better (SmolLM2's LM
+// head, 49152 x 576, one row: 65.5 -> 23.4 us; cuBLAS 26-28; docs/performance.md). Its small
+// projections (N <= 3072) measured ~1 us slower on the tensor-core path, and longer K keeps
+// the CUDA-core GEMV, measured best there. AERIE_GEMV_SHORT_K_MMA=0 keeps the CUDA-core GEMV
+// everywhere (for measuring).
+constexpr int64_t kShortK = 1024, kManyRows = 8192;
+bool short_k_mma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AERIE_GEMV_SHORT_K_MMA");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+template <class T, class TO, int M, int R, Epilogue EPI>
+void launch_gemv_few(const GemvArgs<T, TO>& a, cudaStream_t s) {
+  if (a.k < kShortK && a.n >= kManyRows && a.k % 32 == 0 && gemv_mma_enabled() && short_k_mma_enabled()) launch_gemv_mma<T, TO, M, EPI>(a, s);
+  else launch_gemv_rows<T, TO, M, R, EPI>(a, s);
+}
+
 template <class T, class TO, Epilogue EPI>
 void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   switch (m) {
-    case 1: launch_gemv_rows<T, TO, 1, kR1, EPI>(a, s); break;
-    case 2: launch_gemv_rows<T, TO, 2, 2, EPI>(a, s); break;
+    case 1: launch_gemv_few<T, TO, 1, kR1, EPI>(a, s); break;
+    case 2: launch_gemv_few<T, TO, 2, 2, EPI>(a, s); break;
     case 3: launch_gemv_m<T, TO, 3, 2, EPI>(a, s); break;
     case 4: launch_gemv_m<T, TO, 4, 4, EPI>(a, s); break;
     case 5: launch_gemv_m<T, TO, 5, 4, EPI>(a, s); break;

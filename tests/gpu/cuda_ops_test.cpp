@@ -83,13 +83,14 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
 }
 
 TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
-  // Aerie's GEMV serves up to 8 rows when allowed (verify batches of draft tokens).
+  // Aerie's GEMV serves up to 8 rows when allowed (verify batches of draft tokens); a short K
+  // over many rows (an LM head like SmolLM2's, 576 wide) takes the tensor-core path from one row on.
   std::mt19937 rng(21);
   const int saved = gemv_max_rows();
   set_gemv_max_rows(8);
   for (DType t : {DType::kBF16, DType::kF16})
-    for (int64_t m = 1; m <= 8; ++m) {
-      const int64_t k = 2048, n = 1003;  // n not a multiple of the rows per block
+    for (int64_t m = 1; m <= 8; ++m)
+    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}}) {  // n: not a multiple of the rows per block
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
       for (DType out : {t, DType::kF32}) {
         Buffer y(Device::kCpu, out, {m, n});
@@ -97,7 +98,7 @@ TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
         Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(y);
         ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .bias = {}, .y = dy.view()}, gpu()).is_ok());
         EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(out == DType::kF32 ? t : out))
-            << dtype_name(t) << " m=" << m;
+            << dtype_name(t) << " m=" << m << " k=" << k << " n=" << n;
       }
     }
   set_gemv_max_rows(saved);
@@ -106,14 +107,16 @@ TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    for (int64_t m : {1, 2, 5}) {  // 1 and 2 run the fused GEMV, 5 cuBLAS + silu_mul
-      const int64_t k = 512, inter = 384;
+    // 1 and 2 rows run the fused CUDA-core GEMV, 5 the tensor-core one.
+    for (int64_t m : {1, 2, 5})
+    for (const int64_t k : {512, 2048}) {
+      const int64_t inter = 384;
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {2 * inter, k}), bias = random_buffer(rng, t, {2 * inter});
       Buffer gu(Device::kCpu, t, {m, 2 * inter}), out(Device::kCpu, t, {m, inter});
       ASSERT_TRUE(gate_up_silu({.x = x.view(), .w = w.view(), .bias = bias.view(), .gate_up = gu.view(), .out = out.view()}, Stream::cpu()).is_ok());
       Buffer dx = to_gpu(x), dw = to_gpu(w), db = to_gpu(bias), dgu = like_gpu(gu), dout = like_gpu(out);
       ASSERT_TRUE(gate_up_silu({.x = dx.view(), .w = dw.view(), .bias = db.view(), .gate_up = dgu.view(), .out = dout.view()}, gpu()).is_ok());
-      EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(t)) << dtype_name(t) << " m=" << m;
+      EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(t)) << dtype_name(t) << " m=" << m << " k=" << k;
     }
   }
 }
@@ -121,8 +124,10 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
 TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(10);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    for (int64_t m : {1, 2, 5}) {  // 1 and 2 run the fused GEMV epilogue, 5 cuBLAS + rope_kv_write
-      const int64_t hidden = 512, qh = 8, kh = 2, dim = 64, slots = 16, width = (qh + 2 * kh) * dim;
+    // 1 and 2 rows run the fused CUDA-core GEMV epilogue, 5 the tensor-core one.
+    for (int64_t m : {1, 2, 5})
+    for (const int64_t hidden : {512, 2048}) {
+      const int64_t qh = 8, kh = 2, dim = 64, slots = 16, width = (qh + 2 * kh) * dim;
       Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
       std::vector<int32_t> pos, sl;
       for (int64_t i = 0; i < m; ++i) {
@@ -145,9 +150,9 @@ TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
       ASSERT_TRUE(qkv_rope({.x = dx.view(), .w = dw.view(), .bias = db.view(), .qkv = dqkv.view(), .positions = dpos.view(),
                             .inv_freq = dinv.view(), .slots = dsl.view(), .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()},
                            gpu()).is_ok());
-      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
-      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
-      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m;
+      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
+      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
+      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
     }
   }
 }
