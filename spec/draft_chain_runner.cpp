@@ -9,11 +9,10 @@
 
 namespace aerie::spec {
 
-DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool,
+DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
                                    const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
                                    int64_t steps, int64_t max_bs, int64_t max_context, bool graphs)
-    : head_(head),
-      standalone_(standalone),
+    : net_(net),
       state_pool_(state_pool),
       next_pool_(next_pool),
       to_target_(to_target),
@@ -25,8 +24,8 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
       max_bs_(max_bs),
       max_context_(max_context),
       buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
-  AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a chain runner drafts with a head or a standalone model");
-  AERIE_CHECK(!head_ || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
+  net_.check("a chain runner");
+  AERIE_CHECK(!net_.head || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "a chain runner reads the requests' next tokens from a pool");
   AERIE_CHECK(steps_ >= 2, "a chain runner needs at least one draft forward (steps >= 2)");
   AERIE_CHECK(max_bs_ >= 1 && max_context_ >= 1, "a chain runner needs a batch and a context");
@@ -37,7 +36,7 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
   cap.max_tokens = cap.max_seqs = cap.max_logit_rows = top;
   cap.max_kv_indices = kv.shape().num_slots() + top;  // every real slot once, plus one per padded sequence
   cap.max_splits = buckets_.max_splits();
-  for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
+  for (int64_t j = 1; j < steps_; ++j) ws_.push_back(net_.make_workspace(cap));
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   draft_ids_ = Buffer(dev, DType::kI32, {top});
   tokens_ = Buffer(dev, DType::kI32, {steps_ * top});
@@ -45,7 +44,7 @@ DraftChainRunner::DraftChainRunner(model::EagleHead* head, model::LlamaModel* st
   rows_.zero();
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
   tokens_host_ = HostStaging(dev, static_cast<size_t>(steps_ * top) * 4);
-  if (head_) {
+  if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
   }
@@ -63,7 +62,7 @@ void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, con
 }
 
 model::ForwardDims DraftChainRunner::dims_for(int64_t bs) const {
-  const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
+  const model::LlamaModel& geometry = net_.geometry(target_);
   const int tpb = geometry.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, 1));
   return {.tokens = bs, .seqs = bs, .logit_rows = bs, .custom_mask = false,
           .num_splits = geometry.attention_splits(bs / tpb, max_context_), .logits_all_rows = true, .attention_tokens_per_block = tpb};
@@ -94,18 +93,16 @@ void DraftChainRunner::enqueue(int64_t bs) {
   copy_async(ws_.front()->ids(bs).data, next_tokens.data, static_cast<size_t>(bs) * 4, stream_);
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
-    TensorView logits;
-    if (head_) {
-      const TensorView in(in_hidden_.data(), act_, {bs, h}, dev);
+    TensorView in;
+    if (net_.eagle()) {
+      in = TensorView(in_hidden_.data(), act_, {bs, h}, dev);
       if (j == 1) {  // each request's state row
         AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = state_pool_, .out = in}, stream_));
       } else {  // the previous step's output
-        copy_async(in.data, head_->out_hidden().data, static_cast<size_t>(bs * h) * dtype_size(act_), stream_);
+        copy_async(in.data, net_.head->out_hidden().data, static_cast<size_t>(bs * h) * dtype_size(act_), stream_);
       }
-      logits = head_->run(ws, in, kv_, dims);
-    } else {
-      logits = standalone_->run(ws, kv_, dims);
     }
+    const TensorView logits = net_.run(ws, in, kv_, dims);
     argmax_->run(logits, ids, stream_);
     const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + j * bs, DType::kI32, {bs, 1}, dev);
     draft_ids_to_target(ids, to_target_, step_tokens, stream_);

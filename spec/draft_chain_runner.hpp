@@ -26,6 +26,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "spec/bucket_graphs.hpp"
+#include "spec/draft_net.hpp"
 #include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
@@ -43,14 +44,14 @@ void draft_ids_to_target(const TensorView& ids, const TensorView& to_target, con
 
 class DraftChainRunner {
  public:
-  // Exactly one of head / standalone. The requests' state, at fixed addresses for the
+  // net: an EAGLE head or a STANDALONE model. The requests' state, at fixed addresses for the
   // runner's life (graphs read them), one row per request: state_pool, EAGLE's hidden states
   // [rows, H]; next_pool, each request's next token (a target id) [rows] i32. to_target: the
   // head's draft -> target id map [draft vocab, 1] i32 (empty: the same ids). steps: the
   // proposal's length (the next token plus steps - 1 forwards); max_bs: the largest batch
   // (and bucket); max_context: the longest context a request may have (fixes the attention
   // splits per bucket). graphs: capture (CUDA only).
-  DraftChainRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
+  DraftChainRunner(DraftNet net, const TensorView& state_pool, const TensorView& next_pool,
                    const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t steps, int64_t max_bs,
                    int64_t max_context, bool graphs);
   DraftChainRunner(const DraftChainRunner&) = delete;
@@ -71,8 +72,7 @@ class DraftChainRunner {
   void enqueue(int64_t bs);
   model::ForwardDims dims_for(int64_t bs) const;
 
-  model::EagleHead* head_;
-  model::LlamaModel* standalone_;
+  DraftNet net_;
   TensorView state_pool_, next_pool_, to_target_;
   model::KvCache& kv_;
   const model::LlamaModel& target_;

@@ -50,11 +50,10 @@ model::ForwardBatch fixed_width_batch(const std::vector<ExtendSeq>& seqs, int64_
 
 }  // namespace
 
-DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool,
+DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
                                      const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
                                      int64_t width, int64_t hidden_width, int64_t max_bs, int64_t max_context, bool graphs)
-    : head_(head),
-      standalone_(standalone),
+    : net_(net),
       state_pool_(state_pool),
       next_pool_(next_pool),
       to_target_(to_target),
@@ -67,8 +66,8 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
       max_bs_(max_bs),
       max_context_(max_context),
       buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
-  AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "an extend runner drafts with a head or a standalone model");
-  AERIE_CHECK(!head_ || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
+  net_.check("an extend runner");
+  AERIE_CHECK(!net_.head || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "an extend runner writes the requests' next tokens to a pool");
   AERIE_CHECK(width_ >= 1 && max_bs_ >= 1 && max_context_ >= width_, "an extend runner needs a width, a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
@@ -79,13 +78,13 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
   cap.max_seqs = cap.max_logit_rows = top;
   cap.max_kv_indices = kv.shape().num_slots() + top * width_;  // every real slot once, plus width per padded sequence
   cap.max_splits = buckets_.max_splits();
-  ws_ = head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap);
+  ws_ = net_.make_workspace(cap);
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
   ids_ = Buffer(dev, DType::kI32, {top});
   tokens_ = Buffer(dev, DType::kI32, {top, 1});
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
-  if (head_) {
+  if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top * width_, hidden_width_});
     in_hidden_.zero();
     picked_ = Buffer(dev, act_, {top, target.config().hidden_size});
@@ -95,7 +94,7 @@ DraftExtendRunner::DraftExtendRunner(model::EagleHead* head, model::LlamaModel* 
 }
 
 model::ForwardDims DraftExtendRunner::dims_for(int64_t bs) const {
-  const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
+  const model::LlamaModel& geometry = net_.geometry(target_);
   const std::vector<ExtendSeq> none;
   const int tpb = geometry.attention_tokens_per_block(fixed_width_batch(none, width_, bs));
   return {.tokens = bs * width_, .seqs = bs, .logit_rows = bs, .custom_mask = false,
@@ -112,7 +111,7 @@ bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
     const auto committed = static_cast<int64_t>(s.tokens.size());
     if (committed < 1 || committed > width_ || static_cast<int64_t>(s.slots.size()) != width_) return false;
     if (static_cast<int64_t>(s.context.size()) != s.first_position || s.first_position + width_ > max_context_) return false;
-    if (head_ && static_cast<int64_t>(s.hidden_rows.size()) != committed) return false;
+    if (net_.head && static_cast<int64_t>(s.hidden_rows.size()) != committed) return false;
     if (s.state_row < 0 || s.state_row >= next_pool_.dim(0) - 1) return false;
     indices += s.first_position + width_;
   }
@@ -122,21 +121,17 @@ bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
 void DraftExtendRunner::enqueue(int64_t bs) {
   const Device dev = stream_.device();
   const model::ForwardDims dims = buckets_.dims(bs);
-  TensorView logits;
-  if (head_) {
-    logits = head_->run(*ws_, TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev), kv_, dims);
-  } else {
-    logits = standalone_->run(*ws_, kv_, dims);
-  }
+  const TensorView in = net_.eagle() ? TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev) : TensorView();
+  const TensorView logits = net_.run(*ws_, in, kv_, dims);
   const TensorView ids(ids_.data(), DType::kI32, {bs}, dev), tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
   const TensorView rows = rows_.view().slice_rows(0, bs);
   argmax_->run(logits, ids, stream_);
   draft_ids_to_target(ids, to_target_, tokens, stream_);
   AERIE_CHECK_STATUS(kernels::scatter_rows(
       {.src = tokens, .rows = rows, .out = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev)}, stream_));
-  if (head_) {  // the head's output at each request's last committed token, to its state row
+  if (net_.head) {  // the head's output at each request's last committed token, to its state row
     const TensorView picked(picked_.data(), act_, {bs, target_.config().hidden_size}, dev);
-    AERIE_CHECK_STATUS(kernels::embedding({.ids = ws_->logit_rows(bs), .table = head_->out_hidden(), .out = picked}, stream_));
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = ws_->logit_rows(bs), .table = net_.head->out_hidden(), .out = picked}, stream_));
     AERIE_CHECK_STATUS(kernels::scatter_rows({.src = picked, .rows = rows, .out = state_pool_}, stream_));
   }
 }
@@ -150,7 +145,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
   std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(next_pool_.dim(0) - 1));
   for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].state_row;
   upload_ints(rows_, rows, stream_);  // from pageable memory: read before it returns
-  if (head_) {
+  if (net_.head) {
     AERIE_CHECK(target_hidden.defined() && target_hidden.dim(1) == hidden_width_,
                 "the EAGLE extend runner reads target hidden states of width " << hidden_width_);
     // Each token's target hidden row; padding tokens repeat their request's last one, padded

@@ -21,6 +21,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "spec/bucket_graphs.hpp"
+#include "spec/draft_net.hpp"
 #include "spec/device_argmax.hpp"
 
 namespace aerie::spec {
@@ -37,12 +38,12 @@ struct ExtendSeq {
 
 class DraftExtendRunner {
  public:
-  // Exactly one of head / standalone. state_pool: EAGLE's state hidden [rows, H]; next_pool:
+  // net: an EAGLE head or a STANDALONE model. state_pool: EAGLE's state hidden [rows, H]; next_pool:
   // each request's next token [rows] i32; both with one more row than requests (the last
   // row is the padding's). to_target: the head's draft -> target id map [draft vocab, 1] i32
   // (empty: the same ids). width: tokens per request (chain steps + 1); hidden_width: the
   // target hidden state's width an EAGLE head reads (3H for EAGLE3).
-  DraftExtendRunner(model::EagleHead* head, model::LlamaModel* standalone, const TensorView& state_pool, const TensorView& next_pool,
+  DraftExtendRunner(DraftNet net, const TensorView& state_pool, const TensorView& next_pool,
                     const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t width, int64_t hidden_width,
                     int64_t max_bs, int64_t max_context, bool graphs);
   DraftExtendRunner(const DraftExtendRunner&) = delete;
@@ -62,8 +63,7 @@ class DraftExtendRunner {
   void enqueue(int64_t bs);
   model::ForwardDims dims_for(int64_t bs) const;
 
-  model::EagleHead* head_;
-  model::LlamaModel* standalone_;
+  DraftNet net_;
   TensorView state_pool_, next_pool_, to_target_;
   model::KvCache& kv_;
   const model::LlamaModel& target_;

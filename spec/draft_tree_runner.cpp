@@ -24,11 +24,10 @@ const std::vector<int32_t>& padding_context(int64_t length) {
 
 }  // namespace
 
-DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* standalone, TreeStatePools pools, const TensorView& to_target,
+DraftTreeRunner::DraftTreeRunner(DraftNet net, TreeStatePools pools, const TensorView& to_target,
                                  model::KvCache& kv, const model::LlamaModel& target, int64_t steps, int64_t topk, int64_t max_bs,
                                  int64_t max_context, bool graphs)
-    : head_(head),
-      standalone_(standalone),
+    : net_(net),
       pools_(pools),
       to_target_(to_target),
       kv_(kv),
@@ -41,8 +40,8 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
       max_context_(max_context),
       cols_(kernels::tree_draft_candidates(steps, topk)),
       buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
-  AERIE_CHECK((head_ != nullptr) != (standalone_ != nullptr), "a tree runner drafts with a head or a standalone model");
-  AERIE_CHECK(!head_ || pools_.hidden.defined(), "an EAGLE tree runner reads the requests' state rows from a pool");
+  net_.check("a tree runner");
+  AERIE_CHECK(!net_.head || pools_.hidden.defined(), "an EAGLE tree runner reads the requests' state rows from a pool");
   AERIE_CHECK(pools_.top_tokens.defined() && pools_.top_tokens.dtype == DType::kI32 && pools_.top_logp.defined() &&
                   pools_.top_tokens.dim(1) == topk && pools_.top_logp.dim(1) == topk,
               "a tree runner reads each request's " << topk << " first tokens and their log-probabilities from pools");
@@ -60,7 +59,7 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
   // and own slots (steps per node), and never more than max_context per node.
   cap.max_kv_indices = std::min(k_ * (kv.shape().num_slots() + top * steps_), rows * max_context_);
   cap.max_splits = buckets_.max_splits();
-  for (int64_t j = 1; j < steps_; ++j) ws_.push_back(head_ ? head_->make_workspace(cap) : standalone_->make_workspace(cap));
+  for (int64_t j = 1; j < steps_; ++j) ws_.push_back(net_.make_workspace(cap));
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
   front_tokens_ = Buffer(dev, DType::kI32, {rows});
@@ -75,7 +74,7 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
   child_tokens_ = Buffer(dev, DType::kI32, {rows, k_});
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
   cand_host_ = HostStaging(dev, static_cast<size_t>(top * cols_) * 12);
-  if (head_) {
+  if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {rows, target.config().hidden_size});
     in_hidden_.zero();
   }
@@ -83,7 +82,7 @@ DraftTreeRunner::DraftTreeRunner(model::EagleHead* head, model::LlamaModel* stan
 }
 
 model::ForwardDims DraftTreeRunner::dims_for(int64_t bs) const {
-  const model::LlamaModel& geometry = standalone_ ? *standalone_ : target_;
+  const model::LlamaModel& geometry = net_.geometry(target_);
   const int64_t rows = bs * k_;
   const int tpb = geometry.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, rows, 1));
   return {.tokens = rows, .seqs = rows, .logit_rows = rows, .custom_mask = false,
@@ -153,15 +152,12 @@ void DraftTreeRunner::enqueue(int64_t bs) {
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
     copy_async(ws.ids(rows).data, frontier.tokens.data, static_cast<size_t>(rows) * 4, stream_);
-    TensorView logits;
-    if (head_) {
-      // Each node's input: its request's state row (first forward), else its parent's output row.
-      const TensorView in(in_hidden_.data(), act_, {rows, h}, dev);
-      AERIE_CHECK_STATUS(kernels::embedding({.ids = frontier.sources, .table = j == 1 ? pools_.hidden : head_->out_hidden(), .out = in}, stream_));
-      logits = head_->run(ws, in, kv_, dims);
-    } else {
-      logits = standalone_->run(ws, kv_, dims);
+    TensorView in;
+    if (net_.eagle()) {  // each node's input: its request's state row (first forward), else its parent's output row
+      in = TensorView(in_hidden_.data(), act_, {rows, h}, dev);
+      AERIE_CHECK_STATUS(kernels::embedding({.ids = frontier.sources, .table = j == 1 ? pools_.hidden : net_.head->out_hidden(), .out = in}, stream_));
     }
+    const TensorView logits = net_.run(ws, in, kv_, dims);
     // The logits are this forward's scratch: log-probabilities in place, then the k best.
     AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));
     AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));

@@ -27,6 +27,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "spec/bucket_graphs.hpp"
+#include "spec/draft_net.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::spec {
@@ -50,11 +51,11 @@ struct TreeStatePools {
 
 class DraftTreeRunner {
  public:
-  // Exactly one of head / standalone. to_target: the head's draft -> target id map [draft
+  // net: an EAGLE head or a STANDALONE model. to_target: the head's draft -> target id map [draft
   // vocab, 1] i32 (empty: the same ids). steps: draft forwards + 1 (the first tokens come from
   // the state); max_bs: the largest batch (and bucket); max_context: the longest context a
   // node may have (fixes the attention splits per bucket). graphs: capture (CUDA only).
-  DraftTreeRunner(model::EagleHead* head, model::LlamaModel* standalone, TreeStatePools pools, const TensorView& to_target, model::KvCache& kv,
+  DraftTreeRunner(DraftNet net, TreeStatePools pools, const TensorView& to_target, model::KvCache& kv,
                   const model::LlamaModel& target, int64_t steps, int64_t topk, int64_t max_bs, int64_t max_context, bool graphs);
   DraftTreeRunner(const DraftTreeRunner&) = delete;
   DraftTreeRunner& operator=(const DraftTreeRunner&) = delete;
@@ -77,8 +78,7 @@ class DraftTreeRunner {
   void enqueue(int64_t bs);
   model::ForwardDims dims_for(int64_t bs) const;
 
-  model::EagleHead* head_;
-  model::LlamaModel* standalone_;
+  DraftNet net_;
   TreeStatePools pools_;
   TensorView to_target_;
   model::KvCache& kv_;

@@ -250,7 +250,7 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
     extend_top_tokens_ = Buffer(dev, DType::kI32, {max_requests_, K});
     if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
     tree_ = std::make_unique<spec::DraftTreeRunner>(
-        head_.get(), standalone_.get(),
+        DraftNet{head_.get(), standalone_.get()},
         spec::TreeStatePools{.hidden = eagle() ? hidden_pool_.view() : TensorView(), .top_tokens = top_tokens_pool_.view(),
                              .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
         to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
@@ -262,13 +262,13 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
   extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
   extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
   if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
-  chain_ = std::make_unique<spec::DraftChainRunner>(head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(),
+  chain_ = std::make_unique<spec::DraftChainRunner>(DraftNet{head_.get(), standalone_.get()}, eagle() ? hidden_pool_.view() : TensorView(),
                                                     next_pool_.view(), to_target, kv_, target_, steps, runner_bs, max_context, graphs);
   // The extend after a chain verify at its fixed width (not under DP attention, whose
   // forwards go through the step's padding plan).
   if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
     extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
-        head_.get(), standalone_.get(), eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(), to_target, kv_, target_, steps + 1,
+        DraftNet{head_.get(), standalone_.get()}, eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(), to_target, kv_, target_, steps + 1,
         head_ ? head_->config().input_width() : 0, runner_bs, max_context, graphs);
 }
 

@@ -56,6 +56,45 @@ std::shared_ptr<spec::DraftWorkerCore> tiny_draft_core(bool eagle, const model::
                                                  std::move(standalone), kv, target, 16, topk);
 }
 
+// Sixteen requests with prompts of 2-91 random tokens (request r's position p in slot
+// 128 r + p), extended into each of `cores` (EAGLE: with stand-in target hidden states on
+// the GPU); returns their proposals, each with `extra` slots of context after its first position.
+std::vector<spec::DraftProposeSeq> prompt_sixteen(std::mt19937& rng, bool eagle, const model::EagleHeadConfig& hc,
+                                                  const std::vector<spec::DraftWorkerCore*>& cores, int32_t extra) {
+  std::vector<spec::DraftProposeSeq> ps;
+  for (uint64_t rid = 1; rid <= 16; ++rid) {
+    const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
+    const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
+    spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+    for (int32_t p = 0; p < n; ++p) {
+      seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+      seq.slots.push_back(base + p);
+      if (eagle) seq.hidden_rows.push_back(p);
+    }
+    seq.context = seq.slots;
+    Buffer hidden;
+    if (eagle) {
+      const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
+      hidden = Buffer(Device::kCuda, DType::kF32, {n, hc.input_width()});
+      hidden.copy_from_host(host.data(), host.nbytes());
+    }
+    for (auto* core : cores) core->extend({seq}, eagle ? hidden.view() : TensorView());
+    const int32_t first = eagle ? n - 1 : n;
+    std::vector<int32_t> context;
+    for (int32_t p = 0; p < first + extra; ++p) context.push_back(base + p);
+    ps.push_back({.rid = rid, .first_position = first, .context = context, .root_token = seq.tokens.back()});
+  }
+  return ps;
+}
+
+// Garbage in the dummy KV slot 0 of every layer, which padded rows write and read: a padded
+// row leaking into a real one would show.
+void garbage_in_dummy_slot(model::KvCache& kv, int64_t layers, uint64_t seed, const Stream& stream) {
+  for (int64_t l = 0; l < layers; ++l)
+    for (const auto* t : {&kv.k(l), &kv.v(l)})
+      ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = seed, .mean = 0.0f, .std = 1e4f}, stream).is_ok());
+}
+
 }  // namespace
 
 TEST(CudaSpeculative, GreedyOutputEqualsPlainGreedy) {
@@ -253,35 +292,10 @@ TEST(CudaDraftChain, GraphsProposeWhatStepByStepDraftingProposes) {
     auto graphed = make_core(kv_b);
     graphed->enable_draft_runners(4, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->chain_runner() && graphed->chain_runner()->graphs());
-    std::vector<spec::DraftProposeSeq> ps;
-    for (uint64_t rid = 1; rid <= 16; ++rid) {
-      const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
-      const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
-      spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
-      for (int32_t p = 0; p < n; ++p) {
-        seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
-        seq.slots.push_back(base + p);
-        seq.hidden_rows.push_back(p);
-      }
-      seq.context = seq.slots;
-      Buffer hidden;
-      if (eagle) {  // stand-in target hidden states, on the GPU
-        const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
-        hidden = Buffer(Device::kCuda, DType::kF32, {n, hc.input_width()});
-        hidden.copy_from_host(host.data(), host.nbytes());
-      }
-      if (!eagle) seq.hidden_rows.clear();
-      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
-      graphed->extend({seq}, eagle ? hidden.view() : TensorView());
-      std::vector<int32_t> context;
-      for (int32_t p = 0; p < n + 4; ++p) context.push_back(base + p);
-      ps.push_back({.rid = rid, .first_position = eagle ? n - 1 : n, .context = context, .root_token = seq.tokens.back()});
-    }
+    const auto ps = prompt_sixteen(rng, eagle, hc, {stepwise.get(), graphed.get()}, 5);
     for (size_t bs = 1; bs <= ps.size(); ++bs) {
       const std::vector<spec::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
-      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
-        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
-          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
+      garbage_in_dummy_slot(kv_b, layer.num_layers, 7 + bs, stream.get());
       const auto want = stepwise->propose_chain(batch, 4);
       const auto got = graphed->propose_chain(batch, 4);
       EXPECT_EQ(got, want) << (eagle ? "EAGLE3" : "STANDALONE") << " batch " << bs << " bucket " << graphed->chain_runner()->bucket_for(bs);
@@ -309,36 +323,10 @@ TEST(CudaDraftTree, GraphsProposeWhatStepByStepDraftingProposes) {
     auto graphed = tiny_draft_core(eagle, hc, target, kv_b, stream.get(), kTopk);
     graphed->enable_draft_runners(kSteps, 16, shape.usable_tokens(), /*graphs=*/true);
     ASSERT_TRUE(graphed->tree_runner() && graphed->tree_runner()->graphs());
-    std::vector<spec::DraftProposeSeq> ps;
-    for (uint64_t rid = 1; rid <= 16; ++rid) {
-      const int32_t n = 2 + static_cast<int32_t>(rng() % 90);
-      const int32_t base = static_cast<int32_t>(128 * rid);  // slots of position p: base + p
-      spec::DraftExtendSeq seq{.rid = rid, .tokens = {}, .first_position = 0, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
-      for (int32_t p = 0; p < n; ++p) {
-        seq.tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
-        seq.slots.push_back(base + p);
-        seq.hidden_rows.push_back(p);
-      }
-      seq.context = seq.slots;
-      Buffer hidden;
-      if (eagle) {  // stand-in target hidden states, on the GPU
-        const Buffer host = aerie::testing::random_buffer(rng, DType::kF32, {n, hc.input_width()});
-        hidden = Buffer(Device::kCuda, DType::kF32, {n, hc.input_width()});
-        hidden.copy_from_host(host.data(), host.nbytes());
-      }
-      if (!eagle) seq.hidden_rows.clear();
-      stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
-      graphed->extend({seq}, eagle ? hidden.view() : TensorView());
-      const int32_t first = eagle ? n - 1 : n;
-      std::vector<int32_t> context;
-      for (int32_t p = 0; p < first + (kSteps - 1) * kTopk; ++p) context.push_back(base + p);
-      ps.push_back({.rid = rid, .first_position = first, .context = context, .root_token = seq.tokens.back()});
-    }
+    const auto ps = prompt_sixteen(rng, eagle, hc, {stepwise.get(), graphed.get()}, static_cast<int32_t>((kSteps - 1) * kTopk));
     for (size_t bs = 1; bs <= ps.size(); ++bs) {
       const std::vector<spec::DraftProposeSeq> batch(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(bs));
-      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
-        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
-          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 7 + bs, .mean = 0.0f, .std = 1e4f}, stream.get()).is_ok());
+      garbage_in_dummy_slot(kv_b, layer.num_layers, 7 + bs, stream.get());
       const auto want = stepwise->propose_tree(batch, kSteps, kDraftTokens);
       const auto got = graphed->propose_tree(batch, kSteps, kDraftTokens);
       ASSERT_EQ(got.size(), want.size());
@@ -418,10 +406,7 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
         for (int32_t p = 0; p < first + a1 + static_cast<int32_t>(kSteps); ++p) context.push_back(base + p);
         ps.push_back({.rid = rid, .first_position = eagle ? first + a1 - 1 : first + a1, .context = context, .root_token = v.tokens.back()});
       }
-      for (int64_t l = 0; l < layer.num_layers; ++l)  // garbage in the dummy slot 0
-        for (const auto* t : {&kv_b.k(l), &kv_b.v(l)})
-          ASSERT_TRUE(kernels::fill_normal({.x = t->slice_rows(0, 1), .seed = 70 + static_cast<uint64_t>(bs), .mean = 0.0f, .std = 1e4f},
-                                           stream.get()).is_ok());
+      garbage_in_dummy_slot(kv_b, layer.num_layers, 70 + static_cast<uint64_t>(bs), stream.get());
       eager->extend(verifies, hv);
       graphed->extend(verifies, hv);
       EXPECT_EQ(graphed->propose_chain(ps, kSteps), eager->propose_chain(ps, kSteps))
