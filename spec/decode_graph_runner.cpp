@@ -2,10 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
-#include "spec/graph_capture.hpp"
 
 namespace aerie::spec {
 

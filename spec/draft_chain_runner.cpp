@@ -2,10 +2,9 @@
 
 #include <algorithm>
 
-#include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
-#include "spec/graph_capture.hpp"
+#include "kernels/staging.hpp"
 
 namespace aerie::spec {
 

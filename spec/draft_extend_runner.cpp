@@ -2,11 +2,10 @@
 
 #include <algorithm>
 
-#include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
+#include "kernels/staging.hpp"
 #include "spec/draft_chain_runner.hpp"
-#include "spec/graph_capture.hpp"
 
 namespace aerie::spec {
 

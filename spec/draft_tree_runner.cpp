@@ -2,27 +2,15 @@
 
 #include <algorithm>
 
-#include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
+#include "kernels/staging.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/topk.hpp"
 #include "kernels/tree_draft.hpp"
 #include "spec/draft_chain_runner.hpp"
-#include "spec/graph_capture.hpp"
 
 namespace aerie::spec {
-
-namespace {
-
-// A padded request: first position 1 over the dummy slot 0, every scratch slot the dummy too.
-const std::vector<int32_t>& padding_context(int64_t length) {
-  static thread_local std::vector<int32_t> zeros;
-  if (static_cast<int64_t>(zeros.size()) < length) zeros.assign(static_cast<size_t>(length), 0);
-  return zeros;
-}
-
-}  // namespace
 
 DraftTreeRunner::DraftTreeRunner(DraftNet net, TreeStatePools pools, const TensorView& to_target,
                                  model::KvCache& kv, const model::LlamaModel& target, int64_t steps, int64_t topk, int64_t max_bs,
@@ -39,7 +27,8 @@ DraftTreeRunner::DraftTreeRunner(DraftNet net, TreeStatePools pools, const Tenso
       max_bs_(max_bs),
       max_context_(max_context),
       cols_(kernels::tree_draft_candidates(steps, topk)),
-      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }),
+      padding_context_(static_cast<size_t>(1 + (steps - 1) * topk), 0) {
   net_.check("a tree runner");
   AERIE_CHECK(!net_.head || pools_.hidden.defined(), "an EAGLE tree runner reads the requests' state rows from a pool");
   AERIE_CHECK(pools_.top_tokens.defined() && pools_.top_tokens.dtype == DType::kI32 && pools_.top_logp.defined() &&
@@ -112,7 +101,7 @@ void DraftTreeRunner::upload(const std::vector<TreeSeq>& seqs, int64_t bs) {
     for (int64_t i = 0; i < bs; ++i) {
       const bool real = i < n;
       const int32_t first = real ? seqs[static_cast<size_t>(i)].first_position : 1;
-      const std::vector<int32_t>& context = real ? *seqs[static_cast<size_t>(i)].context : padding_context(1 + (steps_ - 1) * k_);
+      const std::vector<int32_t>& context = real ? *seqs[static_cast<size_t>(i)].context : padding_context_;
       for (int64_t f = 0; f < k_; ++f) {
         const int32_t own = context[static_cast<size_t>(first + (j - 1) * k_ + f)];
         b.input_ids.push_back(0);  // the frontier's tokens, filled in on the device

@@ -87,6 +87,8 @@ class DraftTreeRunner {
   DType act_;
   int64_t steps_, k_, max_bs_, max_context_, cols_;
   BucketGraphs buckets_;
+  // A padded request's context: first position 1 over the dummy slot 0, its scratch slots the dummy too.
+  const std::vector<int32_t> padding_context_;
   std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
   Buffer rows_;                                    // [max_bs] i32: each request's state row
   Buffer front_tokens_, front_scores_, front_nodes_, front_sources_;  // [max_bs * k]

@@ -239,6 +239,9 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
   }
   const TensorView to_target = to_target_.data() ? to_target_.view() : TensorView();
   const int64_t runner_bs = std::min(max_bs, max_requests_);
+  const DraftNet net{head_.get(), standalone_.get()};
+  const TensorView state_hidden = eagle() ? hidden_pool_.view() : TensorView();
+  if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});  // the extend's kept hidden rows
   if (K > 1) {
     AERIE_CHECK(!head_ || K <= head_->vocab(), "--speculative-eagle-topk " << K << " exceeds the draft vocabulary of " << head_->vocab());
     top_tokens_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1, K});
@@ -248,10 +251,9 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
     extend_top_values_ = Buffer(dev, DType::kF32, {max_requests_, K});
     extend_top_ids_ = Buffer(dev, DType::kI32, {max_requests_, K});
     extend_top_tokens_ = Buffer(dev, DType::kI32, {max_requests_, K});
-    if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
     tree_ = std::make_unique<spec::DraftTreeRunner>(
-        DraftNet{head_.get(), standalone_.get()},
-        spec::TreeStatePools{.hidden = eagle() ? hidden_pool_.view() : TensorView(), .top_tokens = top_tokens_pool_.view(),
+        net,
+        spec::TreeStatePools{.hidden = state_hidden, .top_tokens = top_tokens_pool_.view(),
                              .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
         to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
     return;
@@ -261,15 +263,14 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
   extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
   extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
   extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
-  if (eagle()) extend_hidden_ = Buffer(dev, act_, {max_requests_, hidden_size_});
-  chain_ = std::make_unique<spec::DraftChainRunner>(DraftNet{head_.get(), standalone_.get()}, eagle() ? hidden_pool_.view() : TensorView(),
-                                                    next_pool_.view(), to_target, kv_, target_, steps, runner_bs, max_context, graphs);
+  chain_ = std::make_unique<spec::DraftChainRunner>(net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps, runner_bs,
+                                                    max_context, graphs);
   // The extend after a chain verify at its fixed width (not under DP attention, whose
   // forwards go through the step's padding plan).
   if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
     extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
-        DraftNet{head_.get(), standalone_.get()}, eagle() ? hidden_pool_.view() : TensorView(), next_pool_.view(), to_target, kv_, target_, steps + 1,
-        head_ ? head_->config().input_width() : 0, runner_bs, max_context, graphs);
+        net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0, runner_bs,
+        max_context, graphs);
 }
 
 void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {

@@ -146,24 +146,27 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
   }
 }
 
+int64_t SchedulerCore::shareable_prefix(int64_t computed, int64_t prompt) const {
+  const int64_t page = kv_shape_.page_size;
+  return std::min(computed, prompt - 1) / page * page;
+}
+
 void SchedulerCore::hand_over_prompt(uint64_t donor) {
   const Request& d = requests_.at(donor);
   if (pages_.capacity(donor) == 0) return;
-  const int64_t page = kv_shape_.page_size;
   for (auto [it, end] = by_prompt_.equal_range(d.prompt_hash); it != end; ++it) {
     const uint64_t rid = it->second;
     Request& q = requests_.at(rid);
     if (rid == donor || q.aborted || pages_.capacity(rid) > 0 || q.req.prompt != d.req.prompt) continue;
-    const int64_t tokens = std::min(d.computed, static_cast<int64_t>(q.req.prompt.size()) - 1) / page * page;
+    const int64_t tokens = shareable_prefix(d.computed, static_cast<int64_t>(q.req.prompt.size()));
     if (tokens > 0) q.computed = pages_.adopt_prefix(rid, donor, tokens);
   }
 }
 
 SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
   const Request& q = requests_.at(rid);
-  const int64_t page = kv_shape_.page_size;
   const auto prompt = static_cast<int64_t>(q.req.prompt.size());
-  const int64_t most = (prompt - 1) / page * page;  // whole pages before the last prompt position
+  const int64_t most = shareable_prefix(prompt - 1, prompt);  // whole pages before the last prompt position
   PrefixSource src;
   if (most <= 0 || pages_.capacity(rid) > 0) return src;  // none to share, or it holds them already (hand_over_prompt)
   bool computing = false;
@@ -172,7 +175,7 @@ SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
     if (other == rid || pages_.capacity(other) == 0) continue;  // itself, or not running
     const Request& d = requests_.at(other);
     if (d.aborted || d.req.prompt != q.req.prompt) continue;
-    const int64_t ready = std::min(d.computed, prompt - 1) / page * page;
+    const int64_t ready = shareable_prefix(d.computed, prompt);
     if (ready > src.tokens) src.donor = other, src.tokens = ready;
     computing = computing || d.computed < prompt - 1;
   }

@@ -105,6 +105,9 @@ class SchedulerCore {
     bool wait = false;
   };
   PrefixSource prefix_source(uint64_t rid) const;
+  // The prompt positions another request can take from one that has `computed` of a prompt of
+  // `prompt` tokens: whole pages before the last prompt position (each request's own).
+  int64_t shareable_prefix(int64_t computed, int64_t prompt) const;
   // Before a request's pages are freed: the queued requests with its prompt (waiting for it to
   // compute it) take its whole prompt pages, so a request whose first token ends it (EOS, a
   // stop token, max_new_tokens 1, an abort) does not leave them to compute the prompt again.

@@ -329,11 +329,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
 
 // The tensor-core path serves 3-8 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
 // it off, for measuring).
+// Whether environment variable `name` turns a path off (set to 0, for measuring).
+bool turned_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e && e[0] == '0';
+}
 bool gemv_mma_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("AERIE_GEMV_MMA");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = !turned_off("AERIE_GEMV_MMA");
   return on;
 }
 
@@ -391,10 +393,7 @@ void launch_gemv_m(const GemvArgs<T, TO>& a, cudaStream_t s) {
 // everywhere (for measuring).
 constexpr int64_t kShortK = 1024, kManyRows = 8192;
 bool short_k_mma_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("AERIE_GEMV_SHORT_K_MMA");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = !turned_off("AERIE_GEMV_SHORT_K_MMA");
   return on;
 }
 template <class T, class TO, int M, int R, Epilogue EPI>
