@@ -15,30 +15,31 @@ void start_step(Self* self);
 // reply only says its ranks ran the collectives); the step's last answer starts the next.
 void on_result(Self* self, int g, transport::BatchResult& r) {
   auto& st = self->state;
-  if (st.has_batch[static_cast<size_t>(g)]) {
+  if (const std::string& refused = st.core->answer_refusal(g); !refused.empty()) {
+    transport::BatchResult failed;  // its plan ran idle: its Scheduler learns why, in order
+    failed.error = refused;
+    self->send(st.schedulers[static_cast<size_t>(g)], StepOutcome{std::move(failed)});
+  } else if (st.core->answer_has_batch(g)) {
     self->send(st.schedulers[static_cast<size_t>(g)], StepOutcome{std::move(r)});
   } else if (!r.error.empty()) {
     AERIE_LOG_ERROR("DP group " << g << " failed an idle step: " << r.error);
   }
   if (st.core->on_result(g)) {
     if (st.watchdog) st.watchdog->disarm(st.core->dp_size());
+    // Overlap: the step behind it is still running; the watchdog follows it from now on.
+    if (st.watchdog && st.core->steps_running() > 0) st.watchdog->arm(st.core->dp_size(), "DP attention step after " + std::to_string(r.step_id));
     start_step(self);
   }
 }
 
 void on_plan(Self* self, int g, StepPlan& p) {
   auto& st = self->state;
-  st.has_batch[static_cast<size_t>(g)] = p.has_batch;
   try {
     st.core->offer(g, p.has_batch ? std::optional<transport::BatchMessage>(std::move(p.batch)) : std::nullopt);
   } catch (const std::exception& e) {
     // A plan the step cannot take fails that group's batch, not the launch.
     AERIE_LOG_ERROR("DP group " << g << ": " << e.what());
-    transport::BatchResult failed;
-    failed.error = ::aerie::client_message(e);
-    if (p.has_batch) self->send(st.schedulers[static_cast<size_t>(g)], StepOutcome{std::move(failed)});
-    st.has_batch[static_cast<size_t>(g)] = false;
-    st.core->offer(g, std::nullopt);
+    st.core->refuse(g, p.has_batch ? ::aerie::client_message(e) : std::string());  // "": it planned nothing, so nothing waits
   }
   if (!st.core->collected()) return;
   auto messages = st.core->release();
@@ -47,7 +48,8 @@ void on_plan(Self* self, int g, StepPlan& p) {
     return;
   }
   AERIE_LOG_DEBUG("DP attention " << core::describe(st.core->last_step()));
-  if (st.watchdog) st.watchdog->arm(st.core->dp_size(), "DP attention step " + std::to_string(st.core->last_step().step_id));
+  if (st.watchdog && st.core->steps_running() == 1)  // the oldest step running is the one watched
+    st.watchdog->arm(st.core->dp_size(), "DP attention step " + std::to_string(st.core->last_step().step_id));
   for (int i = 0; i < static_cast<int>(messages->size()); ++i) {
     self->request(st.workers[static_cast<size_t>(i)], caf::infinite, std::move((*messages)[static_cast<size_t>(i)]))
         .then([self, i](transport::BatchResult& r) { on_result(self, i, r); },
@@ -58,11 +60,12 @@ void on_plan(Self* self, int g, StepPlan& p) {
                 on_result(self, i, failed);
               });
   }
+  start_step(self);  // overlap: collect the next step while this one runs
 }
 
 void start_step(Self* self) {
   auto& st = self->state;
-  if (st.schedulers.empty() || st.core->phase() != core::DpStepCoordinator::Phase::kIdle) return;
+  if (st.schedulers.empty() || !st.core->can_begin()) return;
   st.wake = false;
   const uint64_t id = st.core->begin_step();
   for (int g = 0; g < st.core->dp_size(); ++g) {
@@ -84,7 +87,6 @@ caf::behavior dp_coordinator_actor(Self* self, std::vector<caf::actor> workers, 
   self->state.fault = std::move(fault);
   self->state.core = std::make_unique<core::DpStepCoordinator>(std::move(options));
   self->state.workers = std::move(workers);
-  self->state.has_batch.assign(self->state.workers.size(), false);
   return {
       [self](DpSchedulers& s) {
         AERIE_CHECK(static_cast<int>(s.schedulers.size()) == self->state.core->dp_size(), "one Scheduler per DP group");

@@ -22,7 +22,6 @@ struct DpCoordinatorState {
   std::unique_ptr<core::DpStepCoordinator> core;
   std::vector<caf::actor> workers;     // one per DP group (its ranks behind it)
   std::vector<caf::actor> schedulers;  // one per DP group, from DpSchedulers
-  std::vector<bool> has_batch;         // the running step's groups with a batch of their own
   bool wake = false;                   // work arrived while a step was collecting or running
   std::shared_ptr<core::StepWatchdog> watchdog;  // armed for every step (slot: the number of groups)
   std::shared_ptr<core::EngineFault> fault;      // raised when a worker dies

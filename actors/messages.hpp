@@ -127,6 +127,9 @@ struct StepOutcome {
   transport::BatchResult result;
 };
 struct WorkArrived {};
+// A remote worker's note to itself: wait for the oldest result its rank owes
+// (actors/target_worker_actor.hpp).
+struct CollectRemoteResult {};
 // The Schedulers the coordinator drives, one per DP group in order (sent once, after they
 // are spawned with the coordinator's handle).
 struct DpSchedulers {
@@ -144,6 +147,10 @@ typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutcome& x) {
   return f(caf::meta::type_name("StepOutcome"), x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CollectRemoteResult&) {
+  return f(caf::meta::type_name("CollectRemoteResult"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkArrived&) {

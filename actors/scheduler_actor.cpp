@@ -56,19 +56,33 @@ std::optional<transport::BatchMessage> plan(caf::stateful_actor<SchedulerState>*
   }
 }
 
+void dispatch(caf::stateful_actor<SchedulerState>* self);
+void send_batch(caf::stateful_actor<SchedulerState>* self, transport::BatchMessage batch);
+
 void take_result(caf::stateful_actor<SchedulerState>* self, const transport::BatchResult& r) {
-  if (self->state.faults.watchdog) self->state.faults.watchdog->disarm(self->state.faults.group);
-  for (auto& u : self->state.core->on_result(r)) deliver(self, u);
+  auto& st = self->state;
+  if (st.faults.watchdog) st.faults.watchdog->disarm(st.faults.group);
+  for (auto& u : st.core->on_result(r)) deliver(self, u);
+  // Overlap: the batch behind it is still out; the watchdog follows it from now on.
+  if (st.core->in_flight() > 0) watch(self, r.step_id + 1);
 }
 
-// Sends the next batch when the worker is free; its reply drives the next iteration.
+// Sends batches while the Scheduler may plan (one in flight, or two with overlap
+// scheduling); each reply drives the next iteration.
 void dispatch(caf::stateful_actor<SchedulerState>* self) {
   auto& st = self->state;
-  if (st.failed) return;
-  std::optional<transport::BatchMessage> batch = plan(self);
-  if (!batch) return;
-  watch(self, batch->step_id);
-  self->request(st.worker, caf::infinite, std::move(*batch))
+  while (!st.failed) {
+    const bool idle = st.core->in_flight() == 0;
+    std::optional<transport::BatchMessage> batch = plan(self);
+    if (!batch) return;
+    if (idle) watch(self, batch->step_id);  // the oldest batch out is the one watched
+    send_batch(self, std::move(*batch));
+  }
+}
+
+void send_batch(caf::stateful_actor<SchedulerState>* self, transport::BatchMessage batch) {
+  auto& st = self->state;
+  self->request(st.worker, caf::infinite, std::move(batch))
       .then(
           [self](transport::BatchResult& r) {
             if (self->state.failed) return;
@@ -84,7 +98,7 @@ void dispatch(caf::stateful_actor<SchedulerState>* self) {
           });
 }
 
-// Queues a request; `wake` runs when it arrived while nothing was in flight.
+// Queues a request; `wake` runs when another batch may be planned now.
 template <class Wake>
 caf::result<RequestDone> submit(caf::stateful_actor<SchedulerState>* self, SubmitRequest& s, Wake wake) {
   if (self->state.failed) return RequestDone{s.rid, {}, "engine unavailable: " + *self->state.failed, 503};
@@ -96,7 +110,7 @@ caf::result<RequestDone> submit(caf::stateful_actor<SchedulerState>* self, Submi
   auto promise = self->make_response_promise();
   self->state.waiting.emplace(s.rid, promise);
   if (s.stream_to) self->state.streams.emplace(s.rid, s.stream_to);
-  if (!self->state.core->in_flight()) wake();
+  if (self->state.core->can_plan()) wake();
   return caf::delegated<RequestDone>{};
 }
 

@@ -3,7 +3,9 @@
 // Spawn it detached (it owns a thread), so the forward never blocks the actor scheduler.
 // A remote worker is the same behavior with a ZeroMQ hop: remote_worker_actor forwards the
 // batch to another rank (where a bridge hands it to that rank's TargetWorker actor) and
-// answers with what comes back.
+// answers with what comes back. It forwards each batch as soon as it arrives, so that under
+// overlap scheduling the rank holds its next batch while it runs the last one; the answers
+// come back in order, each awaited after the batches that arrived before it were forwarded.
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>

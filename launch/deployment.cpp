@@ -355,7 +355,8 @@ struct Deployment::Impl {
                                                    .spec_steps = o.speculative_algorithm.empty() ? -1 : o.speculative_num_steps,
                                                    .spec_topk = o.speculative_eagle_topk,
                                                    .spec_draft_tokens = o.speculative_num_draft_tokens,
-                                                   .spec_disable_batch_size = o.speculative_disable_batch_size};
+                                                   .spec_disable_batch_size = o.speculative_disable_batch_size,
+                                                   .overlap = !o.disable_overlap_schedule};
     // Rank r's worker: this process's own for rank 0, else a ZeroMQ hop to rank r.
     auto rank_worker = [&](int r) {
       return r == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
@@ -376,7 +377,8 @@ struct Deployment::Impl {
       // the bucket schedule of --cuda-graph-max-bs (on CPU too), unless graphs are off.
       const core::DpStepOptions step_options{
           .dp_size = layout.dp_size,
-          .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests))};
+          .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests)),
+          .depth = !o.disable_overlap_schedule && o.speculative_algorithm.empty() ? 2 : 1};
       caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
       dp_coordinator = coordinator;
       for (int g = 0; g < layout.dp_size; ++g)

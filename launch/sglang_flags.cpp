@@ -12,7 +12,6 @@ void add_sglang_flags(CLI::App& app, SglangFlags& f) {
   app.add_flag("--skip-server-warmup", f.skip_server_warmup, "accepted: Aerie warms up (captures graphs) before it listens")->group(group);
   app.add_flag("--enable-metrics", f.enable_metrics, "accepted: GET /metrics is always on")->group(group);
   app.add_flag("--disable-radix-cache", f.disable_radix_cache, "accepted: Aerie keeps no prefix cache")->group(group);
-  app.add_flag("--disable-overlap-schedule", f.disable_overlap_schedule, "accepted: Aerie does not overlap scheduling yet")->group(group);
   app.add_flag("--enable-mixed-chunk", f.enable_mixed_chunk, "accepted: prefill chunks and decodes always share a batch")->group(group);
   app.add_flag("--enable-torch-compile", f.enable_torch_compile, "accepted without effect (no PyTorch inside)")->group(group);
   app.add_flag("--enable-p2p-check", f.enable_p2p_check, "accepted: peer access is checked when the NVLink all-reduce starts")->group(group);
@@ -58,7 +57,6 @@ std::vector<std::string> check_sglang_flags(const SglangFlags& f, const std::str
   ignored(f.skip_server_warmup, "--skip-server-warmup", "Aerie warms up before it listens");
   ignored(f.enable_metrics, "--enable-metrics", "GET /metrics is always on");
   ignored(f.disable_radix_cache, "--disable-radix-cache", "Aerie keeps no prefix cache");
-  ignored(f.disable_overlap_schedule, "--disable-overlap-schedule", "Aerie does not overlap scheduling yet");
   ignored(f.enable_mixed_chunk, "--enable-mixed-chunk", "prefill chunks and decodes always share a batch");
   ignored(f.enable_torch_compile, "--enable-torch-compile", "there is no PyTorch inside");
   ignored(f.enable_p2p_check, "--enable-p2p-check", "peer access is checked when the NVLink all-reduce starts");

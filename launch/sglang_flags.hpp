@@ -14,7 +14,7 @@ namespace aerie::launch {
 struct SglangFlags {
   // Accepted, without effect beyond a warning (or an explanation at info level).
   bool trust_remote_code = false, skip_server_warmup = false, enable_metrics = false, disable_radix_cache = false;
-  bool disable_overlap_schedule = false, enable_mixed_chunk = false, enable_torch_compile = false, enable_p2p_check = false;
+  bool enable_mixed_chunk = false, enable_torch_compile = false, enable_p2p_check = false;
   std::string attention_backend, sampling_backend, tokenizer_mode = "auto", schedule_policy = "fcfs", kv_cache_dtype = "auto";
   std::string tokenizer_path, grammar_backend;
   int stream_interval = 1;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Issue #15, item 1: how much of a served workload's wall time the GPU is idle between forwards.
 
-Starts aerie-serve (Llama-3.1-8B shape, dummy weights, bf16, CUDA graphs on), plain and with an
-EAGLE3 head (random weights: one token per round, so this shows cost, not speed-up), runs
+Starts aerie-serve (Llama-3.1-8B shape, dummy weights, bf16, CUDA graphs on), plain (overlap
+scheduling on and off) and with an EAGLE3 head (random weights: one token per round, so this shows cost, not speed-up), runs
 `aerie-bench serving` (random ids) at 1, 32 and 256 concurrent streams, and meanwhile samples the
 GPU's utilization with nvidia-smi every 100 ms (NVML: the share of each sample period in which a
 kernel ran). The idle fraction of a run is 1 - the mean utilization over it. Coarse (NVML's sample
@@ -22,7 +22,10 @@ from serve_process import running_server  # noqa: E402
 
 SERVE = ["--load-format", "dummy", "--model-shape", "llama-3.1-8b", "--device", "cuda", "--dtype", "bf16",
          "--max-running-requests", "256"]
-MODES = {"plain": [], "EAGLE3": ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]}
+# plain: overlap scheduling on (the default); "-sync": --disable-overlap-schedule, one batch in
+# flight (speculative decoding always keeps one in flight: its two modes are the same engine).
+MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"],
+         "EAGLE3": ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]}
 
 
 def run(bench, url, concurrency, input_len, output_len):
@@ -68,10 +71,10 @@ def main():
                 r = run(args.bench, url, c, args.input_len, args.output_len)
                 r["mode"] = mode
                 rows.append(r)
-                print(f"{mode:7s} {c:4d} streams: GPU busy {r['gpu_utilization_mean']:5.1f}% (idle {100 * r['idle_fraction']:5.1f}%), "
+                print(f"{mode:10s} {c:4d} streams: GPU busy {r['gpu_utilization_mean']:5.1f}% (idle {100 * r['idle_fraction']:5.1f}%), "
                       f"{r['output_throughput']:.0f} tok/s, median ITL {r['median_itl_ms']:.2f} ms ({r['samples']} samples)", flush=True)
-    with open(args.json, "w") as f:
-        json.dump({"input_len": args.input_len, "output_len": args.output_len, "rows": rows}, f, indent=2)
+                with open(args.json, "w") as f:  # after every row: a run cut short keeps what it measured
+                    json.dump({"input_len": args.input_len, "output_len": args.output_len, "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

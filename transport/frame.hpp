@@ -11,7 +11,7 @@
 namespace aerie::transport {
 
 constexpr uint32_t kFrameMagic = 0x45495241;  // "AREI" read as little-endian bytes "ARIE"
-constexpr uint16_t kFrameVersion = 1;
+constexpr uint16_t kFrameVersion = 2;  // 2: BatchMessage::future_slots
 constexpr size_t kFrameHeaderBytes = 12;
 constexpr uint32_t kDefaultMaxPayloadBytes = 64u << 20;
 

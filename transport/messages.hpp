@@ -49,7 +49,7 @@ struct BatchMessage {
   uint64_t step_id = 0;  // the scheduler's iteration number
   ForwardMode mode = ForwardMode::kIdle;
   std::vector<uint64_t> rids;          // [batch]
-  std::vector<int32_t> input_ids;      // [tokens]
+  std::vector<int32_t> input_ids;      // [tokens] (negative: a future token, see future_slots)
   std::vector<int32_t> positions;      // [tokens]
   std::vector<int32_t> out_cache_loc;  // [tokens]
   std::vector<int32_t> qo_indptr;      // [batch + 1]
@@ -82,10 +82,16 @@ struct BatchMessage {
   // being the index among this batch's sampled rows. Empty for most batches.
   std::vector<int32_t> adjust_rows, adjust_ids;
   std::vector<float> adjust_bias, adjust_rep, adjust_add;
+  // Overlap scheduling (actors/core/future_tokens.hpp): [rids] the future slot where the
+  // worker keeps each sampled row's token for a batch planned before this one's result came
+  // back (-1: none), empty when the Scheduler does not plan ahead. Such a later batch names
+  // the token by a negative input id, future_token_ref(slot).
+  std::vector<int32_t> future_slots;
   template <class Archive>
   void serialize(Archive& ar) {
     ar(seq, step_id, mode, rids, input_ids, positions, out_cache_loc, qo_indptr, kv_indptr, kv_indices, logit_rows, sampling,
-       global_num_tokens, bucket, dp_padding, dp_tokens_per_request, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids, adjust_rows, adjust_ids, adjust_bias, adjust_rep, adjust_add);
+       global_num_tokens, bucket, dp_padding, dp_tokens_per_request, spec_steps, spec_topk, spec_draft_tokens, seq_rids, lookahead_ids, extra_slots, finished_rids, adjust_rows, adjust_ids, adjust_bias, adjust_rep, adjust_add,
+       future_slots);
   }
   bool operator==(const BatchMessage&) const = default;
 };

@@ -23,21 +23,34 @@ std::string describe(const DpStepSummary& s) {
 
 DpStepCoordinator::DpStepCoordinator(DpStepOptions options) : options_(std::move(options)) {
   AERIE_CHECK(options_.dp_size >= 1, "DP attention needs at least one DP group");
+  AERIE_CHECK(options_.depth >= 1, "at least one DP step must be able to run");
   AERIE_CHECK(std::is_sorted(options_.bucket_sizes.begin(), options_.bucket_sizes.end()), "bucket sizes must ascend");
 }
 
+DpStepCoordinator::Phase DpStepCoordinator::phase() const {
+  return collecting_ ? Phase::kCollecting : (running_.empty() ? Phase::kIdle : Phase::kRunning);
+}
+
 uint64_t DpStepCoordinator::begin_step() {
-  AERIE_CHECK(phase_ == Phase::kIdle, "a DP step began while another is " << (phase_ == Phase::kCollecting ? "collecting" : "running"));
-  phase_ = Phase::kCollecting;
+  AERIE_CHECK(can_begin(), "a DP step began while another is " << (collecting_ ? "collecting" : "running")
+                                                                << " (" << running_.size() << " running, at most " << options_.depth << ")");
+  collecting_ = true;
   const auto n = static_cast<size_t>(options_.dp_size);
   plans_.assign(n, std::nullopt);
   offered_.assign(n, false);
-  answered_.assign(n, false);
+  refused_.assign(n, "");
   return next_step_++;
 }
 
+void DpStepCoordinator::refuse(int group, std::string why) {
+  const auto g = static_cast<size_t>(group);
+  if (group >= 0 && group < options_.dp_size && offered_[g]) offered_[g] = false, plans_[g].reset();  // offer() threw after taking it
+  offer(group, std::nullopt);
+  refused_[g] = std::move(why);
+}
+
 void DpStepCoordinator::offer(int group, std::optional<BatchMessage> plan) {
-  AERIE_CHECK(phase_ == Phase::kCollecting, "DP group " << group << " offered a plan while no step is collecting");
+  AERIE_CHECK(collecting_, "DP group " << group << " offered a plan while no step is collecting");
   AERIE_CHECK(group >= 0 && group < options_.dp_size, "no DP group " << group);
   const auto g = static_cast<size_t>(group);
   AERIE_CHECK(!offered_[g], "DP group " << group << " offered twice for one step");
@@ -54,7 +67,7 @@ void DpStepCoordinator::offer(int group, std::optional<BatchMessage> plan) {
 }
 
 bool DpStepCoordinator::collected() const {
-  return phase_ == Phase::kCollecting && std::all_of(offered_.begin(), offered_.end(), [](bool b) { return b; });
+  return collecting_ && std::all_of(offered_.begin(), offered_.end(), [](bool b) { return b; });
 }
 
 namespace {
@@ -87,10 +100,10 @@ std::optional<std::vector<BatchMessage>> DpStepCoordinator::release() {
     if (t == 0) extend = true;
     tpr = tpr < 0 || tpr == t ? t : 0;
   }
-  if (idle == options_.dp_size) {
-    phase_ = Phase::kIdle;
-    return std::nullopt;
-  }
+  collecting_ = false;
+  // A step of idle groups only is skipped, unless a refusal must come back through it.
+  const bool refusals = std::any_of(refused_.begin(), refused_.end(), [](const std::string& r) { return !r.empty(); });
+  if (idle == options_.dp_size && !refusals) return std::nullopt;
   // Groups whose steps differ in shape (a decode beside a verify) share no captured graph.
   const bool bucketable = !extend && tpr > 0;
   const std::vector<int64_t> none;
@@ -103,7 +116,9 @@ std::optional<std::vector<BatchMessage>> DpStepCoordinator::release() {
            .tokens_per_request = static_cast<int32_t>(plan.tokens_per_request),
            .idle_groups = idle};
   std::vector<BatchMessage> out;
+  Running step{.has_batch = {}, .answered = std::vector<bool>(plans_.size(), false), .refused = std::move(refused_)};  // idle groups run the step too: every rank answers
   for (auto& p : plans_) {
+    step.has_batch.push_back(p.has_value());
     BatchMessage m = p ? std::move(*p) : BatchMessage{};
     if (!p) m.mode = ForwardMode::kIdle;
     m.step_id = step_id;
@@ -113,19 +128,30 @@ std::optional<std::vector<BatchMessage>> DpStepCoordinator::release() {
     m.dp_tokens_per_request = last_.tokens_per_request;
     out.push_back(std::move(m));
   }
-  answered_.assign(plans_.size(), false);  // idle groups run the step too: every rank answers
   plans_.clear();
-  phase_ = Phase::kRunning;
+  running_.push_back(std::move(step));
   ++steps_run_;
   return out;
 }
 
-bool DpStepCoordinator::on_result(int group) {
-  AERIE_CHECK(phase_ == Phase::kRunning, "a DP step result came back while no step runs");
+const DpStepCoordinator::Running& DpStepCoordinator::awaiting(int group) const {
   AERIE_CHECK(group >= 0 && group < options_.dp_size, "no DP group " << group);
-  answered_[static_cast<size_t>(group)] = true;
-  if (!std::all_of(answered_.begin(), answered_.end(), [](bool b) { return b; })) return false;
-  phase_ = Phase::kIdle;
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return !r.answered[static_cast<size_t>(group)]; });
+  AERIE_CHECK(it != running_.end(), "DP group " << group << " answered a step it was not running");
+  return *it;
+}
+
+bool DpStepCoordinator::answer_has_batch(int group) const { return awaiting(group).has_batch[static_cast<size_t>(group)]; }
+
+const std::string& DpStepCoordinator::answer_refusal(int group) const { return awaiting(group).refused[static_cast<size_t>(group)]; }
+
+bool DpStepCoordinator::on_result(int group) {
+  AERIE_CHECK(!running_.empty(), "a DP step result came back while no step runs");
+  auto& step = const_cast<Running&>(awaiting(group));
+  step.answered[static_cast<size_t>(group)] = true;
+  // Steps end in order: each group answers its steps in order, so the oldest completes first.
+  if (&step != &running_.front() || !std::all_of(step.answered.begin(), step.answered.end(), [](bool b) { return b; })) return false;
+  running_.pop_front();
   return true;
 }
 

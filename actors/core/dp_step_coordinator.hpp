@@ -12,7 +12,11 @@
 //      per request: 1 for a decode, num_draft_tokens for a verify). A group without a plan
 //      gets an IDLE message. When no group has work the step is skipped.
 //   4. on_result(group) for every group that ran; done() when all have answered.
-// Only one step is ever collecting or running; a plan offered out of turn is an error.
+// One step is collecting at a time, and at most `depth` steps run: with overlap scheduling
+// (depth 2) step N+1 is collected and released while step N runs, its Schedulers planning
+// ahead with future tokens; each group's answers come back in step order. A plan offered
+// out of turn is an error.
+#include <deque>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +29,7 @@ namespace aerie::core {
 struct DpStepOptions {
   int dp_size = 1;
   std::vector<int64_t> bucket_sizes;  // requests per bucket, ascending (empty: no padding to buckets)
+  int depth = 1;                      // steps running at once (2: overlap scheduling)
 };
 
 // What a released step looked like (for logs and tests).
@@ -44,26 +49,48 @@ class DpStepCoordinator {
   int dp_size() const { return options_.dp_size; }
 
   enum class Phase { kIdle, kCollecting, kRunning };
-  Phase phase() const { return phase_; }
-  // Starts collecting the next step (phase must be kIdle); returns its id.
+  // kCollecting while a step collects, else kRunning while any step runs, else kIdle.
+  Phase phase() const;
+  // True when the next step may start collecting (none collects, fewer than depth run).
+  bool can_begin() const { return !collecting_ && static_cast<int>(running_.size()) < options_.depth; }
+  int64_t steps_running() const { return static_cast<int64_t>(running_.size()); }
+  // Starts collecting the next step (can_begin() must hold); returns its id.
   uint64_t begin_step();
   // Group g's plan for the step being collected; nullopt: nothing to run this step.
   void offer(int group, std::optional<transport::BatchMessage> plan);
+  // Group g's plan could not be taken (offer threw): the group runs the step idle, and its
+  // answer for the step becomes this error for its Scheduler (answer_refusal), so that its
+  // results still come back in the order of its plans.
+  void refuse(int group, std::string why);
   bool collected() const;
   // Every group's message for the step (phase kCollecting -> kRunning), or nothing when
   // every group is idle (-> kIdle: the step is skipped).
   std::optional<std::vector<transport::BatchMessage>> release();
-  // Group g's result came back; true when it was the step's last (-> kIdle).
+  // Whether group g's next answer (for the oldest running step it has not answered) is for
+  // a batch of its own, not an IDLE message.
+  bool answer_has_batch(int group) const;
+  // Why group g's plan for that step was refused ("" when it was not).
+  const std::string& answer_refusal(int group) const;
+  // Group g's result came back (for the oldest step it has not answered); true when it was
+  // that step's last.
   bool on_result(int group);
   const DpStepSummary& last_step() const { return last_; }
   uint64_t steps_run() const { return steps_run_; }
 
  private:
+  struct Running {
+    std::vector<bool> has_batch, answered;
+    std::vector<std::string> refused;
+  };
+  // The oldest running step group g has not answered.
+  const Running& awaiting(int group) const;
   DpStepOptions options_;
-  Phase phase_ = Phase::kIdle;
+  bool collecting_ = false;
+  std::deque<Running> running_;  // oldest first
   uint64_t next_step_ = 1;
   std::vector<std::optional<transport::BatchMessage>> plans_;
-  std::vector<bool> offered_, answered_;
+  std::vector<bool> offered_;
+  std::vector<std::string> refused_;  // the collecting step's
   DpStepSummary last_;
   uint64_t steps_run_ = 0;
 };

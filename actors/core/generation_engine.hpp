@@ -1,7 +1,8 @@
 #pragma once
 // GenerationEngine: a SchedulerCore and a TargetWorkerCore driven in one loop, without
 // actors: what tests and the single-process paths use to run a set of requests to
-// completion. Every request finishes with the tokens it would get alone (batching,
+// completion. With overlap the loop plans as far ahead as the Scheduler allows before it
+// runs the oldest batch, as the actors do while the worker is busy. Every request finishes with the tokens it would get alone (batching,
 // chunking and preemption never change outputs).
 #include <cstdint>
 #include <vector>
@@ -16,6 +17,7 @@ struct EngineOptions {
   int64_t max_running_requests = 256;
   int64_t max_prefill_tokens = 16384;  // prompt tokens per iteration (longer prompts are chunked)
   int64_t cuda_graph_max_bs = 0;       // > 0 on CUDA: capture decode graphs up to this batch size
+  bool overlap = false;                // plan each batch before the last one's result (SchedulerOptions::overlap)
 };
 
 struct EngineStats {
@@ -44,6 +46,7 @@ class GenerationEngine {
 };
 
 // The scheduler options that match a model (vocabulary, context, EOS ids).
-SchedulerOptions scheduler_options_for(const model::LlamaConfig& config, int64_t max_running_requests, int64_t chunked_prefill_size);
+SchedulerOptions scheduler_options_for(const model::LlamaConfig& config, int64_t max_running_requests, int64_t chunked_prefill_size,
+                                       bool overlap = false);
 
 }  // namespace aerie::core

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "actors/core/future_tokens.hpp"
 #include "actors/core/logit_adjustments.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -50,6 +51,7 @@ void SchedulerCore::submit(uint64_t rid, GenerationRequest r) {
       std::string_view(reinterpret_cast<const char*>(r.prompt.data()), r.prompt.size() * sizeof(int32_t)));
   by_prompt_.emplace(q.prompt_hash, rid);
   q.tokens = r.prompt;
+  q.incarnation = ++incarnations_;
   q.result.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   q.req = std::move(r);
   requests_.emplace(rid, std::move(q));
@@ -75,22 +77,20 @@ RequestUpdate SchedulerCore::finish(uint64_t rid, const std::string& reason) {
 }
 
 std::optional<RequestUpdate> SchedulerCore::abort(uint64_t rid) {
-  auto it = requests_.find(rid);
-  if (it == requests_.end() || it->second.aborted) return std::nullopt;
-  const bool busy = in_flight_ && std::any_of(in_flight_->begin(), in_flight_->end(), [&](const Planned& p) { return p.rid == rid; });
-  if (!busy) return finish(rid, "abort");
-  // The in-flight batch still writes its KV slots: retire it when the result arrives.
-  it->second.aborted = true;
-  it->second.result.finish_reason = "abort";
-  return RequestUpdate{.rid = rid, .new_tokens = {}, .new_logprobs = {}, .finished = true, .result = it->second.result};
+  if (!requests_.count(rid)) return std::nullopt;
+  return finish(rid, "abort");
 }
 
 void SchedulerCore::preempt_newest() {
   const uint64_t victim = running_.back();
   running_.pop_back();
   pages_.release(victim);
-  requests_.at(victim).computed = 0;  // recomputed from its prompt + output on readmission
-  requests_.at(victim).drafted = false;
+  Request& q = requests_.at(victim);
+  q.computed = 0;  // recomputed from its prompt + output on readmission
+  q.drafted = false;
+  q.pending = 0;  // the tokens in flight are sampled again (same seed, same position)
+  q.future_slot = -1;
+  q.incarnation = ++incarnations_;  // its rows in flight are stale
   waiting_.push_front(victim);
   ++stats_.preemptions;
   AERIE_LOG_INFO("KV pool full: preempted request " << victim << " (recomputed when readmitted)");
@@ -100,7 +100,20 @@ bool SchedulerCore::decoding(uint64_t rid) const {
   const Request& q = requests_.at(rid);
   // Speculative requests also need their last prompt chunk to have sampled (a chunk may stop
   // one token short of the end; that token still needs its own chunk, which feeds the draft).
-  return q.computed == static_cast<int64_t>(q.tokens.size()) - 1 && (!speculative() || q.drafted);
+  return q.computed == length(q) - 1 && (!speculative() || q.drafted);
+}
+
+bool SchedulerCore::wants_decode(uint64_t rid) const {
+  const Request& q = requests_.at(rid);
+  return decoding(rid) && static_cast<int64_t>(q.result.output_ids.size()) + q.pending < q.req.max_new_tokens;
+}
+
+int64_t SchedulerCore::depth() const {
+  if (!options_.overlap || speculative()) return 1;
+  // Penalties and min_new_tokens read the request's output, which must be known when planned.
+  for (uint64_t rid : running_)
+    if (requests_.at(rid).req.sampling.adjusts_logits()) return 1;
+  return 2;
 }
 
 void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_next_position) {
@@ -109,7 +122,7 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
   int64_t budget = options_.chunked_prefill_size;
   auto take_chunk = [&](uint64_t rid) -> bool {
     Request& q = requests_.at(rid);
-    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
+    const int64_t left = length(q) - q.computed;
     const int64_t len = std::min(left, budget);
     const bool last = len == left;
     if (len <= 0 || !pages_.reserve(rid, q.computed + len + (last && reserve_next_position ? 1 : 0))) return false;
@@ -157,7 +170,7 @@ void SchedulerCore::hand_over_prompt(uint64_t donor) {
   for (auto [it, end] = by_prompt_.equal_range(d.prompt_hash); it != end; ++it) {
     const uint64_t rid = it->second;
     Request& q = requests_.at(rid);
-    if (rid == donor || q.aborted || pages_.capacity(rid) > 0 || q.req.prompt != d.req.prompt) continue;
+    if (rid == donor || pages_.capacity(rid) > 0 || q.req.prompt != d.req.prompt) continue;
     const int64_t tokens = shareable_prefix(d.computed, static_cast<int64_t>(q.req.prompt.size()));
     if (tokens > 0) q.computed = pages_.adopt_prefix(rid, donor, tokens);
   }
@@ -174,7 +187,7 @@ SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
     const uint64_t other = it->second;
     if (other == rid || pages_.capacity(other) == 0) continue;  // itself, or not running
     const Request& d = requests_.at(other);
-    if (d.aborted || d.req.prompt != q.req.prompt) continue;
+    if (d.req.prompt != q.req.prompt) continue;
     const int64_t ready = shareable_prefix(d.computed, prompt);
     if (ready > src.tokens) src.donor = other, src.tokens = ready;
     computing = computing || d.computed < prompt - 1;
@@ -185,15 +198,21 @@ SchedulerCore::PrefixSource SchedulerCore::prefix_source(uint64_t rid) const {
 
 transport::SamplingRowMsg SchedulerCore::sampling_row(const Request& q) const {
   const auto& s = q.req.sampling;
+  // step: the output position of the token this row samples (the tokens in flight come first).
   return {.temperature = s.temperature, .top_p = s.top_p, .min_p = s.min_p, .top_k = s.top_k, .seed = s.seed,
-          .step = static_cast<int64_t>(q.result.output_ids.size()), .logprobs = q.req.logprobs};
+          .step = static_cast<int64_t>(q.result.output_ids.size()) + q.pending, .logprobs = q.req.logprobs};
 }
 
 void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p) const {
   const Request& q = requests_.at(p.rid);
   const int64_t begin = q.computed, end = p.new_computed;
+  const auto known = static_cast<int64_t>(q.tokens.size());
   for (int64_t t = begin; t < end; ++t) {
-    b.input_ids.push_back(q.tokens[static_cast<size_t>(t)]);
+    // Only the newest token can still be in flight: a request is planned with at most one
+    // batch ahead of its known tokens.
+    AERIE_CHECK(t < known || (t == known && q.pending == 1 && q.future_slot >= 0),
+                "request " << p.rid << ": position " << t << " is neither known nor the token in flight");
+    b.input_ids.push_back(t < known ? q.tokens[static_cast<size_t>(t)] : future_token_ref(q.future_slot));
     b.positions.push_back(static_cast<int32_t>(t));
   }
   pages_.append_slots(p.rid, begin, end, b.out_cache_loc);
@@ -215,34 +234,53 @@ void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p
 
 transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, std::vector<Planned> plan) {
   b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
-  in_flight_ = std::move(plan);
+  // The batch's effects as planned: its K/V will be in the cache, its sampled tokens in flight
+  // (a VERIFY's are counted when its result says how many were accepted).
+  const bool ahead = options_.overlap && !speculative();
+  for (Planned& p : plan) {
+    Request& q = requests_.at(p.rid);
+    p.incarnation = q.incarnation;
+    if (b.mode == transport::ForwardMode::kVerify) continue;
+    q.computed = p.new_computed;
+    if (!p.samples) continue;
+    ++q.pending;
+    if (ahead) q.future_slot = next_future_slot_;
+    if (ahead) next_future_slot_ = (next_future_slot_ + 1) % static_cast<int32_t>(4 * options_.max_running_requests);
+  }
+  if (ahead) {
+    b.future_slots.reserve(b.rids.size());
+    for (uint64_t rid : b.rids) b.future_slots.push_back(requests_.at(rid).future_slot);
+  }
   ++stats_.iterations;
-  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(in_flight_->size()));
+  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(plan.size()));
+  in_flight_.push_back({.step_id = b.step_id, .plan = std::move(plan)});
   return b;
 }
 
 std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
-  if (in_flight_ || !has_work()) return std::nullopt;
+  if (!can_plan() || !has_work()) return std::nullopt;
   if (speculative()) return plan_speculative();
   // 1. Running requests that are past their prompt need one slot for their next token.
   //    When the pool is short, preempt the newest (recompute later) until the rest fit.
   for (;;) {
     int64_t need = 0;
     for (uint64_t rid : running_)
-      if (decoding(rid)) need += pages_.pages_needed(rid, requests_.at(rid).computed + 1);
+      if (wants_decode(rid)) need += pages_.pages_needed(rid, requests_.at(rid).computed + 1);
     if (need <= allocator_.free_pages() || running_.empty()) break;
     preempt_newest();
   }
   std::vector<Planned> plan;
   for (uint64_t rid : running_)
-    if (decoding(rid)) {
+    if (wants_decode(rid)) {
       AERIE_CHECK(pages_.reserve(rid, requests_.at(rid).computed + 1), "KV reservation failed after preemption");
       plan.push_back({rid, requests_.at(rid).computed + 1, true});
     }
   // 2. Prompt chunks under the token budget.
   take_prompt_chunks(plan, /*reserve_next_position=*/false);
   if (plan.empty()) {
-    AERIE_CHECK(running_.empty() && waiting_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
+    // With a batch in flight its result may end requests or free pages: wait for it.
+    AERIE_CHECK(!in_flight_.empty() || (running_.empty() && waiting_.empty()),
+                "the scheduler cannot make progress: the KV pool holds no request's next step");
     return std::nullopt;
   }
   // 3. The message: every sequence's new tokens and whole context, and one logit row,
@@ -253,7 +291,7 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_next() {
   for (const Planned& p : plan) {
     const Request& q = requests_.at(p.rid);
     const int64_t begin = q.computed, end = p.new_computed;
-    (end - begin == 1 && p.samples && begin == static_cast<int64_t>(q.tokens.size()) - 1 ? any_decode : any_prefill) = true;
+    (end - begin == 1 && p.samples && begin == length(q) - 1 ? any_decode : any_prefill) = true;
     append_sequence(b, p);
   }
   b.mode = any_prefill && any_decode ? transport::ForwardMode::kMixed
@@ -296,9 +334,10 @@ std::string SchedulerCore::malformed(const transport::BatchResult& r, const std:
 }
 
 std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult& r) {
-  AERIE_CHECK(in_flight_, "a batch result arrived with no batch in flight");
-  const std::vector<Planned> plan = std::move(*in_flight_);
-  in_flight_.reset();
+  AERIE_CHECK(!in_flight_.empty(), "a batch result arrived with no batch in flight");
+  const InFlight batch = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const std::vector<Planned>& plan = batch.plan;
   std::string error = r.error;
   if (error.empty()) {
     if (const std::string why = malformed(r, plan); !why.empty()) error = "malformed batch result: " + why;
@@ -306,7 +345,7 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
   std::vector<RequestUpdate> updates;
   if (!error.empty()) {
     for (const Planned& p : plan)
-      if (requests_.count(p.rid)) updates.push_back(finish(p.rid, "error: " + error));
+      if (live_request(p)) updates.push_back(finish(p.rid, "error: " + error));
     return updates;
   }
   if (!r.token_counts.empty()) return on_verify_result(r, plan);
@@ -320,9 +359,8 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     if (!r.logprobs.empty()) logprobs[r.rids[i]] = &r.logprobs[i];
   }
   for (const Planned& p : plan) {
-    Request* q = live_request(p.rid);
+    Request* q = live_request(p);
     if (!q) continue;
-    q->computed = p.new_computed;
     if (!p.samples) {
       updates.push_back({.rid = p.rid});
       continue;
@@ -330,6 +368,7 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
     const auto tok = sampled.find(p.rid);
     AERIE_CHECK(tok != sampled.end(), "batch result lacks a token for request " << p.rid);
     q->drafted = true;
+    --q->pending;
     const auto lp = logprobs.find(p.rid);
     updates.push_back(commit_tokens(p.rid, std::span<const int32_t>(&tok->second, 1),
                                     lp == logprobs.end() ? std::span<const transport::TokenLogprobs>()

@@ -4,7 +4,11 @@
 // batching: decodes and prompt chunks together, chunked prefill under a token budget,
 // admission while pages and the running cap allow, preemption by recompute when the pool
 // runs out); results come back through on_result(), which commits tokens, applies stop
-// conditions and frees pages. One batch is in flight at a time. Requests with the same
+// conditions and frees pages. One batch is in flight at a time, or two with overlap
+// scheduling (sglang's overlap scheduler, plain decoding): the next batch is planned while
+// the last one runs, its decodes naming the tokens still being sampled by future slots
+// (actors/core/future_tokens.hpp); a request that the running batch ends (EOS, a stop token)
+// costs one wasted step whose row is dropped, never a wrong token. Requests with the same
 // prompt share its K/V pages: the first computes them, the others wait for it and then
 // prefill only the last prompt position (sglang's parallel samples sharing the prompt).
 #include <chrono>
@@ -35,6 +39,9 @@ struct SchedulerOptions {
   int64_t spec_topk = 1;           // > 1: tree drafting
   int64_t spec_draft_tokens = 0;   // tokens per verify (0: spec_steps + 1)
   int64_t spec_disable_batch_size = 0;
+  // Overlap scheduling: plan one batch ahead (plain decoding; a speculative Scheduler and
+  // batches with penalties, logit_bias or min_new_tokens keep one batch in flight).
+  bool overlap = false;
 };
 
 struct SchedulerStats {
@@ -63,16 +70,22 @@ class SchedulerCore {
   // Queues a request. Throws aerie::Error, with a message for the client, when it is
   // malformed or can never fit (prompt + max_new_tokens beyond the KV pool or the context).
   void submit(uint64_t rid, GenerationRequest request);
-  // Drops a request (queued or running); its pages are freed once no batch uses them.
-  // Returns its final update (finish_reason "abort"), or nothing when unknown.
+  // Drops a request (queued or running) and frees its pages at once: a batch in flight may
+  // still write them, but every later batch runs after it on each rank's stream, so a new
+  // owner's writes come last; the dropped request's rows in flight are ignored. Returns its
+  // final update (finish_reason "abort"), or nothing when unknown.
   std::optional<RequestUpdate> abort(uint64_t rid);
 
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
-  bool in_flight() const { return in_flight_.has_value(); }
-  // The next iteration's batch, when none is in flight and there is work.
+  // Batches sent whose results have not come back.
+  int64_t in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
+  // True when another batch may be planned now (fewer than the overlap depth in flight).
+  bool can_plan() const { return in_flight() < depth(); }
+  // The next iteration's batch, when one may be planned and there is work for it.
   std::optional<transport::BatchMessage> plan_next();
-  // Commits the in-flight batch's result. A result with an error fails every request of
-  // the batch (finish_reason "error: ...").
+  // Commits the oldest in-flight batch's result (results come back in the order batches were
+  // planned). A result with an error fails every request of the batch (finish_reason
+  // "error: ...").
   std::vector<RequestUpdate> on_result(const transport::BatchResult& result);
 
   const SchedulerStats& stats() const { return stats_; }
@@ -86,10 +99,12 @@ class SchedulerCore {
  private:
   struct Request {
     GenerationRequest req;
-    std::vector<int32_t> tokens;  // prompt + generated
-    int64_t computed = 0;         // tokens whose K/V are in the cache
+    std::vector<int32_t> tokens;  // prompt + generated (the tokens known so far)
+    int64_t computed = 0;         // tokens whose K/V are in the cache once the batches in flight ran
+    int64_t pending = 0;          // tokens batches in flight sample for it (not known yet)
+    int32_t future_slot = -1;     // overlap: the future slot of the newest of them
+    uint64_t incarnation = 0;     // new at submission and at each preemption: older rows are stale
     GenerationResult result;
-    bool aborted = false;
     bool drafted = false;  // speculative: its last prompt chunk ran, so the draft holds its state
     std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
     bool admitted = false;  // its first chunk was planned (queue time recorded)
@@ -117,7 +132,19 @@ class SchedulerCore {
     int64_t new_computed;  // computed after this batch
     bool samples;          // the chunk reaches the end of the known tokens
     int64_t base_tokens = 0;  // VERIFY: the request's tokens when planned
+    uint64_t incarnation = 0;
   };
+  struct InFlight {
+    uint64_t step_id = 0;  // the Scheduler's (a DP-attention step carries the coordinator's)
+    std::vector<Planned> plan;
+  };
+  // Batches in flight at once: 2 with overlap (when allowed), else 1.
+  int64_t depth() const;
+  // Prompt + generated, the tokens still being sampled included.
+  static int64_t length(const Request& q) { return static_cast<int64_t>(q.tokens.size()) + q.pending; }
+  // True when a decode of the request may be planned: past its prompt and short of
+  // max_new_tokens once the tokens in flight are counted (those end it otherwise).
+  bool wants_decode(uint64_t rid) const;
   void preempt_newest();
   bool speculative() const { return options_.spec_steps >= 0; }
   // True when the request's next step is a decode (or verify), not a prompt chunk.
@@ -140,9 +167,9 @@ class SchedulerCore {
   std::string malformed(const transport::BatchResult& result, const std::vector<Planned>& plan) const;
   // Appends a sampled token and applies the stop conditions; the finish reason or "".
   std::string commit_token(Request& q, int32_t token);
-  // The request a result row belongs to, or nullptr when it has ended meanwhile or was
-  // aborted (which finishes it now).
-  Request* live_request(uint64_t rid);
+  // The request a planned row belongs to, or nullptr when it has ended or been preempted
+  // since (its row is stale).
+  Request* live_request(const Planned& p);
   // Commits tokens in order until one ends the request, with their log-probabilities when it
   // asked (`logprobs`: one per token, or empty when the result has none). The update carries
   // the committed tokens and, when one ended the request, its finished result.
@@ -158,8 +185,10 @@ class SchedulerCore {
   std::unordered_multimap<uint64_t, uint64_t> by_prompt_;  // prompt hash -> rid, for prefix_source
   std::deque<uint64_t> waiting_;
   std::vector<uint64_t> running_;  // admission order: the newest is preempted first
-  std::optional<std::vector<Planned>> in_flight_;
+  std::deque<InFlight> in_flight_;  // oldest first
   uint64_t step_ = 0;
+  uint64_t incarnations_ = 0;
+  int32_t next_future_slot_ = 0;  // the ring of future slots (4 x max_running_requests)
   SchedulerStats stats_;
 };
 

@@ -30,14 +30,9 @@ int64_t SchedulerCore::spec_reserve() const {
   return spec::verify_reserve(S, K, (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1);
 }
 
-SchedulerCore::Request* SchedulerCore::live_request(uint64_t rid) {
-  auto it = requests_.find(rid);
-  if (it == requests_.end()) return nullptr;
-  if (it->second.aborted) {
-    finish(rid, "abort");
-    return nullptr;
-  }
-  return &it->second;
+SchedulerCore::Request* SchedulerCore::live_request(const Planned& p) {
+  auto it = requests_.find(p.rid);
+  return it == requests_.end() || it->second.incarnation != p.incarnation ? nullptr : &it->second;
 }
 
 RequestUpdate SchedulerCore::commit_tokens(uint64_t rid, std::span<const int32_t> tokens, std::span<const transport::TokenLogprobs> logprobs) {
@@ -137,7 +132,7 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     const std::span<const transport::TokenLogprobs> logprobs =
         r.logprobs.empty() ? std::span<const transport::TokenLogprobs>() : std::span<const transport::TokenLogprobs>(r.logprobs.data() + at, count);
     at += count;
-    Request* q = live_request(p.rid);
+    Request* q = live_request(p);
     if (!q) continue;
     ++stats_.spec_verifies;
     stats_.spec_committed_tokens += static_cast<int64_t>(count);

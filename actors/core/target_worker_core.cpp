@@ -3,6 +3,7 @@
 #include "actors/core/forward_batch_of.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
@@ -21,10 +22,36 @@ TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv,
   }
 }
 
-transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& m) {
-  transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
+transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& batch) {
+  transport::BatchResult r{.seq = 0, .step_id = batch.step_id, .rids = batch.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   ++stats_.batches;
   try {
+    // Decodes planned before the last batch's result name its tokens by future slots.
+    std::optional<transport::BatchMessage> resolved;
+    if (FutureTokenMap::references(batch.input_ids)) {
+      resolved = batch;
+      futures_.resolve(resolved->input_ids);
+    }
+    const transport::BatchMessage& m = resolved ? *resolved : batch;
+    AERIE_CHECK(m.future_slots.empty() || (m.future_slots.size() == m.rids.size() && !spec_),
+                "batch " << m.step_id << " has " << m.future_slots.size() << " future slots for " << m.rids.size() << " sampled rows"
+                         << (spec_ ? " (a speculative worker plans no batch ahead)" : ""));
+    run(m, r);
+    if (r.error.empty()) futures_.record(m.future_slots, r.next_tokens);
+  } catch (const std::exception& e) {
+    r.next_tokens.clear();
+    r.logprobs.clear();
+    r.error = ::aerie::client_message(e);
+  }
+  if (!r.error.empty()) {
+    ++stats_.errors;
+    futures_.forget(batch.future_slots);  // a batch that names them fails too
+  }
+  return r;
+}
+
+void TargetWorkerCore::run(const transport::BatchMessage& m, transport::BatchResult& r) {
+  {
     // The current device is per thread, and an actor may run this on any thread.
     if (cuda_device_ >= 0) cuda_runtime::set_device(cuda_device_);
     AERIE_CHECK(m.rids.size() == m.logit_rows.size() && m.rids.size() == m.sampling.size(),
@@ -49,12 +76,15 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     if (m.mode == ForwardMode::kIdle) {
       if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
       if (model_.dp_attention()) model_.forward_idle(kv_);
-      return r;
+      return;
     }
     for (int32_t id : m.input_ids)
       AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
     // A speculative engine's batches (EXTEND with the draft, VERIFY) all go to `spec`.
-    if (spec_) return spec_->execute(m);
+    if (spec_) {
+      r = spec_->execute(m);
+      return;
+    }
     AERIE_CHECK(m.mode != ForwardMode::kVerify, "batch " << m.step_id << " is a VERIFY, but this worker has no draft model");
     const model::ForwardBatch b = forward_batch_of(m);
     const bool replay = graphs_ && graphs_->can_run(b);
@@ -65,19 +95,13 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     stats_.graph_replays += replay ? 1 : 0;
     if (replay && all_greedy) {
       r.next_tokens = graphs_->replay_greedy(b);
-      return r;
+      return;
     }
     const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
     const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
     r.next_tokens = sampler_.sample(to_sample, sampling_rows_of(m), model_.stream());
     r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
-  } catch (const std::exception& e) {
-    ++stats_.errors;
-    r.next_tokens.clear();
-    r.logprobs.clear();
-    r.error = ::aerie::client_message(e);
   }
-  return r;
 }
 
 }  // namespace aerie::core

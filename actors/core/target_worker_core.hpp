@@ -2,9 +2,13 @@
 // TargetWorkerCore: the CAF-free part of a TargetWorker. It runs one BatchMessage on its
 // rank's model and KV cache (a captured CUDA graph when the batch is a decode that fits a
 // bucket, eagerly otherwise), samples the requested rows and reports the tokens. Errors
-// become a BatchResult with `error` set; the worker stays usable.
+// become a BatchResult with `error` set; the worker stays usable. Under overlap scheduling
+// a batch's decodes may name tokens of the batch before it by future slots: the worker keeps
+// each batch's sampled tokens where its message says (FutureTokenMap) and resolves them
+// before the next batch runs.
 #include <memory>
 
+#include "actors/core/future_tokens.hpp"
 #include "actors/core/logit_adjustments.hpp"
 #include "actors/core/logprob_reader.hpp"
 #include "actors/core/spec_worker_core.hpp"
@@ -35,6 +39,8 @@ class TargetWorkerCore {
   const WorkerStats& stats() const { return stats_; }
 
  private:
+  // Runs a batch whose future tokens are resolved; throws on what it refuses.
+  void run(const transport::BatchMessage& m, transport::BatchResult& r);
   model::LlamaModel& model_;
   model::KvCache& kv_;
   WorkerOptions options_;
@@ -43,6 +49,7 @@ class TargetWorkerCore {
   LogitAdjuster adjuster_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   std::unique_ptr<SpecWorkerCore> spec_;
+  FutureTokenMap futures_;
   WorkerStats stats_;
   int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)
 };

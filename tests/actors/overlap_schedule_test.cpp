@@ -1,0 +1,486 @@
+// Overlap scheduling (issue #15): the Scheduler plans batch N+1 while batch N runs, naming N's
+// tokens by future slots that the worker resolves. Outputs must equal those of planning one
+// batch at a time and of each request alone; late stops, aborts, preemption and failures
+// must cost at most a wasted step, never a wrong token.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <random>
+#include <thread>
+#include <zmq.hpp>
+
+#include "actors/core/dp_step_coordinator.hpp"
+#include "actors/core/future_tokens.hpp"
+#include "actors/core/generation_engine.hpp"
+#include "actors/core/scheduler_core.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/target_worker_actor.hpp"
+#include "kernels/error.hpp"
+#include "tests/actors/actor_test_system.hpp"
+
+using namespace aerie;
+using namespace aerie::core;
+
+namespace {
+
+constexpr int32_t kEos = 2;
+
+SchedulerOptions options(bool overlap, int64_t chunk = 8192, int64_t max_running = 256) {
+  return {.max_running_requests = max_running, .chunked_prefill_size = chunk, .eos_token_ids = {kEos}, .vocab_size = 1000,
+          .context_length = 4096, .overlap = overlap};
+}
+
+GenerationRequest request(int prompt_len, int max_new, int first) {
+  GenerationRequest r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(first + i);
+  r.max_new_tokens = max_new;
+  return r;
+}
+
+// A worker stand-in that behaves as TargetWorkerCore does with future tokens: it resolves
+// them (failing the batch when one is missing), samples next(last input token, position) for
+// each sampled row and keeps the tokens in the slots the batch names. A wrong resolution
+// changes every later token.
+struct EchoWorker {
+  FutureTokenMap futures;
+  std::function<int32_t(int32_t, int32_t)> next = [](int32_t token, int32_t pos) { return 3 + (token * 31 + pos * 7) % 900; };
+  int64_t batches = 0;
+  transport::BatchResult run(transport::BatchMessage b) {
+    ++batches;
+    transport::BatchResult r{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {}, .error = ""};
+    try {
+      futures.resolve(b.input_ids);
+      for (int32_t row : b.logit_rows) {
+        const auto i = static_cast<size_t>(row);
+        r.next_tokens.push_back(next(b.input_ids[i], b.positions[i]));
+      }
+      futures.record(b.future_slots, r.next_tokens);
+    } catch (const Error& e) {
+      futures.forget(b.future_slots);
+      r.next_tokens.clear();
+      r.error = e.what();
+    }
+    return r;
+  }
+};
+
+// Runs a scheduler to the end as the actors do: plan as far ahead as allowed, then run the
+// oldest batch. Returns every finished request's result.
+std::map<uint64_t, GenerationResult> run_all(SchedulerCore& s, EchoWorker& w, int64_t* most_in_flight = nullptr) {
+  std::map<uint64_t, GenerationResult> done;
+  std::deque<transport::BatchMessage> sent;
+  while (s.has_work()) {
+    while (auto b = s.plan_next()) sent.push_back(std::move(*b));
+    if (most_in_flight) *most_in_flight = std::max(*most_in_flight, static_cast<int64_t>(sent.size()));
+    EXPECT_FALSE(sent.empty());
+    if (sent.empty()) break;
+    const auto r = w.run(std::move(sent.front()));
+    sent.pop_front();
+    for (auto& u : s.on_result(r))
+      if (u.finished) done[u.rid] = std::move(u.result);
+  }
+  return done;
+}
+
+std::vector<GenerationRequest> mixed(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    auto r = request(1 + static_cast<int>(rng() % 20), 2 + static_cast<int>(rng() % 10), 10 + 37 * i);
+    r.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+std::map<uint64_t, GenerationResult> run_requests(const std::vector<GenerationRequest>& reqs, bool overlap, model::KvCacheShape kv,
+                                                  int64_t chunk = 8192, int64_t* most_in_flight = nullptr, SchedulerStats* stats = nullptr) {
+  SchedulerCore s(kv, options(overlap, chunk));
+  EchoWorker w;
+  for (size_t i = 0; i < reqs.size(); ++i) s.submit(i, reqs[i]);
+  auto done = run_all(s, w, most_in_flight);
+  if (stats) *stats = s.stats();
+  return done;
+}
+
+}  // namespace
+
+TEST(FutureTokenMap, ResolvesWhatWasRecordedAndRefusesTheRest) {
+  FutureTokenMap m;
+  EXPECT_EQ(future_slot_of(future_token_ref(0)), 0);
+  EXPECT_EQ(future_slot_of(future_token_ref(41)), 41);
+  EXPECT_EQ(future_slot_of(7), -1);
+  m.record(std::vector<int32_t>{3, -1, 0}, std::vector<int32_t>{30, 99, 10});
+  std::vector<int32_t> ids{5, future_token_ref(3), future_token_ref(0)};
+  EXPECT_TRUE(FutureTokenMap::references(ids));
+  m.resolve(ids);
+  EXPECT_EQ(ids, (std::vector<int32_t>{5, 30, 10}));
+  EXPECT_FALSE(FutureTokenMap::references(ids));
+  std::vector<int32_t> never{future_token_ref(1)};  // slot 1 exists but was never filled
+  EXPECT_THROW(m.resolve(never), Error);
+  std::vector<int32_t> beyond{future_token_ref(100)};
+  EXPECT_THROW(m.resolve(beyond), Error);
+  m.forget(std::vector<int32_t>{3});
+  std::vector<int32_t> forgotten{future_token_ref(3)};
+  EXPECT_THROW(m.resolve(forgotten), Error);
+  EXPECT_THROW(m.record(std::vector<int32_t>{1, 2}, std::vector<int32_t>{1}), Error);                     // lengths differ
+  EXPECT_THROW(m.record(std::vector<int32_t>{FutureTokenMap::kMaxSlots}, std::vector<int32_t>{1}), Error);  // out of range
+}
+
+TEST(OverlapSchedule, PlansOneBatchAheadWithFutureTokens) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options(true));
+  s.submit(1, request(3, 3, 10));
+  s.submit(2, request(2, 3, 50));
+  auto b1 = s.plan_next();
+  ASSERT_TRUE(b1);
+  EXPECT_EQ(b1->mode, transport::ForwardMode::kExtend);
+  ASSERT_EQ(b1->future_slots.size(), 2u);
+  auto b2 = s.plan_next();  // planned before b1's result: its decodes name b1's tokens
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(b2->mode, transport::ForwardMode::kDecode);
+  EXPECT_EQ(b2->input_ids, (std::vector<int32_t>{future_token_ref(b1->future_slots[0]), future_token_ref(b1->future_slots[1])}));
+  EXPECT_EQ(b2->positions, (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(b2->sampling[0].step, 1);  // the output position of the token it samples
+  EXPECT_NE(b2->future_slots[0], b1->future_slots[0]);
+  EXPECT_EQ(s.in_flight(), 2);
+  EXPECT_FALSE(s.plan_next());  // two in flight at most
+  EchoWorker w;
+  auto u1 = s.on_result(w.run(*b1));
+  ASSERT_EQ(u1.size(), 2u);
+  EXPECT_EQ(u1[0].new_tokens.size(), 1u);
+  auto b3 = s.plan_next();
+  ASSERT_TRUE(b3);
+  EXPECT_EQ(b3->input_ids[0], future_token_ref(b2->future_slots[0]));
+  EXPECT_EQ(b3->positions, (std::vector<int32_t>{4, 3}));
+  EXPECT_FALSE(s.plan_next());  // max_new_tokens 3: after b3's token the requests end, no decode is planned past it
+  s.on_result(w.run(*b2));
+  EXPECT_FALSE(s.plan_next());
+  auto u3 = s.on_result(w.run(*b3));
+  ASSERT_EQ(u3.size(), 2u);
+  EXPECT_TRUE(u3[0].finished && u3[1].finished);
+  EXPECT_EQ(u3[0].result.output_ids.size(), 3u);
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(s.free_pages(), 63);
+  EXPECT_EQ(w.batches, 3);  // no step wasted when max_new_tokens ends a request
+}
+
+TEST(OverlapSchedule, OutputsEqualPlanningOneBatchAtATimeAndEachRequestAlone) {
+  const model::KvCacheShape roomy{.num_pages = 512, .page_size = 4};
+  for (int64_t chunk : {int64_t{8192}, int64_t{7}}) {  // whole prompts, and chunked prefill mixing with decodes
+    const auto reqs = mixed(12, 5);
+    int64_t most = 0;
+    SchedulerStats with_stats, without_stats;
+    const auto with = run_requests(reqs, true, roomy, chunk, &most, &with_stats);
+    const auto without = run_requests(reqs, false, roomy, chunk, nullptr, &without_stats);
+    EXPECT_EQ(most, 2) << "chunk " << chunk;
+    ASSERT_EQ(with.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto alone = run_requests({reqs[i]}, true, roomy, chunk);
+      EXPECT_EQ(with.at(i).output_ids, without.at(i).output_ids) << "request " << i << " chunk " << chunk;
+      EXPECT_EQ(with.at(i).output_ids, alone.at(0).output_ids) << "request " << i << " chunk " << chunk;
+      EXPECT_EQ(static_cast<int64_t>(with.at(i).output_ids.size()), reqs[i].max_new_tokens);
+    }
+    EXPECT_EQ(with_stats.iterations, without_stats.iterations) << "chunk " << chunk;  // max_new_tokens wastes no step
+  }
+}
+
+TEST(OverlapSchedule, PreemptionUnderOverlapKeepsEveryOutput) {
+  const auto reqs = mixed(10, 9);
+  const auto roomy = run_requests(reqs, false, {.num_pages = 512, .page_size = 4});
+  SchedulerStats stats;
+  const auto tight = run_requests(reqs, true, {.num_pages = 14, .page_size = 4}, 8192, nullptr, &stats);  // 52 usable tokens
+  EXPECT_GT(stats.preemptions, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(tight.at(i).output_ids, roomy.at(i).output_ids) << "request " << i;
+}
+
+TEST(OverlapSchedule, LateStopsCostOneWastedStepAndNoWrongToken) {
+  // The worker samples EOS as request 1's third token and a stop token as request 2's second;
+  // the batch planned meanwhile already decodes them once more: those rows are dropped.
+  for (bool eos : {true, false}) {
+    SchedulerCore s({.num_pages = 64, .page_size = 4}, options(true));
+    auto r1 = request(3, eos ? 10 : 3, 10);
+    auto r2 = request(3, 10, 500);
+    r2.stop_token_ids = {777};
+    s.submit(1, r1);
+    s.submit(2, r2);
+    EchoWorker w;
+    w.next = [eos](int32_t token, int32_t pos) {
+      if (token < 500 && pos == 4) return eos ? kEos : 3 + pos;  // request 1, its third token
+      if (token >= 500 && pos == 3) return 777;                   // request 2, its second token
+      return token >= 500 ? 500 + pos : 3 + pos;
+    };
+    const auto done = run_all(s, w);
+    EXPECT_EQ(done.at(1).output_ids, (std::vector<int32_t>{5, 6, eos ? kEos : 7})) << eos;
+    EXPECT_EQ(done.at(1).finish_reason, eos ? "stop" : "length");
+    EXPECT_EQ(done.at(2).output_ids, (std::vector<int32_t>{502, 777}));
+    EXPECT_EQ(done.at(2).finish_reason, "stop");
+    EXPECT_EQ(s.free_pages(), 63);
+    // Prefill + 2 decodes reach request 1's EOS; one more batch was planned before it came back.
+    EXPECT_LE(w.batches, 4);
+  }
+}
+
+TEST(OverlapSchedule, AbortWhileTwoBatchesAreInFlight) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options(true));
+  s.submit(1, request(5, 8, 10));
+  s.submit(2, request(4, 8, 300));
+  auto b1 = s.plan_next();
+  auto b2 = s.plan_next();
+  ASSERT_TRUE(b1 && b2);
+  const int64_t free_before = s.free_pages();
+  auto aborted = s.abort(1);  // in both batches: reported now, its pages freed at once
+  ASSERT_TRUE(aborted && aborted->finished);
+  EXPECT_EQ(aborted->result.finish_reason, "abort");
+  EXPECT_GT(s.free_pages(), free_before);
+  EXPECT_FALSE(s.abort(1));
+  s.submit(3, request(6, 4, 600));  // may take request 1's pages in the next batch (runs after both)
+  EchoWorker w;
+  std::map<uint64_t, GenerationResult> done;
+  for (auto& u : s.on_result(w.run(*b1))) {
+    EXPECT_NE(u.rid, 1u);
+    if (u.finished) done[u.rid] = u.result;
+  }
+  for (auto& u : s.on_result(w.run(*b2))) {
+    EXPECT_NE(u.rid, 1u);
+    if (u.finished) done[u.rid] = u.result;
+  }
+  for (auto& [rid, r] : run_all(s, w)) done[rid] = r;
+  const auto alone2 = run_requests({request(4, 8, 300)}, false, {.num_pages = 64, .page_size = 4});
+  const auto alone3 = run_requests({request(6, 4, 600)}, false, {.num_pages = 64, .page_size = 4});
+  EXPECT_EQ(done.at(2).output_ids, alone2.at(0).output_ids);
+  EXPECT_EQ(done.at(3).output_ids, alone3.at(0).output_ids);
+  EXPECT_EQ(s.free_pages(), 63);
+}
+
+TEST(OverlapSchedule, AFailedBatchFailsTheBatchThatNamesItsTokens) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options(true));
+  s.submit(1, request(5, 8, 10));
+  auto b1 = s.plan_next();
+  auto b2 = s.plan_next();
+  ASSERT_TRUE(b1 && b2);
+  EchoWorker w;
+  transport::BatchResult failed{.seq = 0, .step_id = b1->step_id, .rids = {}, .next_tokens = {}, .error = "device lost"};
+  w.futures.forget(b1->future_slots);  // what the worker does with a failed batch's slots
+  auto u1 = s.on_result(failed);
+  ASSERT_EQ(u1.size(), 1u);
+  EXPECT_EQ(u1[0].result.finish_reason, "error: device lost");
+  const auto r2 = w.run(*b2);  // names b1's token: the worker refuses it rather than guess
+  EXPECT_NE(r2.error.find("holds no token"), std::string::npos) << r2.error;
+  EXPECT_TRUE(s.on_result(r2).empty());  // its request already ended
+  EXPECT_EQ(s.free_pages(), 63);
+  s.submit(2, request(3, 2, 40));  // still serving
+  const auto done = run_all(s, w);
+  EXPECT_EQ(done.at(2).output_ids.size(), 2u);
+}
+
+TEST(OverlapSchedule, PenaltiesKeepOneBatchInFlight) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, options(true));
+  auto r = request(3, 4, 10);
+  r.sampling.repetition_penalty = 1.3f;  // reads the request's output when planned
+  s.submit(1, r);
+  s.submit(2, request(3, 4, 100));
+  ASSERT_TRUE(s.plan_next());
+  EXPECT_FALSE(s.plan_next());
+  EXPECT_FALSE(s.can_plan());
+}
+
+TEST(OverlapSchedule, ASpeculativeSchedulerKeepsOneBatchInFlight) {
+  auto o = options(true);
+  o.spec_steps = 3;
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, o);
+  s.submit(1, request(3, 4, 10));
+  auto b = s.plan_next();
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->future_slots.empty());
+  EXPECT_FALSE(s.plan_next());
+}
+
+namespace {
+
+struct TinyModel {
+  model::LlamaConfig config = model::LlamaConfig::named_shape("tiny");
+  model::LlamaModel model{config, model::random_llama_weights(config, 3, Device::kCpu, DType::kF32), Stream::cpu(), DType::kF32};
+  std::vector<GenerationResult> run(const std::vector<GenerationRequest>& reqs, int64_t pool_tokens, EngineOptions opts) {
+    model::KvCache kv(config, model::kv_shape_for_tokens(pool_tokens, 4), Device::kCpu, DType::kF32);
+    GenerationEngine engine(model, kv, opts);
+    return engine.generate(reqs);
+  }
+};
+
+std::vector<GenerationRequest> model_requests(int n, uint32_t seed, float temperature) {
+  std::mt19937 rng(seed);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    GenerationRequest r;
+    const int len = 1 + static_cast<int>(rng() % 24);
+    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + static_cast<int32_t>(rng() % 500));
+    r.max_new_tokens = 3 + static_cast<int64_t>(rng() % 10);
+    r.sampling.temperature = temperature;
+    r.sampling.top_k = 40;
+    r.sampling.seed = 100 + i;
+    r.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+}  // namespace
+
+TEST(OverlapSchedule, TheModelsTokensEqualWithOverlapOnAndOffAndAlone) {
+  TinyModel f;
+  for (float temperature : {0.0f, 0.9f}) {
+    const auto reqs = model_requests(10, 17, temperature);
+    const auto on = f.run(reqs, 4096, {.max_running_requests = 16, .max_prefill_tokens = 16, .overlap = true});
+    const auto off = f.run(reqs, 4096, {.max_running_requests = 16, .max_prefill_tokens = 16, .overlap = false});
+    const auto tight = f.run(reqs, 96, {.max_running_requests = 16, .max_prefill_tokens = 16, .overlap = true});  // preempts
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto alone = f.run({reqs[i]}, 4096, {.overlap = true});
+      EXPECT_EQ(on[i].output_ids, off[i].output_ids) << "request " << i << " temperature " << temperature;
+      EXPECT_EQ(on[i].output_ids, alone[0].output_ids) << "request " << i << " temperature " << temperature;
+      EXPECT_EQ(tight[i].output_ids, off[i].output_ids) << "request " << i << " temperature " << temperature;
+    }
+  }
+}
+
+TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
+  TinyModel f;
+  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  TargetWorkerCore worker(f.model, kv, {});
+  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
+  GenerationRequest r;
+  r.prompt = {5, 9, 11};
+  r.max_new_tokens = 3;
+  r.ignore_eos = true;
+  s.submit(1, r);
+  auto b1 = s.plan_next();
+  auto b2 = s.plan_next();
+  ASSERT_TRUE(b1 && b2);
+  ASSERT_LT(b2->input_ids[0], 0);
+  const auto r1 = worker.execute(*b1);
+  ASSERT_EQ(r1.error, "");
+  // The same decode with the token written out gives the same token.
+  auto explicit_b2 = *b2;
+  explicit_b2.input_ids[0] = r1.next_tokens[0];
+  explicit_b2.future_slots.clear();
+  model::KvCache kv2(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  TargetWorkerCore worker2(f.model, kv2, {});
+  auto explicit_b1 = *b1;
+  explicit_b1.future_slots.clear();
+  ASSERT_EQ(worker2.execute(explicit_b1).next_tokens, r1.next_tokens);
+  const auto r2 = worker.execute(*b2);
+  ASSERT_EQ(r2.error, "");
+  EXPECT_EQ(r2.next_tokens, worker2.execute(explicit_b2).next_tokens);
+  // A batch naming a slot nobody filled fails with a clear error; the worker stays usable.
+  auto missing = *b2;
+  missing.input_ids[0] = future_token_ref(999);
+  EXPECT_NE(worker.execute(missing).error.find("holds no token"), std::string::npos);
+  auto uneven = explicit_b2;
+  uneven.future_slots = {1, 2};
+  EXPECT_NE(worker.execute(uneven).error.find("future slots"), std::string::npos);
+  EXPECT_EQ(worker.execute(explicit_b2).error, "");
+}
+
+TEST(DpStepCoordinator, OverlapRunsTwoStepsAndHandsResultsBackInOrder) {
+  DpStepCoordinator c({.dp_size = 2, .bucket_sizes = {1, 2, 4}, .depth = 2});
+  auto decode = [](int n) {
+    transport::BatchMessage m;
+    m.mode = transport::ForwardMode::kDecode;
+    for (int i = 0; i < n; ++i) m.input_ids.push_back(5), m.rids.push_back(static_cast<uint64_t>(i));
+    return m;
+  };
+  const uint64_t s1 = c.begin_step();
+  c.offer(0, decode(2));
+  c.offer(1, std::nullopt);
+  ASSERT_TRUE(c.release());
+  EXPECT_TRUE(c.can_begin());  // the next step collects while the first runs
+  const uint64_t s2 = c.begin_step();
+  EXPECT_EQ(s2, s1 + 1);
+  c.offer(0, decode(2));
+  c.refuse(1, "bad plan");
+  ASSERT_TRUE(c.release());
+  EXPECT_FALSE(c.can_begin());  // two running
+  EXPECT_THROW(c.begin_step(), Error);
+  // Group 1 answers step 1 (idle) then step 2 (its refused plan ran idle).
+  EXPECT_FALSE(c.answer_has_batch(1));
+  EXPECT_EQ(c.answer_refusal(1), "");
+  EXPECT_FALSE(c.on_result(1));
+  EXPECT_EQ(c.answer_refusal(1), "bad plan");
+  EXPECT_FALSE(c.on_result(1));
+  EXPECT_TRUE(c.answer_has_batch(0));
+  EXPECT_TRUE(c.on_result(0));  // step 1 complete
+  EXPECT_TRUE(c.can_begin());
+  EXPECT_TRUE(c.on_result(0));  // step 2 complete
+  EXPECT_EQ(c.phase(), DpStepCoordinator::Phase::kIdle);
+  EXPECT_THROW(c.on_result(0), Error);
+}
+
+TEST(SchedulerActor, WithOverlapSendsTheNextBatchBeforeTheFirstComesBack) {
+  aerie::testing::ActorTestSystem sys;
+  caf::scoped_actor client{*sys.sys}, worker{*sys.sys};
+  auto o = options(true, 64, 16);
+  auto scheduler = sys.sys->spawn(actors::scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, o,
+                                  caf::actor_cast<caf::actor>(worker), actors::SchedulerFaults{});
+  auto r1 = request(5, 4, 10);
+  r1.ignore_eos = true;
+  auto h = client->request(scheduler, caf::infinite, actors::SubmitRequest{1, r1});
+  // Take two batches before answering either, then answer in order, always one behind.
+  EchoWorker w;
+  std::deque<std::pair<transport::BatchMessage, caf::response_promise>> held;
+  int batches = 0;
+  for (;;) {
+    bool got = false;
+    worker->receive(
+        [&](transport::BatchMessage& b) {
+          got = true;
+          ++batches;
+          held.emplace_back(b, worker->make_response_promise());
+        },
+        caf::after(std::chrono::milliseconds(300)) >> [] {});
+    if (got && held.size() < 2) continue;
+    if (held.empty()) break;
+    if (batches == 1) {
+      ADD_FAILURE() << "only one batch was sent before the first result";
+    }
+    held.front().second.deliver(w.run(held.front().first));
+    held.pop_front();
+  }
+  h.receive([](actors::RequestDone& d) { EXPECT_EQ(d.result.output_ids.size(), 4u); }, [](caf::error&) { ADD_FAILURE(); });
+  EXPECT_EQ(batches, 4);  // prefill + 3 decodes, the last decode planned while the third ran
+}
+
+TEST(RemoteWorkerActor, ForwardsTheNextBatchBeforeTheLastResultComesBack) {
+  aerie::testing::ActorTestSystem sys;
+  zmq::context_t ctx;
+  auto link = std::make_shared<actors::RemoteWorkerLink>();
+  link->to_worker = std::make_unique<transport::ZmqSender>(ctx, "inproc://to-worker-overlap", true);
+  link->from_worker = std::make_unique<transport::ZmqReceiver>(ctx, "inproc://from-worker-overlap", true);
+  transport::ZmqReceiver worker_in(ctx, "inproc://to-worker-overlap", false);
+  transport::ZmqSender worker_out(ctx, "inproc://from-worker-overlap", false);
+  auto remote = sys.sys->spawn<caf::detached>(actors::remote_worker_actor, link);
+  // The other rank takes both batches before it answers the first.
+  std::thread other([&] {
+    std::vector<transport::BatchMessage> got;
+    for (int i = 0; i < 2; ++i) {
+      auto m = worker_in.receive(std::chrono::seconds(5));
+      ASSERT_TRUE(m && std::holds_alternative<transport::BatchMessage>(*m));
+      got.push_back(std::get<transport::BatchMessage>(*m));
+    }
+    for (const auto& b : got)
+      worker_out.send(transport::BatchResult{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {static_cast<int32_t>(b.step_id)},
+                                             .logprobs = {}, .token_counts = {}, .error = ""});
+  });
+  caf::scoped_actor self{*sys.sys};
+  transport::BatchMessage b;
+  b.rids = {5};
+  b.step_id = 7;
+  auto first = self->request(remote, caf::infinite, b);
+  b.step_id = 8;
+  auto second = self->request(remote, caf::infinite, b);
+  first.receive([](transport::BatchResult& r) { EXPECT_EQ(r.next_tokens, std::vector<int32_t>{7}); }, [](caf::error&) { ADD_FAILURE(); });
+  second.receive([](transport::BatchResult& r) { EXPECT_EQ(r.next_tokens, std::vector<int32_t>{8}); }, [](caf::error&) { ADD_FAILURE(); });
+  other.join();
+  self->send_exit(remote, caf::exit_reason::user_shutdown);
+}
