@@ -111,6 +111,8 @@ struct LoadReport {
   int64_t kv_total_tokens = 0;  // usable KV slots
   int64_t spec_verify_ct = 0;   // verify forwards so far (speculative decoding)
   int64_t spec_accepted_tokens = 0;  // tokens those verifies committed
+  double forward_seconds = 0;        // the workers' devices busy with batches (SchedulerStats)
+  double forward_gap_seconds = 0;    // and idle between them
 };
 
 // DP attention's lock-step (actors/dp_coordinator_actor.hpp). The coordinator asks every
@@ -190,7 +192,7 @@ typename Inspector::result_type inspect(Inspector& f, GetLoad&) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LoadReport& x) {
   return f(caf::meta::type_name("LoadReport"), x.running, x.queued, x.kv_used_tokens, x.kv_total_tokens, x.spec_verify_ct,
-           x.spec_accepted_tokens);
+           x.spec_accepted_tokens, x.forward_seconds, x.forward_gap_seconds);
 }
 
 // The DraftWorker's messages (actors/draft_worker_actor.hpp).

@@ -105,9 +105,13 @@ struct BatchResult {
   std::vector<TokenLogprobs> logprobs;  // [batch] when any row asked for them, else empty
   std::vector<int32_t> token_counts;    // VERIFY: tokens each request committed (next_tokens is their concatenation)
   std::string error;  // empty when the step ran
+  // The worker's device (core::ForwardTimeline): how long this batch kept it busy, and how
+  // long it stood idle since the previous batch ended.
+  double forward_seconds = 0;
+  double gap_seconds = 0;
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(seq, step_id, rids, next_tokens, logprobs, token_counts, error);
+    ar(seq, step_id, rids, next_tokens, logprobs, token_counts, error, forward_seconds, gap_seconds);
   }
   bool operator==(const BatchResult&) const = default;
 };

@@ -338,6 +338,8 @@ std::vector<RequestUpdate> SchedulerCore::on_result(const transport::BatchResult
   const InFlight batch = std::move(in_flight_.front());
   in_flight_.pop_front();
   const std::vector<Planned>& plan = batch.plan;
+  stats_.forward_seconds += r.forward_seconds;
+  stats_.forward_gap_seconds += r.gap_seconds;
   std::string error = r.error;
   if (error.empty()) {
     if (const std::string why = malformed(r, plan); !why.empty()) error = "malformed batch result: " + why;

@@ -52,6 +52,8 @@ struct SchedulerStats {
   int64_t spec_verifies = 0;          // request-verifies (one per request per VERIFY batch)
   int64_t spec_committed_tokens = 0;  // tokens those verifies committed
   int64_t shared_prefix_tokens = 0;   // prompt positions taken from another request's pages
+  double forward_seconds = 0;         // the worker's device busy with this Scheduler's batches
+  double forward_gap_seconds = 0;     // and idle between them (BatchResult::gap_seconds)
 };
 
 // What happened to a request in one iteration.

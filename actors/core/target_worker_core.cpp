@@ -13,7 +13,7 @@ namespace aerie::core {
 using transport::ForwardMode;
 
 TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options)
-    : model_(model), kv_(kv), options_(options), sampler_(model.stream().device(), options.max_batch) {
+    : model_(model), kv_(kv), options_(options), sampler_(model.stream().device(), options.max_batch), timeline_(model.stream().device()) {
   AERIE_CHECK(options_.max_batch > 0, "worker max batch must be positive");
   if (model.stream().device() == Device::kCuda) cuda_device_ = cuda_runtime::current_device();
   if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda) {
@@ -36,7 +36,11 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     AERIE_CHECK(m.future_slots.empty() || (m.future_slots.size() == m.rids.size() && !spec_),
                 "batch " << m.step_id << " has " << m.future_slots.size() << " future slots for " << m.rids.size() << " sampled rows"
                          << (spec_ ? " (a speculative worker plans no batch ahead)" : ""));
+    timeline_.begin(model_.stream());
     run(m, r);
+    const ForwardTimes times = timeline_.end(model_.stream());
+    r.forward_seconds = times.forward_seconds;
+    r.gap_seconds = times.gap_seconds;
     if (r.error.empty()) futures_.record(m.future_slots, r.next_tokens);
   } catch (const std::exception& e) {
     r.next_tokens.clear();

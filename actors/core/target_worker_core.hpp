@@ -8,6 +8,7 @@
 // before the next batch runs.
 #include <memory>
 
+#include "actors/core/forward_timeline.hpp"
 #include "actors/core/future_tokens.hpp"
 #include "actors/core/logit_adjustments.hpp"
 #include "actors/core/logprob_reader.hpp"
@@ -50,6 +51,7 @@ class TargetWorkerCore {
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   std::unique_ptr<SpecWorkerCore> spec_;
   FutureTokenMap futures_;
+  ForwardTimeline timeline_;
   WorkerStats stats_;
   int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)
 };

@@ -277,7 +277,10 @@ EngineLoad HttpServer::load() {
   EngineLoad l;
   caf::scoped_actor self{deployment_.system()};
   self->request(deployment_.router(), std::chrono::seconds(5), actors::GetLoad{})
-      .receive([&](actors::LoadReport& r) { l = {r.running, r.queued, r.kv_used_tokens, r.kv_total_tokens, r.spec_verify_ct, r.spec_accepted_tokens}; },
+      .receive([&](actors::LoadReport& r) {
+                 l = {r.running, r.queued, r.kv_used_tokens, r.kv_total_tokens, r.spec_verify_ct, r.spec_accepted_tokens, r.forward_seconds,
+                      r.forward_gap_seconds};
+               },
                [](caf::error&) {});
   return l;
 }

@@ -48,6 +48,8 @@ struct ServingMetrics::Impl {
   prometheus::Histogram* queue = nullptr;
   prometheus::Gauge* gen_throughput = nullptr;
   prometheus::Gauge* cache_hit_rate = nullptr;
+  prometheus::Gauge* forward_seconds = nullptr;
+  prometheus::Gauge* forward_gap_seconds = nullptr;
   std::atomic<double> cached_tokens{0};  // prompt tokens shared so far
   int64_t spec_steps = 0;
   // gen_throughput: generated tokens per second between two scrapes.
@@ -90,6 +92,9 @@ ServingMetrics::ServingMetrics(const std::string& model_name, int64_t spec_steps
                        kAccept);
   m.accept_length = gauge("sglang:spec_accept_length", "Engine-wide tokens committed per request verify (speculative decoding)");
   m.accept_rate = gauge("sglang:spec_accept_rate", "Engine-wide share of draft steps accepted: (tokens per verify - 1) / draft steps");
+  m.forward_seconds = gauge("aerie:forward_seconds", "Seconds the workers' devices spent on batches (device clock, summed over DP groups)");
+  m.forward_gap_seconds = gauge("aerie:forward_gap_seconds",
+                                "Seconds the workers' devices stood idle between batches (gaps over 100 ms count as no work, not as idle)");
 }
 
 ServingMetrics::~ServingMetrics() = default;
@@ -124,6 +129,8 @@ std::string ServingMetrics::render(const EngineLoad& load) {
   m.running->Set(static_cast<double>(load.running));
   m.queued->Set(static_cast<double>(load.queued));
   m.used_tokens->Set(static_cast<double>(load.kv_used_tokens));
+  m.forward_seconds->Set(load.forward_seconds);
+  m.forward_gap_seconds->Set(load.forward_gap_seconds);
   m.token_usage->Set(load.kv_total_tokens > 0 ? static_cast<double>(load.kv_used_tokens) / static_cast<double>(load.kv_total_tokens) : 0.0);
   {
     std::lock_guard<std::mutex> lock(m.mu);

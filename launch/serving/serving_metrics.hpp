@@ -20,6 +20,8 @@ struct EngineLoad {
   int64_t kv_total_tokens = 0;
   int64_t spec_verify_ct = 0;        // request-verifies so far (speculative decoding)
   int64_t spec_committed_tokens = 0; // tokens they committed
+  double forward_seconds = 0;        // the workers' devices busy with batches, summed over DP groups
+  double forward_gap_seconds = 0;    // and idle between batches (gaps over 100 ms: no work, not counted)
 };
 
 class ServingMetrics {

@@ -146,10 +146,11 @@ TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
   while (planner.has_work()) {
     auto b = planner.plan_next();
     ASSERT_TRUE(b);
-    const auto expected = core2.execute(*b);
+    auto expected = core2.execute(*b);
     transport::BatchResult got;
     self->request(worker, caf::infinite, *b).receive([&](transport::BatchResult& r) { got = r; },
                                                      [](caf::error&) { ADD_FAILURE() << "no reply"; });
+    for (auto* r : {&got, &expected}) r->forward_seconds = r->gap_seconds = 0;  // timings differ
     EXPECT_EQ(got, expected);
     planner.on_result(got);
   }

@@ -1,0 +1,39 @@
+#pragma once
+// ForwardTimeline: how long each batch kept a worker's device busy and how long the device
+// stood idle since the previous batch ended: the "GPU idle between forwards" that overlap
+// scheduling exists to remove (issue #15). On CUDA both come from events on the worker's
+// stream (the device's clock: begin() before the batch's first copy, end() after its tokens
+// came back); on the CPU from the host clock, which is the device there. A gap longer than
+// `max_gap` counts as a time without work, not as idle time between forwards.
+#include <chrono>
+#include <memory>
+
+#include "kernels/stream.hpp"
+
+namespace aerie::core {
+
+struct ForwardTimes {
+  double forward_seconds = 0;  // begin() to end()
+  double gap_seconds = 0;      // the previous end() to this begin() (0 for the first, or past max_gap)
+};
+
+class ForwardTimeline {
+ public:
+  explicit ForwardTimeline(Device device, std::chrono::milliseconds max_gap = std::chrono::milliseconds(100));
+  ~ForwardTimeline();
+  ForwardTimeline(const ForwardTimeline&) = delete;
+  ForwardTimeline& operator=(const ForwardTimeline&) = delete;
+  void begin(const Stream& stream);
+  // After the batch's work was enqueued (and waited for): its times.
+  ForwardTimes end(const Stream& stream);
+
+ private:
+  struct Events;
+  Device device_;
+  double max_gap_s_;
+  std::unique_ptr<Events> events_;  // CUDA: begin, end and the previous end
+  std::chrono::steady_clock::time_point begin_, last_end_;
+  bool has_last_ = false;
+};
+
+}  // namespace aerie::core
