@@ -378,7 +378,7 @@ struct Deployment::Impl {
       const core::DpStepOptions step_options{
           .dp_size = layout.dp_size,
           .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests)),
-          .depth = !o.disable_overlap_schedule && o.speculative_algorithm.empty() ? 2 : 1};
+          .depth = o.disable_overlap_schedule ? 1 : 2};
       caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
       dp_coordinator = coordinator;
       for (int g = 0; g < layout.dp_size; ++g)

@@ -41,8 +41,8 @@ struct DeploymentOptions {
   bool disable_cuda_graph = false;
   std::vector<int64_t> cuda_graph_bs;      // sglang's --cuda-graph-bs: exactly these sizes (empty: the schedule)
   bool disable_cuda_graph_padding = false;  // replay only batches of exactly a captured size
-  // Overlap scheduling (sglang's, on by default): each Scheduler plans the next batch while
-  // the last one runs (plain decoding; speculative decoding keeps one batch in flight).
+  // Overlap scheduling (sglang's, on by default): each Scheduler plans the next batch (or
+  // verify) while the last one runs.
   bool disable_overlap_schedule = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Issue #15, item 1: how much of a served workload's wall time the GPU is idle between forwards.
 
-Starts aerie-serve (Llama-3.1-8B shape, dummy weights, bf16, CUDA graphs on), plain (overlap
-scheduling on and off) and with an EAGLE3 head (random weights: one token per round, so this shows cost, not speed-up), runs
+Starts aerie-serve (Llama-3.1-8B shape, dummy weights, bf16, CUDA graphs on), plain and with an
+EAGLE3 head, each with overlap scheduling on and off (random weights: one token per round, so this shows cost, not speed-up), runs
 `aerie-bench serving` (random ids) at 1, 32 and 256 concurrent streams, and meanwhile samples the
 GPU's utilization with nvidia-smi every 100 ms (NVML: the share of each sample period in which a
 kernel ran). The idle fraction of a run is 1 - the mean utilization over it. Coarse (NVML's sample
@@ -26,10 +26,9 @@ from serve_process import running_server  # noqa: E402
 
 SERVE = ["--load-format", "dummy", "--model-shape", "llama-3.1-8b", "--device", "cuda", "--dtype", "bf16",
          "--max-running-requests", "256"]
-# plain: overlap scheduling on (the default); "-sync": --disable-overlap-schedule, one batch in
-# flight (speculative decoding always keeps one in flight: its two modes are the same engine).
-MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"],
-         "EAGLE3": ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]}
+# Overlap scheduling on (the default), and "-sync": --disable-overlap-schedule, one batch in flight.
+EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]
+MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"], "EAGLE3": EAGLE3, "EAGLE3-sync": EAGLE3 + ["--disable-overlap-schedule"]}
 
 
 def engine_times(url):

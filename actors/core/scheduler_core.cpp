@@ -9,6 +9,7 @@
 #include "actors/core/logit_adjustments.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
+#include "spec/draft_tree.hpp"
 
 namespace aerie::core {
 
@@ -90,6 +91,7 @@ void SchedulerCore::preempt_newest() {
   q.drafted = false;
   q.pending = 0;  // the tokens in flight are sampled again (same seed, same position)
   q.future_slot = -1;
+  q.verifying = 0;
   q.incarnation = ++incarnations_;  // its rows in flight are stale
   waiting_.push_front(victim);
   ++stats_.preemptions;
@@ -109,7 +111,7 @@ bool SchedulerCore::wants_decode(uint64_t rid) const {
 }
 
 int64_t SchedulerCore::depth() const {
-  if (!options_.overlap || speculative()) return 1;
+  if (!options_.overlap) return 1;
   // Penalties and min_new_tokens read the request's output, which must be known when planned.
   for (uint64_t rid : running_)
     if (requests_.at(rid).req.sampling.adjusts_logits()) return 1;
@@ -122,7 +124,10 @@ void SchedulerCore::take_prompt_chunks(std::vector<Planned>& plan, bool reserve_
   int64_t budget = options_.chunked_prefill_size;
   auto take_chunk = [&](uint64_t rid) -> bool {
     Request& q = requests_.at(rid);
-    const int64_t left = length(q) - q.computed;
+    // A token still being sampled is not a prompt position: a speculative request whose last
+    // chunk is in flight waits for it (its draft state comes with the result).
+    if (q.pending > 0) return false;
+    const int64_t left = static_cast<int64_t>(q.tokens.size()) - q.computed;
     const int64_t len = std::min(left, budget);
     const bool last = len == left;
     if (len <= 0 || !pages_.reserve(rid, q.computed + len + (last && reserve_next_position ? 1 : 0))) return false;
@@ -207,6 +212,7 @@ void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p
   const Request& q = requests_.at(p.rid);
   const int64_t begin = q.computed, end = p.new_computed;
   const auto known = static_cast<int64_t>(q.tokens.size());
+  AERIE_CHECK(q.verifying == 0, "request " << p.rid << " is extended while a verify of it is in flight");
   for (int64_t t = begin; t < end; ++t) {
     // Only the newest token can still be in flight: a request is planned with at most one
     // batch ahead of its known tokens.
@@ -236,11 +242,18 @@ transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, 
   b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
   // The batch's effects as planned: its K/V will be in the cache, its sampled tokens in flight
   // (a VERIFY's are counted when its result says how many were accepted).
-  const bool ahead = options_.overlap && !speculative();
+  const bool ahead = options_.overlap;
   for (Planned& p : plan) {
     Request& q = requests_.at(p.rid);
     p.incarnation = q.incarnation;
-    if (b.mode == transport::ForwardMode::kVerify) continue;
+    if (b.mode == transport::ForwardMode::kVerify) {
+      ++q.verifying;
+      q.verify_extra = b.spec_steps;
+      q.verify_context = spec::verify_reserve(b.spec_steps, b.spec_topk, b.spec_draft_tokens);
+      if (ahead) q.future_slot = next_future_slot_;
+      if (ahead) next_future_slot_ = (next_future_slot_ + 1) % static_cast<int32_t>(4 * options_.max_running_requests);
+      continue;
+    }
     q.computed = p.new_computed;
     if (!p.samples) continue;
     ++q.pending;

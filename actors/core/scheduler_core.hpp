@@ -39,8 +39,9 @@ struct SchedulerOptions {
   int64_t spec_topk = 1;           // > 1: tree drafting
   int64_t spec_draft_tokens = 0;   // tokens per verify (0: spec_steps + 1)
   int64_t spec_disable_batch_size = 0;
-  // Overlap scheduling: plan one batch ahead (plain decoding; a speculative Scheduler and
-  // batches with penalties, logit_bias or min_new_tokens keep one batch in flight).
+  // Overlap scheduling: plan one batch ahead (a verify ahead of the last one's accepted
+  // lengths with speculative decoding; requests with penalties, logit_bias or
+  // min_new_tokens keep one batch in flight).
   bool overlap = false;
 };
 
@@ -104,7 +105,10 @@ class SchedulerCore {
     std::vector<int32_t> tokens;  // prompt + generated (the tokens known so far)
     int64_t computed = 0;         // tokens whose K/V are in the cache once the batches in flight ran
     int64_t pending = 0;          // tokens batches in flight sample for it (not known yet)
-    int32_t future_slot = -1;     // overlap: the future slot of the newest of them
+    int32_t future_slot = -1;     // overlap: the future slot of the newest of them (or of its verify in flight)
+    int64_t verifying = 0;        // speculative: verifies in flight for it
+    int64_t verify_extra = 0;     // the most tokens beyond one the newest of them may commit (its spec_steps)
+    int64_t verify_context = 0;   // its context slots past the last committed token's position (its reserve)
     uint64_t incarnation = 0;     // new at submission and at each preemption: older rows are stale
     GenerationResult result;
     bool drafted = false;  // speculative: its last prompt chunk ran, so the draft holds its state

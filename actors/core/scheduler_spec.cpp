@@ -8,6 +8,7 @@
 // result comes. With topk > 1 the verified tokens form a tree the worker drafts.
 #include <algorithm>
 
+#include "actors/core/future_tokens.hpp"
 #include "actors/core/scheduler_core.hpp"
 #include "kernels/error.hpp"
 #include "spec/draft_tree.hpp"
@@ -76,17 +77,46 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
     }
     return put_in_flight(std::move(b), std::move(plan));
   }
-  // 2. Verify every running request; preempt the newest while the pool is short.
-  AERIE_CHECK(!running_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
+  // 2. Verify every running request; preempt the newest while the pool is short. With a
+  //    verify of a request in flight (overlap), the next one is planned ahead of its result:
+  //    its first input names the token that verify will end with (a future slot), its layout
+  //    assumes one committed token and its context holds slots for the most that verify may
+  //    commit; the worker shifts it by the rest (FutureTokenMap::resolve).
+  // Nothing to verify yet: the batch is not planned (its number and finished requests wait).
+  auto nothing = [&]() -> std::optional<transport::BatchMessage> {
+    --step_;
+    finished_since_ = std::move(b.finished_rids);
+    return std::nullopt;
+  };
+  if (running_.empty()) {
+    AERIE_CHECK(!in_flight_.empty(), "the scheduler cannot make progress: the KV pool holds no request's next step");
+    return nothing();
+  }
   const bool off = options_.spec_disable_batch_size > 0 && static_cast<int64_t>(running_.size()) > options_.spec_disable_batch_size;
   const int64_t S = off ? 0 : options_.spec_steps;
   const int64_t K = off ? 1 : options_.spec_topk;
   const int64_t N = (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1;  // tokens verified
   const int64_t reserve = spec::verify_reserve(S, K, N);
-  auto need_of = [&](uint64_t rid) { return static_cast<int64_t>(requests_.at(rid).tokens.size()) - 1 + reserve; };
+  // Planned ahead: at most one verify in flight, and a worst case within what submit() allowed
+  // for it (otherwise it sits this batch out and is verified once the result is in).
+  auto ahead_ok = [&](const Request& q) {
+    const auto out = static_cast<int64_t>(q.result.output_ids.size());
+    return q.verifying == 1 && q.future_slot >= 0 && out + q.verify_extra + 2 <= q.req.max_new_tokens;
+  };
+  auto joins = [&](uint64_t rid) {
+    const Request& q = requests_.at(rid);
+    return decoding(rid) && (q.verifying == 0 || ahead_ok(q));
+  };
+  // Context slots of its verify: up to the root (its last committed token, or the last the
+  // verify in flight may commit), then the verify's reserve.
+  auto need_of = [&](uint64_t rid) {
+    const Request& q = requests_.at(rid);
+    return static_cast<int64_t>(q.tokens.size()) - 1 + (q.verifying ? q.verify_extra + 1 : 0) + reserve;
+  };
   for (;;) {
     int64_t need = 0;
-    for (uint64_t rid : running_) need += pages_.pages_needed(rid, need_of(rid));
+    for (uint64_t rid : running_)
+      if (joins(rid)) need += pages_.pages_needed(rid, need_of(rid));
     if (need <= allocator_.free_pages() || running_.size() <= 1) break;
     preempt_newest();
   }
@@ -95,15 +125,17 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   b.spec_topk = static_cast<int32_t>(K);
   b.spec_draft_tokens = static_cast<int32_t>(N);
   for (uint64_t rid : running_) {
-    AERIE_CHECK(decoding(rid), "request " << rid << " is verified before its prompt is done");
+    if (!joins(rid)) continue;
     AERIE_CHECK(pages_.reserve(rid, need_of(rid)), "the KV pool cannot hold one verify of request " << rid);
     const Request& q = requests_.at(rid);
-    const int64_t L = static_cast<int64_t>(q.tokens.size()), n = L - 1;
-    b.input_ids.push_back(q.tokens.back());
+    const bool ahead = q.verifying > 0;
+    const int64_t L = static_cast<int64_t>(q.tokens.size());
+    const int64_t n = ahead ? L : L - 1;  // the root's position (ahead: if the verify in flight commits one token)
+    b.input_ids.push_back(ahead ? future_token_ref(q.future_slot) : q.tokens.back());
     for (int64_t i = 1; i < N; ++i) b.input_ids.push_back(0);  // the worker's drafts go here
     for (int64_t i = 0; i < N; ++i) b.positions.push_back(static_cast<int32_t>(n + i));  // the worker sets tree depths
     pages_.append_slots(rid, n, n + N, b.out_cache_loc);
-    pages_.append_slots(rid, 0, n + reserve, b.kv_indices);
+    pages_.append_slots(rid, 0, need_of(rid), b.kv_indices);
     if (b.qo_indptr.empty()) b.qo_indptr.push_back(0), b.kv_indptr.push_back(0);
     b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
     b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
@@ -112,8 +144,10 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
     b.rids.push_back(rid);
     b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
     b.sampling.push_back(sampling_row(q));
+    if (ahead) ++b.sampling.back().step;  // after the one token the layout assumes
     plan.push_back({.rid = rid, .new_computed = 0, .samples = true, .base_tokens = L});
   }
+  if (plan.empty()) return nothing();  // every request waits for its verify in flight
   return put_in_flight(std::move(b), std::move(plan));
 }
 
@@ -134,13 +168,18 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     at += count;
     Request* q = live_request(p);
     if (!q) continue;
+    --q->verifying;
     ++stats_.spec_verifies;
     stats_.spec_committed_tokens += static_cast<int64_t>(count);
     ++q->result.spec_verify_ct;
-    // The last committed token and the accepted drafts are in the cache now.
-    q->computed = p.base_tokens - 1 + static_cast<int64_t>(count);
+    // The last committed token and the accepted drafts are in the cache now (the verify ran
+    // after every token committed so far, whatever its plan assumed).
+    q->computed = static_cast<int64_t>(q->tokens.size()) - 1 + static_cast<int64_t>(count);
     RequestUpdate u = commit_tokens(p.rid, tokens, logprobs);
-    if (!u.finished) pages_.truncate(p.rid, static_cast<int64_t>(q->tokens.size()));  // rejected draft positions go back
+    // Rejected draft positions go back, but what a verify still in flight uses stays: its
+    // context now that this one's count is known (the worst case it reserved, less the surplus).
+    const auto L = static_cast<int64_t>(q->tokens.size());
+    if (!u.finished) pages_.truncate(p.rid, q->verifying > 0 ? L - 1 + q->verify_context : L);
     updates.push_back(std::move(u));
   }
   return updates;

@@ -30,18 +30,18 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
     std::optional<transport::BatchMessage> resolved;
     if (FutureTokenMap::references(batch.input_ids)) {
       resolved = batch;
-      futures_.resolve(resolved->input_ids);
+      futures_.resolve(*resolved);
     }
     const transport::BatchMessage& m = resolved ? *resolved : batch;
-    AERIE_CHECK(m.future_slots.empty() || (m.future_slots.size() == m.rids.size() && !spec_),
-                "batch " << m.step_id << " has " << m.future_slots.size() << " future slots for " << m.rids.size() << " sampled rows"
-                         << (spec_ ? " (a speculative worker plans no batch ahead)" : ""));
+    AERIE_CHECK(m.future_slots.empty() || m.future_slots.size() == m.rids.size(),
+                "batch " << m.step_id << " has " << m.future_slots.size() << " future slots for " << m.rids.size() << " sampled rows");
     timeline_.begin(model_.stream());
     run(m, r);
     const ForwardTimes times = timeline_.end(model_.stream());
     r.forward_seconds = times.forward_seconds;
     r.gap_seconds = times.gap_seconds;
-    if (r.error.empty()) futures_.record(m.future_slots, r.next_tokens);
+    if (r.error.empty() && m.mode == ForwardMode::kVerify) futures_.record_verify(m.future_slots, r.token_counts, r.next_tokens);
+    else if (r.error.empty()) futures_.record(m.future_slots, r.next_tokens);
   } catch (const std::exception& e) {
     r.next_tokens.clear();
     r.logprobs.clear();

@@ -19,6 +19,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/error.hpp"
+#include "spec/draft_tree.hpp"
 #include "tests/actors/actor_test_system.hpp"
 
 using namespace aerie;
@@ -67,9 +68,56 @@ struct EchoWorker {
   }
 };
 
+// A speculative worker stand-in: resolves a batch as TargetWorkerCore does (a verify planned
+// ahead is shifted by the extra tokens of the verify before it), checks every verify's layout
+// (a context of root + reserve slots, the verified nodes on the slots of positions root, root
+// + 1, ...) and commits 1 + (root token + root position) % (steps + 1) tokens, each
+// next(previous token, position): a wrong root token, position or shift changes the output.
+struct EchoSpecWorker {
+  FutureTokenMap futures;
+  std::function<int32_t(int32_t, int32_t)> next = [](int32_t token, int32_t pos) { return 3 + (token * 31 + pos * 7) % 900; };
+  int64_t batches = 0;
+  transport::BatchResult run(transport::BatchMessage b) {
+    ++batches;
+    transport::BatchResult r{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {}, .error = ""};
+    try {
+      if (FutureTokenMap::references(b.input_ids)) futures.resolve(b);
+      if (b.mode == transport::ForwardMode::kVerify) {
+        const int64_t S = b.spec_steps, reserve = spec::verify_reserve(S, b.spec_topk, b.spec_draft_tokens);
+        for (size_t s = 0; s + 1 < b.qo_indptr.size(); ++s) {
+          const auto q0 = static_cast<size_t>(b.qo_indptr[s]), k0 = static_cast<size_t>(b.kv_indptr[s]);
+          const int32_t root = b.positions[q0];
+          AERIE_CHECK(b.kv_indptr[s + 1] - b.kv_indptr[s] == root + reserve, "context of " << b.kv_indptr[s + 1] - b.kv_indptr[s]
+                                                                                            << " slots for root " << root);
+          for (size_t q = q0; q < static_cast<size_t>(b.qo_indptr[s + 1]); ++q)
+            AERIE_CHECK(b.out_cache_loc[q] == b.kv_indices[k0 + static_cast<size_t>(root) + (q - q0)], "a verified node off its slot");
+          int32_t token = b.input_ids[q0];
+          const int32_t count = 1 + (token + root) % static_cast<int32_t>(S + 1);
+          for (int32_t k = 0; k < count; ++k) r.next_tokens.push_back(token = next(token, root + k));
+          r.token_counts.push_back(count);
+        }
+        futures.record_verify(b.future_slots, r.token_counts, r.next_tokens);
+      } else {
+        for (int32_t row : b.logit_rows) {
+          const auto i = static_cast<size_t>(row);
+          r.next_tokens.push_back(next(b.input_ids[i], b.positions[i]));
+        }
+        futures.record(b.future_slots, r.next_tokens);
+      }
+    } catch (const Error& e) {
+      futures.forget(b.future_slots);
+      r.next_tokens.clear();
+      r.token_counts.clear();
+      r.error = e.what();
+    }
+    return r;
+  }
+};
+
 // Runs a scheduler to the end as the actors do: plan as far ahead as allowed, then run the
 // oldest batch. Returns every finished request's result.
-std::map<uint64_t, GenerationResult> run_all(SchedulerCore& s, EchoWorker& w, int64_t* most_in_flight = nullptr) {
+template <class Worker>
+std::map<uint64_t, GenerationResult> run_all(SchedulerCore& s, Worker& w, int64_t* most_in_flight = nullptr) {
   std::map<uint64_t, GenerationResult> done;
   std::deque<transport::BatchMessage> sent;
   while (s.has_work()) {
@@ -79,6 +127,7 @@ std::map<uint64_t, GenerationResult> run_all(SchedulerCore& s, EchoWorker& w, in
     if (sent.empty()) break;
     const auto r = w.run(std::move(sent.front()));
     sent.pop_front();
+    EXPECT_EQ(r.error, "");
     for (auto& u : s.on_result(r))
       if (u.finished) done[u.rid] = std::move(u.result);
   }
@@ -287,15 +336,112 @@ TEST(OverlapSchedule, PenaltiesKeepOneBatchInFlight) {
   EXPECT_FALSE(s.can_plan());
 }
 
-TEST(OverlapSchedule, ASpeculativeSchedulerKeepsOneBatchInFlight) {
-  auto o = options(true);
-  o.spec_steps = 3;
-  SchedulerCore s({.num_pages = 64, .page_size = 4}, o);
-  s.submit(1, request(3, 4, 10));
-  auto b = s.plan_next();
-  ASSERT_TRUE(b);
-  EXPECT_TRUE(b->future_slots.empty());
+namespace {
+
+SchedulerOptions spec_options(bool overlap, int64_t steps, int64_t topk = 1, int64_t draft_tokens = 0) {
+  auto o = options(overlap, 16);
+  o.spec_steps = steps, o.spec_topk = topk, o.spec_draft_tokens = draft_tokens;
+  return o;
+}
+
+std::map<uint64_t, GenerationResult> run_spec(const std::vector<GenerationRequest>& reqs, const SchedulerOptions& o, model::KvCacheShape kv,
+                                              int64_t* most_in_flight = nullptr, SchedulerStats* stats = nullptr) {
+  SchedulerCore s(kv, o);
+  EchoSpecWorker w;
+  for (size_t i = 0; i < reqs.size(); ++i) s.submit(i, reqs[i]);
+  auto done = run_all(s, w, most_in_flight);
+  if (stats) *stats = s.stats();
+  EXPECT_EQ(s.free_pages(), kv.num_pages - 1);
+  return done;
+}
+
+}  // namespace
+
+TEST(OverlapSchedule, ASpeculativeSchedulerPlansTheNextVerifyAhead) {
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(true, 3));
+  s.submit(1, request(3, 20, 10));
+  auto extend = s.plan_next();
+  ASSERT_TRUE(extend);
+  EXPECT_EQ(extend->mode, transport::ForwardMode::kExtend);
+  EXPECT_FALSE(s.plan_next());  // its verify needs the draft state the extend leaves
+  EchoSpecWorker w;
+  s.on_result(w.run(*extend));
+  auto v1 = s.plan_next();
+  auto v2 = s.plan_next();  // before v1's result: names v1's last token, room for 3 more tokens
+  ASSERT_TRUE(v1 && v2);
+  EXPECT_EQ(v1->mode, transport::ForwardMode::kVerify);
+  EXPECT_EQ(v2->input_ids[0], future_token_ref(v1->future_slots[0]));
+  EXPECT_EQ(v2->positions[0], v1->positions[0] + 1);  // laid out as if v1 committed one token
+  const int64_t reserve = spec::verify_reserve(3, 1, 4);
+  EXPECT_EQ(v2->kv_indices.size(), static_cast<size_t>(v2->positions[0] + 3 + reserve));
+  EXPECT_EQ(v2->sampling[0].step, v1->sampling[0].step + 1);
   EXPECT_FALSE(s.plan_next());
+  const auto r1 = w.run(*v1);
+  ASSERT_EQ(r1.error, "");
+  const int64_t free_before = s.free_pages();
+  s.on_result(r1);
+  EXPECT_GE(s.free_pages(), free_before);  // the surplus past what v2 now needs goes back
+  const auto r2 = w.run(*v2);
+  ASSERT_EQ(r2.error, "");
+  EXPECT_EQ(r2.token_counts.size(), 1u);
+}
+
+TEST(OverlapSchedule, SpeculativeOutputsEqualWithOverlapOnAndOffAndAlone) {
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 9; ++i) {
+    auto r = request(2 + 5 * i % 23, 6 + (7 * i) % 19, 40 + 53 * i);
+    r.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  for (auto [steps, topk, nodes] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 0}, {3, 1, 0}, {5, 1, 0}, {3, 2, 6}}) {
+    for (int64_t pages : {int64_t{512}, int64_t{30}}) {  // roomy, and tight enough to preempt
+      const model::KvCacheShape kv{.num_pages = pages, .page_size = 4};
+      int64_t most = 0;
+      SchedulerStats stats;
+      const auto on = run_spec(reqs, spec_options(true, steps, topk, nodes), kv, &most, &stats);
+      const auto off = run_spec(reqs, spec_options(false, steps, topk, nodes), kv);
+      EXPECT_EQ(most, 2);
+      if (pages == 30) EXPECT_GT(stats.preemptions, 0) << steps;
+      ASSERT_EQ(on.size(), reqs.size());
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const auto alone = run_spec({reqs[i]}, spec_options(true, steps, topk, nodes), {.num_pages = 512, .page_size = 4});
+        EXPECT_EQ(on.at(i).output_ids, off.at(i).output_ids) << "steps " << steps << " pages " << pages << " request " << i;
+        EXPECT_EQ(on.at(i).output_ids, alone.at(0).output_ids) << "steps " << steps << " pages " << pages << " request " << i;
+        EXPECT_EQ(static_cast<int64_t>(on.at(i).output_ids.size()), reqs[i].max_new_tokens);
+      }
+    }
+  }
+}
+
+TEST(OverlapSchedule, ASpeculativeLateStopAndAnAbortWithTwoVerifiesInFlight) {
+  // EOS inside a verify's tokens: the verify planned meanwhile is dropped, the output ends at EOS.
+  auto eos_at = [](int32_t token, int32_t pos) { return pos == 9 ? kEos : 3 + (token * 31 + pos * 7) % 900; };
+  for (bool overlap : {true, false}) {
+    SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(overlap, 3));
+    s.submit(1, request(4, 30, 10));
+    s.submit(2, request(5, 12, 300));
+    EchoSpecWorker w;
+    w.next = eos_at;
+    const auto done = run_all(s, w);
+    EXPECT_EQ(done.at(1).output_ids.back(), kEos);
+    EXPECT_EQ(done.at(1).output_ids.size(), 7u);  // sampled after positions 3..9
+    EXPECT_EQ(done.at(1).finish_reason, "stop");
+    EXPECT_EQ(s.free_pages(), 63);
+  }
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(true, 3));
+  s.submit(1, request(4, 30, 10));
+  s.submit(2, request(5, 12, 300));
+  EchoSpecWorker w;
+  s.on_result(w.run(*s.plan_next()));  // the extend
+  auto v1 = s.plan_next();
+  auto v2 = s.plan_next();
+  ASSERT_TRUE(v1 && v2);
+  ASSERT_TRUE(s.abort(1));
+  for (auto& u : s.on_result(w.run(*v1))) EXPECT_NE(u.rid, 1u);
+  for (auto& u : s.on_result(w.run(*v2))) EXPECT_NE(u.rid, 1u);
+  std::map<uint64_t, GenerationResult> done = run_all(s, w);
+  EXPECT_EQ(done.at(2).output_ids, run_spec({request(5, 12, 300)}, spec_options(false, 3), {.num_pages = 64, .page_size = 4}).at(0).output_ids);
+  EXPECT_EQ(s.free_pages(), 63);
 }
 
 namespace {

@@ -72,6 +72,31 @@ TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
   }
 }
 
+// Overlap scheduling (on by default) plans each verify before the last one's result; with it
+// off, one batch is in flight. Greedy and seeded sampled requests, some stopping at EOS, with
+// a pool roomy and tight enough to preempt: the same tokens either way. (Sampled speculative
+// tokens depend on where a request's verify rounds fall, which a preemption moves, with
+// overlap off as well: with the tight pool only the greedy requests are compared.)
+TEST(Speculative, OverlapOnAndOffGiveTheSameTokens) {
+  auto reqs = mixed(24, 911, 24);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = i % 2 ? 0.8f : 0.0f;
+    reqs[i].sampling.seed = static_cast<int64_t>(i);
+  }
+  for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"EAGLE3", {3, 1, 0}}, {"EAGLE", {3, 2, 6}}, {"STANDALONE", {5, 1, 0}}})
+    for (int64_t pool : {8192, 400}) {
+      auto on = options(alg, shape, pool, 4), off = on;
+      off.disable_overlap_schedule = true;
+      const auto a = run(on, reqs), b = run(off, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(a[i].error.empty() && b[i].error.empty()) << a[i].error << b[i].error;
+        if (pool < 8192 && reqs[i].sampling.temperature > 0) continue;
+        EXPECT_EQ(a[i].result.output_ids, b[i].result.output_ids) << alg << " pool " << pool << " request " << i;
+        EXPECT_EQ(a[i].result.finish_reason, b[i].result.finish_reason) << alg << " pool " << pool << " request " << i;
+      }
+    }
+}
+
 // Requests with one prompt (n > 1 samples) share its K/V pages, with and without a draft:
 // every sample's output equals the same request run alone, and all but the first prefilled
 // only the prompt's last page's worth (cached_tokens). The prompt is longer than a chunk.

@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=["held-out", "train"], default="held-out", help="prompts of the held-out or the training topics")
     ap.add_argument("--json", required=True)
+    ap.add_argument("--extra", default="", help="more aerie-generate flags for every configuration, e.g. --extra=--disable-overlap-schedule")
     args = ap.parse_args()
     train, held = prompt_sets.split(args.seed)
     prompts = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
@@ -60,7 +61,7 @@ def main():
             for name in args.configs:
                 cmd = [args.generate, "--model-path", args.model, "--device", args.device, "--dtype", args.dtype, "--chat",
                        "--temperature", str(temp), "--seed", "1", "--max-new-tokens", str(args.max_new),
-                       "--max-running-requests", str(bs), "--output", "json"] + sum((["--prompt", p] for p in prompts), [])
+                       "--max-running-requests", str(bs), "--output", "json"] + args.extra.split() + sum((["--prompt", p] for p in prompts), [])
                 if name != "plain":
                     cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", args.head] + CONFIGS[name]
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -90,7 +91,7 @@ def main():
                 print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
                       f"  speedup {row['speedup']:.2f}x" + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
-    json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "rows": rows},
+    json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
               open(args.json, "w"), indent=2)
     sys.exit(1 if failures else 0)
 
