@@ -132,6 +132,10 @@ struct WorkArrived {};
 // A remote worker's note to itself: wait for the oldest result its rank owes
 // (actors/target_worker_actor.hpp).
 struct CollectRemoteResult {};
+// Answered by a TargetWorker once every batch sent to it before has run: under overlap
+// scheduling a batch may still be in flight when the last request ends, and the launch waits
+// for it before it takes the worker's draft client and actor system down.
+struct WorkerIdle {};
 // The Schedulers the coordinator drives, one per DP group in order (sent once, after they
 // are spawned with the coordinator's handle).
 struct DpSchedulers {
@@ -149,6 +153,10 @@ typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutcome& x) {
   return f(caf::meta::type_name("StepOutcome"), x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerIdle&) {
+  return f(caf::meta::type_name("WorkerIdle"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CollectRemoteResult&) {

@@ -9,6 +9,7 @@ namespace aerie::actors {
 caf::behavior target_worker_actor(caf::event_based_actor*, std::shared_ptr<core::TargetWorkerCore> core) {
   return {
       [core](transport::BatchMessage& b) -> transport::BatchResult { return core->execute(b); },
+      [](WorkerIdle) { return WorkerIdle{}; },
   };
 }
 

@@ -310,6 +310,7 @@ struct Deployment::Impl {
   // DP attention: the coordinator and its Schedulers hold each other's handles, so it is
   // stopped explicitly (the actor system waits for every actor).
   caf::actor dp_coordinator;
+  caf::actor local_worker;  // rank 0's TargetWorker actor
   // The rank's speculative worker reaches its DraftWorker actor through this client; it goes
   // before the actor system (its scoped actor belongs to it).
   std::unique_ptr<actors::DraftWorkerClient> draft_client;
@@ -356,11 +357,12 @@ struct Deployment::Impl {
                                                    .spec_topk = o.speculative_eagle_topk,
                                                    .spec_draft_tokens = o.speculative_num_draft_tokens,
                                                    .spec_disable_batch_size = o.speculative_disable_batch_size,
-                                                   .overlap = !o.disable_overlap_schedule};
+                                                   .overlap = !o.disable_overlap_schedule,
+                                                   .spec_overlap = o.enable_spec_overlap};
     // Rank r's worker: this process's own for rank 0, else a ZeroMQ hop to rank r.
     auto rank_worker = [&](int r) {
-      return r == 0 ? sys->spawn<caf::detached>(actors::target_worker_actor, worker)
-                    : sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(r - 1)]);
+      if (r == 0) return local_worker = sys->spawn<caf::detached>(actors::target_worker_actor, worker);
+      return sys->spawn<caf::detached>(actors::remote_worker_actor, links[static_cast<size_t>(r - 1)]);
     };
     std::vector<caf::actor> group_workers;
     for (int g = 0; g < layout.dp_size; ++g) {
@@ -378,7 +380,7 @@ struct Deployment::Impl {
       const core::DpStepOptions step_options{
           .dp_size = layout.dp_size,
           .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests)),
-          .depth = o.disable_overlap_schedule ? 1 : 2};
+          .depth = o.disable_overlap_schedule || (!o.speculative_algorithm.empty() && !o.enable_spec_overlap) ? 1 : 2};
       caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
       dp_coordinator = coordinator;
       for (int g = 0; g < layout.dp_size; ++g)
@@ -443,6 +445,12 @@ struct Deployment::Impl {
     if (world.rank() == 0) heartbeat.reset();
     if (world.rank() == 0) {
       if (dp_coordinator) caf::anon_send_exit(dp_coordinator, caf::exit_reason::user_shutdown);
+      // Overlap scheduling may leave a batch in flight after the last request ended: it runs
+      // before the worker's draft client and the actor system go.
+      if (local_worker && !fault->reason()) {
+        caf::scoped_actor self{*sys};
+        self->request(local_worker, std::chrono::seconds(60), actors::WorkerIdle{}).receive([](actors::WorkerIdle) {}, [](caf::error&) {});
+      }
       for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
     } else {
       serve_other_rank();

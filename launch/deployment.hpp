@@ -41,9 +41,12 @@ struct DeploymentOptions {
   bool disable_cuda_graph = false;
   std::vector<int64_t> cuda_graph_bs;      // sglang's --cuda-graph-bs: exactly these sizes (empty: the schedule)
   bool disable_cuda_graph_padding = false;  // replay only batches of exactly a captured size
-  // Overlap scheduling (sglang's, on by default): each Scheduler plans the next batch (or
-  // verify) while the last one runs.
+  // Overlap scheduling (sglang's, on by default): each Scheduler plans the next batch while
+  // the last one runs.
   bool disable_overlap_schedule = false;
+  // ... and with speculative decoding, each verify planned before the last one's accept
+  // lengths are known (sglang's spec v2, SGLANG_ENABLE_SPEC_V2; off by default, as there).
+  bool enable_spec_overlap = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;
   // DP attention (sglang's): tp_size ranks in dp_size attention groups of tp_size / dp_size,

@@ -49,8 +49,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(launch::kPositive);
   app.add_flag("--disable-cuda-graph", d.disable_cuda_graph, "run every step eagerly");
   app.add_flag("--disable-overlap-schedule", d.disable_overlap_schedule,
-               "plan each batch only after the last one's result (default: the next batch, or the next verify, is planned "
-               "while the last runs)");
+               "plan each batch only after the last one's result (default: the next batch is planned while the last runs)");
+  app.add_flag("--enable-spec-overlap", d.enable_spec_overlap,
+               "speculative decoding: plan each verify before the last one's accept lengths are known (sglang's spec v2; "
+               "off: one verify in flight)");
   app.add_flag("--disable-cuda-graph-padding", d.disable_cuda_graph_padding,
                "replay a CUDA graph only for a batch of exactly its size (no padding up to a bucket); others run eagerly");
   app.add_option("--speculative-algorithm", d.speculative_algorithm, "speculative decoding: EAGLE, EAGLE3 or STANDALONE (default: off)")

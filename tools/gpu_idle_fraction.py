@@ -28,7 +28,7 @@ SERVE = ["--load-format", "dummy", "--model-shape", "llama-3.1-8b", "--device", 
          "--max-running-requests", "256"]
 # Overlap scheduling on (the default), and "-sync": --disable-overlap-schedule, one batch in flight.
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]
-MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"], "EAGLE3": EAGLE3, "EAGLE3-sync": EAGLE3 + ["--disable-overlap-schedule"]}
+MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"], "EAGLE3": EAGLE3 + ["--enable-spec-overlap"], "EAGLE3-sync": EAGLE3}
 
 
 def engine_times(url):

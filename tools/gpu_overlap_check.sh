@@ -16,7 +16,7 @@ if [[ $what == idle ]]; then
 fi
 source "$(dirname "$0")/gpu_steps.sh"
 configs=(--configs plain chain-3 tree-4x3-8 tree-8x5-32 --temperature 0)
-smollm2_eval eagle3_eval_h200_overlap.json "${configs[@]}"
+smollm2_eval eagle3_eval_h200_overlap.json "${configs[@]}" --extra=--enable-spec-overlap
 smollm2_eval eagle3_eval_h200_no_overlap.json "${configs[@]}" --extra=--disable-overlap-schedule
 pack_logs
 exit $status

@@ -46,12 +46,14 @@ void FutureTokenMap::resolve(transport::BatchMessage& m) const {
     const int32_t slot = future_slot_of(m.input_ids[q0]);
     if (slot >= 0) {
       const auto [token, count] = lookup(slot);
-      const int32_t extra = count - 1;
+      // The context holds room for the extra tokens the request can commit and go on; a verify
+      // that committed more reached max_new_tokens, so this row is stale: clamped, it still runs
+      // within the request's own slots, and its result is dropped.
+      const int64_t room = static_cast<int64_t>(k1 - k0) - reserve - m.positions[q0];
+      AERIE_CHECK(room >= 0, "verify batch " << m.step_id << ": request " << (s < m.seq_rids.size() ? m.seq_rids[s] : 0) << "'s context of "
+                                             << (k1 - k0) << " slots has no room for its verify planned ahead");
+      const auto extra = static_cast<int32_t>(std::min<int64_t>(count - 1, room));
       const int64_t root = m.positions[q0] + extra;
-      AERIE_CHECK(extra >= 0 && root + reserve <= static_cast<int64_t>(k1 - k0),
-                  "verify batch " << m.step_id << ": request " << (s < m.seq_rids.size() ? m.seq_rids[s] : 0) << " was planned for at most "
-                                  << (static_cast<int64_t>(k1 - k0) - reserve - m.positions[q0]) << " extra tokens, its last verify committed "
-                                  << extra);
       m.input_ids[q0] = token;
       for (size_t q = q0; q < q1; ++q) {
         m.positions[q] += extra;

@@ -111,7 +111,7 @@ bool SchedulerCore::wants_decode(uint64_t rid) const {
 }
 
 int64_t SchedulerCore::depth() const {
-  if (!options_.overlap) return 1;
+  if (!options_.overlap || (speculative() && !options_.spec_overlap)) return 1;
   // Penalties and min_new_tokens read the request's output, which must be known when planned.
   for (uint64_t rid : running_)
     if (requests_.at(rid).req.sampling.adjusts_logits()) return 1;
@@ -242,7 +242,7 @@ transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, 
   b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
   // The batch's effects as planned: its K/V will be in the cache, its sampled tokens in flight
   // (a VERIFY's are counted when its result says how many were accepted).
-  const bool ahead = options_.overlap;
+  const bool ahead = options_.overlap && (!speculative() || options_.spec_overlap);
   for (Planned& p : plan) {
     Request& q = requests_.at(p.rid);
     p.incarnation = q.incarnation;
@@ -266,7 +266,7 @@ transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, 
   }
   ++stats_.iterations;
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(plan.size()));
-  in_flight_.push_back({.step_id = b.step_id, .plan = std::move(plan)});
+  in_flight_.push_back({.step_id = b.step_id, .mode = b.mode, .plan = std::move(plan)});
   return b;
 }
 

@@ -39,10 +39,12 @@ struct SchedulerOptions {
   int64_t spec_topk = 1;           // > 1: tree drafting
   int64_t spec_draft_tokens = 0;   // tokens per verify (0: spec_steps + 1)
   int64_t spec_disable_batch_size = 0;
-  // Overlap scheduling: plan one batch ahead (a verify ahead of the last one's accepted
-  // lengths with speculative decoding; requests with penalties, logit_bias or
-  // min_new_tokens keep one batch in flight).
+  // Overlap scheduling: plan one batch ahead (requests with penalties, logit_bias or
+  // min_new_tokens keep one batch in flight). A speculative Scheduler plans verifies ahead of
+  // the last one's accept lengths only with spec_overlap too (sglang's spec v2, opt-in there
+  // as here: at 256 streams it costs inter-token latency, docs/performance.md).
   bool overlap = false;
+  bool spec_overlap = false;
 };
 
 struct SchedulerStats {
@@ -142,6 +144,7 @@ class SchedulerCore {
   };
   struct InFlight {
     uint64_t step_id = 0;  // the Scheduler's (a DP-attention step carries the coordinator's)
+    transport::ForwardMode mode = transport::ForwardMode::kIdle;
     std::vector<Planned> plan;
   };
   // Batches in flight at once: 2 with overlap (when allowed), else 1.

@@ -62,9 +62,24 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   b.step_id = step_++;
   b.finished_rids = std::move(finished_since_);
   finished_since_.clear();
+  // Planned ahead (one verify in flight): room for the most tokens past one that verify may
+  // commit while the request goes on. It may commit more only by reaching max_new_tokens, which
+  // ends the request (its row ahead is then stale, and the worker clamps the shift); so the
+  // worst case stays within what submit() allowed. No room: that verify surely ends it.
+  auto room = [&](const Request& q) {
+    return std::min(q.verify_extra, q.req.max_new_tokens - static_cast<int64_t>(q.result.output_ids.size()) - 2);
+  };
+  auto ahead_ok = [&](const Request& q) { return q.verifying == 1 && q.future_slot >= 0 && room(q) >= 0; };
+  auto joins = [&](uint64_t rid) {
+    const Request& q = requests_.at(rid);
+    return decoding(rid) && (q.verifying == 0 || ahead_ok(q));
+  };
   // 1. Prompt chunks first (as sglang prefers prefill): a chunk that ends the known tokens
-  //    also reserves the next position, where the draft writes the sampled token.
-  take_prompt_chunks(plan, /*reserve_next_position=*/true);
+  //    also reserves the next position, where the draft writes the sampled token. With a
+  //    prompt batch already in flight (overlap), requests waiting for a verify go first, so
+  //    that a stream of arrivals cannot hold their tokens back batch after batch.
+  const bool after_extend = !in_flight_.empty() && in_flight_.back().mode == transport::ForwardMode::kExtend;
+  if (!after_extend || std::none_of(running_.begin(), running_.end(), joins)) take_prompt_chunks(plan, /*reserve_next_position=*/true);
   if (!plan.empty()) {
     b.mode = transport::ForwardMode::kExtend;
     for (const Planned& p : plan) {
@@ -97,21 +112,11 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
   const int64_t K = off ? 1 : options_.spec_topk;
   const int64_t N = (K > 1 && options_.spec_draft_tokens > 0) ? options_.spec_draft_tokens : S + 1;  // tokens verified
   const int64_t reserve = spec::verify_reserve(S, K, N);
-  // Planned ahead: at most one verify in flight, and a worst case within what submit() allowed
-  // for it (otherwise it sits this batch out and is verified once the result is in).
-  auto ahead_ok = [&](const Request& q) {
-    const auto out = static_cast<int64_t>(q.result.output_ids.size());
-    return q.verifying == 1 && q.future_slot >= 0 && out + q.verify_extra + 2 <= q.req.max_new_tokens;
-  };
-  auto joins = [&](uint64_t rid) {
-    const Request& q = requests_.at(rid);
-    return decoding(rid) && (q.verifying == 0 || ahead_ok(q));
-  };
   // Context slots of its verify: up to the root (its last committed token, or the last the
   // verify in flight may commit), then the verify's reserve.
   auto need_of = [&](uint64_t rid) {
     const Request& q = requests_.at(rid);
-    return static_cast<int64_t>(q.tokens.size()) - 1 + (q.verifying ? q.verify_extra + 1 : 0) + reserve;
+    return static_cast<int64_t>(q.tokens.size()) - 1 + (q.verifying ? room(q) + 1 : 0) + reserve;
   };
   for (;;) {
     int64_t need = 0;

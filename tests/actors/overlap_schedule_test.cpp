@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "actors/core/dp_step_coordinator.hpp"
+#include "actors/core/forward_timeline.hpp"
 #include "actors/core/future_tokens.hpp"
 #include "actors/core/generation_engine.hpp"
 #include "actors/core/scheduler_core.hpp"
@@ -340,6 +341,7 @@ namespace {
 
 SchedulerOptions spec_options(bool overlap, int64_t steps, int64_t topk = 1, int64_t draft_tokens = 0) {
   auto o = options(overlap, 16);
+  o.spec_overlap = overlap;
   o.spec_steps = steps, o.spec_topk = topk, o.spec_draft_tokens = draft_tokens;
   return o;
 }
@@ -356,6 +358,18 @@ std::map<uint64_t, GenerationResult> run_spec(const std::vector<GenerationReques
 }
 
 }  // namespace
+
+TEST(OverlapSchedule, WithoutSpecOverlapASpeculativeSchedulerKeepsOneBatchInFlight) {
+  auto o = spec_options(true, 3);
+  o.spec_overlap = false;
+  SchedulerCore s({.num_pages = 64, .page_size = 4}, o);
+  s.submit(1, request(3, 4, 10));
+  s.submit(2, request(5, 4, 300));
+  auto b = s.plan_next();
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->future_slots.empty());
+  EXPECT_FALSE(s.plan_next());
+}
 
 TEST(OverlapSchedule, ASpeculativeSchedulerPlansTheNextVerifyAhead) {
   SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(true, 3));
@@ -629,4 +643,49 @@ TEST(RemoteWorkerActor, ForwardsTheNextBatchBeforeTheLastResultComesBack) {
   second.receive([](transport::BatchResult& r) { EXPECT_EQ(r.next_tokens, std::vector<int32_t>{8}); }, [](caf::error&) { ADD_FAILURE(); });
   other.join();
   self->send_exit(remote, caf::exit_reason::user_shutdown);
+}
+
+// Prefill first, but under overlap a prompt batch does not follow another while requests wait
+// to be verified: a stream of arrivals cannot hold their tokens back batch after batch.
+TEST(OverlapSchedule, ArrivalsDoNotHoldVerifiesBack) {
+  SchedulerCore s({.num_pages = 128, .page_size = 4}, spec_options(true, 3));
+  s.submit(1, request(4, 30, 10));
+  EchoSpecWorker w;
+  s.on_result(w.run(*s.plan_next()));  // request 1's prompt
+  auto v1 = s.plan_next();
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->mode, transport::ForwardMode::kVerify);
+  s.submit(2, request(5, 10, 300));
+  auto e2 = s.plan_next();  // behind a verify: the new prompt goes first
+  ASSERT_TRUE(e2);
+  EXPECT_EQ(e2->mode, transport::ForwardMode::kExtend);
+  s.on_result(w.run(*v1));
+  s.submit(3, request(6, 10, 600));
+  auto next = s.plan_next();  // behind a prompt batch, with request 1 waiting: its verify
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->mode, transport::ForwardMode::kVerify);
+  EXPECT_EQ(next->rids, std::vector<uint64_t>{1});
+  s.on_result(w.run(*e2));
+  auto e3 = s.plan_next();  // behind that verify: request 3's prompt
+  ASSERT_TRUE(e3);
+  EXPECT_EQ(e3->mode, transport::ForwardMode::kExtend);
+}
+
+// The worker's timeline: each batch's time and the idle gap before it (on the CPU, the host
+// clock). Only lower bounds are checked: a sleep lasts at least as long as asked.
+TEST(ForwardTimeline, TimesEachBatchAndTheGapBeforeIt) {
+  using namespace std::chrono_literals;
+  ForwardTimeline t(Device::kCpu, 50ms);
+  t.begin(Stream::cpu());
+  std::this_thread::sleep_for(2ms);
+  const ForwardTimes first = t.end(Stream::cpu());
+  EXPECT_GE(first.forward_seconds, 0.002);
+  EXPECT_EQ(first.gap_seconds, 0.0);  // nothing before it
+  std::this_thread::sleep_for(3ms);
+  t.begin(Stream::cpu());
+  const ForwardTimes second = t.end(Stream::cpu());
+  EXPECT_GE(second.gap_seconds, 0.003);
+  std::this_thread::sleep_for(60ms);  // longer than max_gap: a time without work, not idle
+  t.begin(Stream::cpu());
+  EXPECT_EQ(t.end(Stream::cpu()).gap_seconds, 0.0);
 }

@@ -86,6 +86,7 @@ TEST(Speculative, OverlapOnAndOffGiveTheSameTokens) {
   for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"EAGLE3", {3, 1, 0}}, {"EAGLE", {3, 2, 6}}, {"STANDALONE", {5, 1, 0}}})
     for (int64_t pool : {8192, 400}) {
       auto on = options(alg, shape, pool, 4), off = on;
+      on.enable_spec_overlap = true;
       off.disable_overlap_schedule = true;
       const auto a = run(on, reqs), b = run(off, reqs);
       for (size_t i = 0; i < reqs.size(); ++i) {
