@@ -42,39 +42,14 @@ GenerationRequest request(int prompt_len, int max_new, int first) {
   return r;
 }
 
-// A worker stand-in that behaves as TargetWorkerCore does with future tokens: it resolves
-// them (failing the batch when one is missing), samples next(last input token, position) for
-// each sampled row and keeps the tokens in the slots the batch names. A wrong resolution
-// changes every later token.
+// A worker stand-in that behaves as TargetWorkerCore does with future tokens: it resolves a
+// batch (failing it when a token is missing; a verify planned ahead is shifted by the extra
+// tokens of the verify before it), samples next(last input token, position) for each sampled
+// row, checks every verify's layout (a context of root + reserve slots, the verified nodes on
+// the slots of positions root, root + 1, ...) and commits 1 + (root token + root position) %
+// (steps + 1) tokens, each next(previous token, position), and keeps the tokens in the slots
+// the batch names. A wrong resolution, position or shift changes every later token.
 struct EchoWorker {
-  FutureTokenMap futures;
-  std::function<int32_t(int32_t, int32_t)> next = [](int32_t token, int32_t pos) { return 3 + (token * 31 + pos * 7) % 900; };
-  int64_t batches = 0;
-  transport::BatchResult run(transport::BatchMessage b) {
-    ++batches;
-    transport::BatchResult r{.seq = 0, .step_id = b.step_id, .rids = b.rids, .next_tokens = {}, .error = ""};
-    try {
-      futures.resolve(b.input_ids);
-      for (int32_t row : b.logit_rows) {
-        const auto i = static_cast<size_t>(row);
-        r.next_tokens.push_back(next(b.input_ids[i], b.positions[i]));
-      }
-      futures.record(b.future_slots, r.next_tokens);
-    } catch (const Error& e) {
-      futures.forget(b.future_slots);
-      r.next_tokens.clear();
-      r.error = e.what();
-    }
-    return r;
-  }
-};
-
-// A speculative worker stand-in: resolves a batch as TargetWorkerCore does (a verify planned
-// ahead is shifted by the extra tokens of the verify before it), checks every verify's layout
-// (a context of root + reserve slots, the verified nodes on the slots of positions root, root
-// + 1, ...) and commits 1 + (root token + root position) % (steps + 1) tokens, each
-// next(previous token, position): a wrong root token, position or shift changes the output.
-struct EchoSpecWorker {
   FutureTokenMap futures;
   std::function<int32_t(int32_t, int32_t)> next = [](int32_t token, int32_t pos) { return 3 + (token * 31 + pos * 7) % 900; };
   int64_t batches = 0;
@@ -349,7 +324,7 @@ SchedulerOptions spec_options(bool overlap, int64_t steps, int64_t topk = 1, int
 std::map<uint64_t, GenerationResult> run_spec(const std::vector<GenerationRequest>& reqs, const SchedulerOptions& o, model::KvCacheShape kv,
                                               int64_t* most_in_flight = nullptr, SchedulerStats* stats = nullptr) {
   SchedulerCore s(kv, o);
-  EchoSpecWorker w;
+  EchoWorker w;
   for (size_t i = 0; i < reqs.size(); ++i) s.submit(i, reqs[i]);
   auto done = run_all(s, w, most_in_flight);
   if (stats) *stats = s.stats();
@@ -378,7 +353,7 @@ TEST(OverlapSchedule, ASpeculativeSchedulerPlansTheNextVerifyAhead) {
   ASSERT_TRUE(extend);
   EXPECT_EQ(extend->mode, transport::ForwardMode::kExtend);
   EXPECT_FALSE(s.plan_next());  // its verify needs the draft state the extend leaves
-  EchoSpecWorker w;
+  EchoWorker w;
   s.on_result(w.run(*extend));
   auto v1 = s.plan_next();
   auto v2 = s.plan_next();  // before v1's result: names v1's last token, room for 3 more tokens
@@ -434,7 +409,7 @@ TEST(OverlapSchedule, ASpeculativeLateStopAndAnAbortWithTwoVerifiesInFlight) {
     SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(overlap, 3));
     s.submit(1, request(4, 30, 10));
     s.submit(2, request(5, 12, 300));
-    EchoSpecWorker w;
+    EchoWorker w;
     w.next = eos_at;
     const auto done = run_all(s, w);
     EXPECT_EQ(done.at(1).output_ids.back(), kEos);
@@ -445,7 +420,7 @@ TEST(OverlapSchedule, ASpeculativeLateStopAndAnAbortWithTwoVerifiesInFlight) {
   SchedulerCore s({.num_pages = 64, .page_size = 4}, spec_options(true, 3));
   s.submit(1, request(4, 30, 10));
   s.submit(2, request(5, 12, 300));
-  EchoSpecWorker w;
+  EchoWorker w;
   s.on_result(w.run(*s.plan_next()));  // the extend
   auto v1 = s.plan_next();
   auto v2 = s.plan_next();
@@ -650,7 +625,7 @@ TEST(RemoteWorkerActor, ForwardsTheNextBatchBeforeTheLastResultComesBack) {
 TEST(OverlapSchedule, ArrivalsDoNotHoldVerifiesBack) {
   SchedulerCore s({.num_pages = 128, .page_size = 4}, spec_options(true, 3));
   s.submit(1, request(4, 30, 10));
-  EchoSpecWorker w;
+  EchoWorker w;
   s.on_result(w.run(*s.plan_next()));  // request 1's prompt
   auto v1 = s.plan_next();
   ASSERT_TRUE(v1);
