@@ -1,6 +1,6 @@
 // The whole actor path in one process: 64 concurrent requests of mixed lengths through
 // Router -> Scheduler -> TargetWorker give each request exactly what it gets alone, also
-// when the KV pool is too small for all of them at once.
+// when the KV pool is too small for all of them at once, with overlap scheduling on and off.
 #include <gtest/gtest.h>
 
 
@@ -34,17 +34,21 @@ std::vector<int32_t> alone(const core::GenerationRequest& r) {
 TEST(Deployment, SixtyFourConcurrentRequestsEqualEachAlone) {
   auto world = parallel::make_single_process_group();
   const auto reqs = mixed(64, 31);
-  for (int64_t pool : {int64_t{8192}, int64_t{256}}) {  // roomy, then preemption territory
-    launch::Deployment d({.load_format = "dummy", .model_shape = "tiny", .max_total_tokens = pool, .page_size = 4,
-                          .max_running_requests = 64, .chunked_prefill_size = 96},
-                         *world);
-    const auto out = d.run(reqs);
-    ASSERT_EQ(out.size(), reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      ASSERT_TRUE(out[i].error.empty()) << out[i].error;
-      EXPECT_EQ(out[i].result.output_ids, alone(reqs[i])) << "request " << i << " pool " << pool;
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& r : reqs) expected.push_back(alone(r));
+  for (bool overlap : {true, false})                      // overlap scheduling on (the default) and off
+    for (int64_t pool : {int64_t{8192}, int64_t{256}}) {  // roomy, then preemption territory
+      launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny", .max_total_tokens = pool, .page_size = 4,
+                                  .max_running_requests = 64, .chunked_prefill_size = 96};
+      o.disable_overlap_schedule = !overlap;
+      launch::Deployment d(o, *world);
+      const auto out = d.run(reqs);
+      ASSERT_EQ(out.size(), reqs.size());
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+        EXPECT_EQ(out[i].result.output_ids, expected[i]) << "request " << i << " pool " << pool << " overlap " << overlap;
+      }
     }
-  }
 }
 
 TEST(Deployment, ARequestThatCanNeverFitIsRejectedClearly) {

@@ -76,6 +76,13 @@ def main():
         (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--max-total-tokens", "320"], many, want_many),  # preemption
         (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--max-total-tokens", "320"] + eagle3, many, want_many),
         (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--disable-cuda-graph"] + tree, many, want_many),  # no buckets
+        # Overlap scheduling: off, and verifies planned ahead (the coordinator collects step N+1 while N runs).
+        (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--disable-overlap-schedule"], many, want_many),
+        (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--enable-spec-overlap"] + eagle3, many, want_many),
+        (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--enable-spec-overlap"] + tree, many, want_many),
+        (4, ["--tp-size", "4", "--dp-size", "2", "--enable-dp-attention", "--enable-spec-overlap"] + eagle3, with_prompts(lone, 40), want_lone),
+        (2, ["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--max-total-tokens", "320", "--enable-spec-overlap"] + eagle3,
+         many, want_many),
     ]
     for np, flags, prompt_flags, want in cases:
         rc, out, err = run(mpi(np) + common + prompt_flags + flags + ["--log-level", "debug"])

@@ -70,6 +70,11 @@ def main():
         (4, ["--tp-size", "2", "--dp-size", "2", "--speculative-algorithm", "EAGLE"]),
         (4, ["--tp-size", "2", "--dp-size", "2", "--speculative-algorithm", "STANDALONE", "--speculative-eagle-topk", "2",
              "--speculative-num-draft-tokens", "4"]),
+        # Overlap scheduling off, and verifies planned ahead (remote ranks get the next batch at once).
+        (2, ["--tp-size", "2", "--disable-overlap-schedule"]),
+        (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--enable-spec-overlap"]),
+        (4, ["--tp-size", "2", "--dp-size", "2", "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "2",
+             "--speculative-num-draft-tokens", "5", "--enable-spec-overlap"]),
     ]
     for np, flags in cases:
         rc, out, err = run(mpi(np) + base + flags)
