@@ -68,7 +68,7 @@ def run(bench, url, concurrency, input_len, output_len):
     return {"concurrency": concurrency, "prompts": prompts, "samples": len(util), "gpu_utilization_mean": mean,
             "idle_fraction": 1.0 - mean / 100.0, "forward_seconds": busy, "gap_seconds": gap,
             "idle_between_forwards": gap / (busy + gap) if busy + gap > 0 else None, "output_throughput": stats.get("output_throughput"),
-            "median_itl_ms": stats.get("median_itl_ms"), "median_ttft_ms": stats.get("median_ttft_ms")}
+            "median_itl_ms": stats.get("median_itl_ms"), "mean_itl_ms": stats.get("mean_itl_ms"), "median_ttft_ms": stats.get("median_ttft_ms")}
 
 
 def main():

@@ -42,7 +42,7 @@ struct SchedulerOptions {
   // Overlap scheduling: plan one batch ahead (requests with penalties, logit_bias or
   // min_new_tokens keep one batch in flight). A speculative Scheduler plans verifies ahead of
   // the last one's accept lengths only with spec_overlap too (sglang's spec v2, opt-in there
-  // as here: at 256 streams it costs inter-token latency, docs/performance.md).
+  // as here: it gains no throughput on the 8B shape yet, docs/performance.md).
   bool overlap = false;
   bool spec_overlap = false;
 };
