@@ -238,6 +238,12 @@ void SchedulerCore::append_sequence(transport::BatchMessage& b, const Planned& p
   }
 }
 
+int32_t SchedulerCore::next_future_slot() {
+  const int32_t slot = next_future_slot_;
+  next_future_slot_ = (next_future_slot_ + 1) % static_cast<int32_t>(4 * options_.max_running_requests);
+  return slot;
+}
+
 transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, std::vector<Planned> plan) {
   b.global_num_tokens = {static_cast<int64_t>(b.input_ids.size())};
   // The batch's effects as planned: its K/V will be in the cache, its sampled tokens in flight
@@ -250,15 +256,13 @@ transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, 
       ++q.verifying;
       q.verify_extra = b.spec_steps;
       q.verify_context = spec::verify_reserve(b.spec_steps, b.spec_topk, b.spec_draft_tokens);
-      if (ahead) q.future_slot = next_future_slot_;
-      if (ahead) next_future_slot_ = (next_future_slot_ + 1) % static_cast<int32_t>(4 * options_.max_running_requests);
+      if (ahead) q.future_slot = next_future_slot();
       continue;
     }
     q.computed = p.new_computed;
     if (!p.samples) continue;
     ++q.pending;
-    if (ahead) q.future_slot = next_future_slot_;
-    if (ahead) next_future_slot_ = (next_future_slot_ + 1) % static_cast<int32_t>(4 * options_.max_running_requests);
+    if (ahead) q.future_slot = next_future_slot();
   }
   if (ahead) {
     b.future_slots.reserve(b.rids.size());
@@ -266,7 +270,7 @@ transport::BatchMessage SchedulerCore::put_in_flight(transport::BatchMessage b, 
   }
   ++stats_.iterations;
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(plan.size()));
-  in_flight_.push_back({.step_id = b.step_id, .mode = b.mode, .plan = std::move(plan)});
+  in_flight_.push_back({.mode = b.mode, .plan = std::move(plan)});
   return b;
 }
 

@@ -139,11 +139,9 @@ class SchedulerCore {
     uint64_t rid;
     int64_t new_computed;  // computed after this batch
     bool samples;          // the chunk reaches the end of the known tokens
-    int64_t base_tokens = 0;  // VERIFY: the request's tokens when planned
     uint64_t incarnation = 0;
   };
   struct InFlight {
-    uint64_t step_id = 0;  // the Scheduler's (a DP-attention step carries the coordinator's)
     transport::ForwardMode mode = transport::ForwardMode::kIdle;
     std::vector<Planned> plan;
   };
@@ -198,6 +196,8 @@ class SchedulerCore {
   uint64_t step_ = 0;
   uint64_t incarnations_ = 0;
   int32_t next_future_slot_ = 0;  // the ring of future slots (4 x max_running_requests)
+  // Takes the ring's next future slot (a slot is read at most two batches later).
+  int32_t next_future_slot();
   SchedulerStats stats_;
 };
 

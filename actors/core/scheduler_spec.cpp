@@ -150,7 +150,7 @@ std::optional<transport::BatchMessage> SchedulerCore::plan_speculative() {
     b.logit_rows.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
     b.sampling.push_back(sampling_row(q));
     if (ahead) ++b.sampling.back().step;  // after the one token the layout assumes
-    plan.push_back({.rid = rid, .new_computed = 0, .samples = true, .base_tokens = L});
+    plan.push_back({.rid = rid, .new_computed = 0, .samples = true});
   }
   if (plan.empty()) return nothing();  // every request waits for its verify in flight
   return put_in_flight(std::move(b), std::move(plan));

@@ -55,57 +55,55 @@ transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& 
 }
 
 void TargetWorkerCore::run(const transport::BatchMessage& m, transport::BatchResult& r) {
-  {
-    // The current device is per thread, and an actor may run this on any thread.
-    if (cuda_device_ >= 0) cuda_runtime::set_device(cuda_device_);
-    AERIE_CHECK(m.rids.size() == m.logit_rows.size() && m.rids.size() == m.sampling.size(),
-                "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
-    AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "
-                                                                                           << options_.max_batch);
-    // DP attention: every forward of the step follows the plan the step carries, and a group
-    // with nothing to run still joins the MLP's collectives.
-    AERIE_CHECK((m.dp_padding != 0) == model_.dp_attention(), "batch " << m.step_id << (model_.dp_attention() ? " carries no" : " carries a")
-                                                                       << " DP-attention plan, but this worker runs "
-                                                                       << (model_.dp_attention() ? "with" : "without") << " DP attention");
-    if (model_.dp_attention()) {
-      model_.set_dp_plan(dp_plan_of(m));
-      log_dp_step(m);
-    }
-    // The batch says what it is (transport::ForwardMode); its tokens must agree.
-    const auto mode = static_cast<int32_t>(m.mode);
-    AERIE_CHECK(mode >= static_cast<int32_t>(ForwardMode::kIdle) && mode <= static_cast<int32_t>(ForwardMode::kVerify),
-                "batch " << m.step_id << " has no forward mode (" << mode << ")");
-    AERIE_CHECK((m.mode == ForwardMode::kIdle) == m.input_ids.empty(),
-                "batch " << m.step_id << (m.input_ids.empty() ? " has no tokens but is not IDLE" : " is IDLE but carries tokens"));
-    if (m.mode == ForwardMode::kIdle) {
-      if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
-      if (model_.dp_attention()) model_.forward_idle(kv_);
-      return;
-    }
-    for (int32_t id : m.input_ids)
-      AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
-    // A speculative engine's batches (EXTEND with the draft, VERIFY) all go to `spec`.
-    if (spec_) {
-      r = spec_->execute(m);
-      return;
-    }
-    AERIE_CHECK(m.mode != ForwardMode::kVerify, "batch " << m.step_id << " is a VERIFY, but this worker has no draft model");
-    const model::ForwardBatch b = forward_batch_of(m);
-    const bool replay = graphs_ && graphs_->can_run(b);
-    // The in-graph argmax serves all-greedy batches that need no logits back.
-    const bool adjusted = !m.adjust_ids.empty();  // penalties, logit_bias, min_new_tokens
-    const bool all_greedy = !adjusted && std::all_of(m.sampling.begin(), m.sampling.end(),
-                                                     [](const auto& s) { return s.temperature == 0.0f && s.logprobs < 0; });
-    stats_.graph_replays += replay ? 1 : 0;
-    if (replay && all_greedy) {
-      r.next_tokens = graphs_->replay_greedy(b);
-      return;
-    }
-    const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
-    const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
-    r.next_tokens = sampler_.sample(to_sample, sampling_rows_of(m), model_.stream());
-    r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
+  // The current device is per thread, and an actor may run this on any thread.
+  if (cuda_device_ >= 0) cuda_runtime::set_device(cuda_device_);
+  AERIE_CHECK(m.rids.size() == m.logit_rows.size() && m.rids.size() == m.sampling.size(),
+              "batch " << m.step_id << ": rids, logit_rows and sampling disagree in length");
+  AERIE_CHECK(static_cast<int64_t>(m.rids.size()) <= options_.max_batch, "batch of " << m.rids.size() << " exceeds the worker's "
+                                                                                         << options_.max_batch);
+  // DP attention: every forward of the step follows the plan the step carries, and a group
+  // with nothing to run still joins the MLP's collectives.
+  AERIE_CHECK((m.dp_padding != 0) == model_.dp_attention(), "batch " << m.step_id << (model_.dp_attention() ? " carries no" : " carries a")
+                                                                     << " DP-attention plan, but this worker runs "
+                                                                     << (model_.dp_attention() ? "with" : "without") << " DP attention");
+  if (model_.dp_attention()) {
+    model_.set_dp_plan(dp_plan_of(m));
+    log_dp_step(m);
   }
+  // The batch says what it is (transport::ForwardMode); its tokens must agree.
+  const auto mode = static_cast<int32_t>(m.mode);
+  AERIE_CHECK(mode >= static_cast<int32_t>(ForwardMode::kIdle) && mode <= static_cast<int32_t>(ForwardMode::kVerify),
+              "batch " << m.step_id << " has no forward mode (" << mode << ")");
+  AERIE_CHECK((m.mode == ForwardMode::kIdle) == m.input_ids.empty(),
+              "batch " << m.step_id << (m.input_ids.empty() ? " has no tokens but is not IDLE" : " is IDLE but carries tokens"));
+  if (m.mode == ForwardMode::kIdle) {
+    if (spec_) spec_->forget(m.finished_rids);  // still drops the draft state of finished requests
+    if (model_.dp_attention()) model_.forward_idle(kv_);
+    return;
+  }
+  for (int32_t id : m.input_ids)
+    AERIE_CHECK(id >= 0 && id < model_.config().vocab_size, "token id " << id << " is outside the vocabulary");
+  // A speculative engine's batches (EXTEND with the draft, VERIFY) all go to `spec`.
+  if (spec_) {
+    r = spec_->execute(m);
+    return;
+  }
+  AERIE_CHECK(m.mode != ForwardMode::kVerify, "batch " << m.step_id << " is a VERIFY, but this worker has no draft model");
+  const model::ForwardBatch b = forward_batch_of(m);
+  const bool replay = graphs_ && graphs_->can_run(b);
+  // The in-graph argmax serves all-greedy batches that need no logits back.
+  const bool adjusted = !m.adjust_ids.empty();  // penalties, logit_bias, min_new_tokens
+  const bool all_greedy = !adjusted && std::all_of(m.sampling.begin(), m.sampling.end(),
+                                                   [](const auto& s) { return s.temperature == 0.0f && s.logprobs < 0; });
+  stats_.graph_replays += replay ? 1 : 0;
+  if (replay && all_greedy) {
+    r.next_tokens = graphs_->replay_greedy(b);
+    return;
+  }
+  const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
+  const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
+  r.next_tokens = sampler_.sample(to_sample, sampling_rows_of(m), model_.stream());
+  r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, model_.stream());
 }
 
 }  // namespace aerie::core

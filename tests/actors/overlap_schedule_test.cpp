@@ -390,7 +390,9 @@ TEST(OverlapSchedule, SpeculativeOutputsEqualWithOverlapOnAndOffAndAlone) {
       const auto on = run_spec(reqs, spec_options(true, steps, topk, nodes), kv, &most, &stats);
       const auto off = run_spec(reqs, spec_options(false, steps, topk, nodes), kv);
       EXPECT_EQ(most, 2);
-      if (pages == 30) EXPECT_GT(stats.preemptions, 0) << steps;
+      if (pages == 30) {
+        EXPECT_GT(stats.preemptions, 0) << steps;
+      }
       ASSERT_EQ(on.size(), reqs.size());
       for (size_t i = 0; i < reqs.size(); ++i) {
         const auto alone = run_spec({reqs[i]}, spec_options(true, steps, topk, nodes), {.num_pages = 512, .page_size = 4});
