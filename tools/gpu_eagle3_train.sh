@@ -7,7 +7,8 @@
 # Generating the answers and training together may not fit one 600 s device call (measured:
 # 12,800 answers took 132 s in one session and ~220 s in another): make the answers in one call
 # and train in the next on the warm machine, both with --data-cache .device_model/answers.json
-# (the first with --data-only).
+# (the first with --data-only). --texts .device_model/texts (tools/train_eagle3/fetch_texts.sh,
+# carried too) adds prompts on quotations and words; --wall-budget S ends training in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-eagle3}
@@ -17,6 +18,7 @@ echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c
 rm -rf .device_model/head
 PYTHONPATH=$PWD/.device_model/py python3 tools/train_eagle3/train.py --model "$M" --out .device_model/head "$@" 2>&1 |
   grep -v "Converting and de-quantizing\|Loading weights" | tee "$OUT/train_log.txt"
+[[ -f .device_model/head/model.safetensors ]] || exit 0  # --data-only
 # Files come back from $OUT at 16 MiB at most: the weights in parts (cat head_model.part_* > model.safetensors).
 mkdir -p "$OUT/head"
 cp .device_model/head/config.json .device_model/head/training.json "$OUT/head/"

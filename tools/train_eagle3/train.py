@@ -11,8 +11,10 @@ Training-time test: after the first step, each further step feeds the head its o
 hidden state, attending to the true states' keys up to the chain's start and to the chain's
 own earlier keys, exactly as Aerie's draft steps do at inference.
 
-Data: prompts from prompts.py (held-out topics never used), each answered by the target twice,
-greedily and at temperature 0.7, through its chat template. Reproducible with --seed.
+Data: prompts from prompts.py (held-out topics never used), and with --texts prompts on
+quotations and words from Debian's fortunes and wamerican (texts.py, fetch_texts.sh), each
+answered by the target at each --temperatures (greedy and sampled), through its chat template.
+Reproducible with --seed (the time budget may end training earlier on a slower machine).
 
   PYTHONPATH=<gguf, accelerate> python3 train.py --model smollm2.gguf --out DIR [--steps-ttt 6]
 """
@@ -29,6 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prompts as prompt_sets  # noqa: E402
+import texts as text_sets  # noqa: E402
 
 AUX_LAYERS = (2, 15, 27)  # hidden_states[l] of transformers = the input of layer l
 
@@ -180,6 +183,11 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
+    ap.add_argument("--wall-budget", type=float, default=0,
+                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
+    ap.add_argument("--texts", default="", help="folder from fetch_texts.sh: prompts on quotations and words too (texts.py)")
+    ap.add_argument("--fortune-prompts", type=int, default=0, help="prompts on quotations from --texts")
+    ap.add_argument("--word-prompts", type=int, default=0, help="prompts on words from --texts")
     ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
     args = ap.parse_args()
@@ -195,6 +203,9 @@ def main():
         extra = prompt_sets.with_qualifiers(train_topics, args.extra_prompts, args.seed + 3)
         rng = random.Random(args.seed + 4)
         train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
+    if args.texts and (args.fortune_prompts or args.word_prompts):
+        train_prompts += text_sets.text_prompts(args.texts, args.fortune_prompts, args.word_prompts, held_topics, args.seed + 5)
+        random.Random(args.seed + 6).shuffle(train_prompts)  # every kind in a --limit-prompts sample
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
     # The answers take minutes to generate; --data-cache keeps them, so a later run (a second
@@ -257,9 +268,15 @@ def main():
     embed = target.get_input_embeddings()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     order = list(range(len(data)))
-    total = args.epochs * (len(data) // args.batch)
+    total = full_total = args.epochs * (len(data) // args.batch)
+    # The cosine decay ends where training will end: at the last epoch, or (re-estimated from the
+    # step rate as it goes) where the time budget stops it, so the learning rate reaches zero either way.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
     step, t_train = 0, time.time()
+    budget = args.time_budget
+    if args.wall_budget:
+        budget = min(budget, args.wall_budget - (t_train - t0) - 30)  # 30 s to save the head
+    print(f"training for {total} steps or {budget:.0f} s", flush=True)
     data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
     batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
     done = False
@@ -292,16 +309,23 @@ def main():
             opt.step()
             sched.step()
             step += 1
+            if step == 100:
+                t100 = time.time()  # the first steps are slower (allocator, autotuning): rates count from here
+            if step > 100 and step % 200 == 0:
+                rate = (step - 100) / (time.time() - t100)
+                total = min(full_total, step + int(rate * (budget - (time.time() - t_train)) * 0.98))
+                if step % 1000 == 0:
+                    print(f"  {rate:.1f} steps/s: the schedule ends at step {total}", flush=True)
             if step % 50 == 0:
                 accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
                 print(f"  epoch {epoch} step {step}/{total} loss {loss.item():.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
-            if time.time() - t_train > args.time_budget:
+            if step >= total or time.time() - t_train > budget:
                 done = True
                 break
         accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
         print(f"epoch {epoch}: train top-1 per TTT step {accs}", flush=True)
         if done:
-            print(f"stopped at the time budget after {step} steps", flush=True)
+            print(f"stopped after {step} steps ({'end of the schedule' if step >= total else 'time budget'})", flush=True)
             break
 
     os.makedirs(args.out, exist_ok=True)

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What a trained EAGLE-3 head should accept, computed in PyTorch, to hold against what Aerie
+measures (eval_spec.py): the target answers prompts greedily (transformers), the head runs the
+training-time-test forward of train.py over each answer, and at every answer position the chain
+accept length is 1 + the number of leading draft steps whose token equals the target's greedy
+token. For greedy answers this is exactly what a chain of that many steps accepts when a round
+starts at that position, so a head that reaches 3.0 here and less in Aerie points at the engine,
+one that reaches the same points at the head.
+
+  head_accept.py --model smollm2.gguf --head DIR [--split held-out|train] [--prompts 16] [--steps 5]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prompts as prompt_sets  # noqa: E402
+import train as trainer  # noqa: E402
+
+
+def load_head(folder, cfg, device):
+    sd = load_file(os.path.join(folder, "model.safetensors"))
+    nv = sd["lm_head.weight"].shape[0]
+    head = trainer.Eagle3Head(cfg, nv)
+    names = {"fc.weight": "fc.weight", "norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight"}
+    for k in sd:
+        if k.startswith("midlayer."):
+            names[k] = k.split(".")[-2] + ".weight"
+    head.load_state_dict({names[k]: sd[k].float() for k in names}, strict=True)
+    d2t = sd["d2t"] + torch.arange(nv)
+    return head.to(device).eval(), d2t.to(device)
+
+
+@torch.no_grad()
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--head", required=True, nargs="+", help="one or more head folders, measured on the same answers")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--split", choices=["held-out", "train"], default="held-out")
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=5, help="draft steps per round (a chain)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    tok, target = trainer.load_target(args.model, args.device)
+    train, held = prompt_sets.split(args.seed)
+    ps = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
+    data = trainer.generate_answers(tok, target, ps, args.device, args.max_new, len(ps), 0.0, args.seed)
+    T = max(len(p) + len(a) for p, a in data)
+    ids = torch.full((len(data), T), tok.eos_token_id, device=args.device)
+    valid = torch.zeros((len(data), T), dtype=torch.bool, device=args.device)
+    answer = torch.zeros_like(valid)
+    for r, (p, a) in enumerate(data):
+        ids[r, :len(p) + len(a)] = torch.tensor(p + a)
+        valid[r, :len(p) + len(a)] = True
+        answer[r, len(p) - 1:len(p) + len(a) - 1] = True  # positions whose next token is the answer's
+    o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
+    aux = torch.cat([o.hidden_states[layer] for layer in trainer.AUX_LAYERS], -1)
+    labels = o.logits.argmax(-1)
+    results = {}
+    for folder in args.head:
+        head, d2t = load_head(folder, target.config, args.device)
+        with torch.autocast("cuda" if args.device == "cuda" else "cpu", dtype=torch.bfloat16):  # as in training
+            outs = trainer.ttt_forward(head, target.get_input_embeddings(), aux, ids, valid, args.steps)
+        # A round whose bonus token sits at i + 1 (answer[i]): step k reads the head's state and
+        # token i + 1 + k and drafts labels[i + 1 + k]; it counts while every earlier step was right.
+        run = torch.ones_like(valid)
+        accept = torch.ones(valid.shape, dtype=torch.float32, device=args.device)
+        per_step = []
+        for k, logits in enumerate(outs):
+            pos = (torch.arange(T, device=args.device) + 1 + k).clamp(max=T - 1)
+            inside = answer[:, pos] & (torch.arange(T, device=args.device) + 1 + k < T)[None]
+            right = (d2t[logits.argmax(-1)] == labels[:, pos]) & inside
+            run = run & right
+            accept += run.float()
+            per_step.append(float((right & answer).sum() / answer.sum()))
+        mean = float(accept[answer].mean())
+        # Greedy decoding's own rounds: the first starts at the prompt's end, each next one where
+        # the last stopped, so rounds start after a rejection as they do in the engine.
+        tokens = rounds = 0
+        for r, (p, a) in enumerate(data):
+            i = len(p) - 1
+            while i < len(p) + len(a) - 2:
+                n = int(accept[r, i])
+                tokens, rounds, i = tokens + n, rounds + 1, i + n
+        rounds_mean = tokens / max(rounds, 1)
+        results[folder] = {"accept_length_every_position": mean, "accept_length_rounds": rounds_mean, "top1_per_step": per_step}
+        print(f"{folder}: {args.split} chain {args.steps}: accept length {rounds_mean:.2f} in greedy rounds, "
+              f"{mean:.2f} from every position; top-1 per step {' '.join(f'{x:.3f}' for x in per_step)}", flush=True)
+    if args.json:
+        json.dump({"split": args.split, "prompts": len(ps), "steps": args.steps, "heads": results}, open(args.json, "w"), indent=2)
+
+
+if __name__ == "__main__":
+    main()
