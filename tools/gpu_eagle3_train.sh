@@ -8,7 +8,8 @@
 # 12,800 answers took 132 s in one session and ~220 s in another): make the answers in one call
 # and train in the next on the warm machine, both with --data-cache .device_model/answers.json
 # (the first with --data-only). --texts .device_model/texts (tools/train_eagle3/fetch_texts.sh,
-# carried too) adds prompts on quotations and words; --wall-budget S ends training in time.
+# carried too) adds prompts on quotations and words; --wall-budget S ends training in time;
+# --init-head assets/smollm2-eagle3 goes on training the shipped head, so device calls add up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-eagle3}

@@ -15,24 +15,10 @@ import os
 import sys
 
 import torch
-from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prompts as prompt_sets  # noqa: E402
 import train as trainer  # noqa: E402
-
-
-def load_head(folder, cfg, device):
-    sd = load_file(os.path.join(folder, "model.safetensors"))
-    nv = sd["lm_head.weight"].shape[0]
-    head = trainer.Eagle3Head(cfg, nv)
-    names = {"fc.weight": "fc.weight", "norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight"}
-    for k in sd:
-        if k.startswith("midlayer."):
-            names[k] = k.split(".")[-2] + ".weight"
-    head.load_state_dict({names[k]: sd[k].float() for k in names}, strict=True)
-    d2t = sd["d2t"] + torch.arange(nv)
-    return head.to(device).eval(), d2t.to(device)
 
 
 @torch.no_grad()
@@ -66,7 +52,8 @@ def main():
     labels = o.logits.argmax(-1)
     results = {}
     for folder in args.head:
-        head, d2t = load_head(folder, target.config, args.device)
+        head, d2t = trainer.load_head(folder, target.config, args.device)
+        head.eval()
         with torch.autocast("cuda" if args.device == "cuda" else "cpu", dtype=torch.bfloat16):  # as in training
             outs = trainer.ttt_forward(head, target.get_input_embeddings(), aux, ids, valid, args.steps)
         # A round whose bonus token sits at i + 1 (answer[i]): step k reads the head's state and

@@ -134,6 +134,21 @@ class Eagle3Head(torch.nn.Module):
         return h, self.lm_head(self.norm(h))
 
 
+def load_head(folder, cfg, device):
+    """A head written by this script (sglang's EAGLE-3 names): the module and its draft-to-target ids."""
+    from safetensors.torch import load_file
+    sd = load_file(os.path.join(folder, "model.safetensors"))
+    nv = sd["lm_head.weight"].shape[0]
+    head = Eagle3Head(cfg, nv)
+    names = {"fc.weight": "fc.weight", "norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight"}
+    for k in sd:
+        if k.startswith("midlayer."):
+            names[k] = k.split(".")[-2] + ".weight"
+    head.load_state_dict({names[k]: sd[k].float() for k in names}, strict=True)
+    draft_ids = sd["d2t"] + torch.arange(nv)
+    return head.to(device), draft_ids.to(device)
+
+
 def ttt_forward(head, embed, aux, ids, valid, steps):
     """Logits of every training-time-test step. aux [B, T, 3H], ids [B, T], valid [B, T].
     Step k, chain i: position i + k, token ids[i + 1 + k], predicts the target at i + 1 + k."""
@@ -190,6 +205,8 @@ def main():
     ap.add_argument("--word-prompts", type=int, default=0, help="prompts on words from --texts")
     ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
+    ap.add_argument("--init-head", default="",
+                    help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
     args = ap.parse_args()
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -250,24 +267,32 @@ def main():
             labels = o.logits.argmax(-1)  # the target's greedy token after each position
         return ids, valid, loss_mask, aux, labels
 
-    # The draft vocabulary: the target tokens it predicts most often in the data.
-    counts = torch.zeros(cfg.vocab_size, dtype=torch.long, device=dev)
-    for b in range(0, len(data), 64):
-        ids, valid, loss_mask, _, labels = features(data[b:b + 64])
-        counts += torch.bincount(labels[loss_mask].flatten(), minlength=cfg.vocab_size)
-    nv = min(args.draft_vocab, int((counts > 0).sum()))
-    draft_ids = torch.sort(torch.topk(counts, nv).indices).values
+    previous_steps = 0
+    if args.init_head:  # its draft vocabulary stays (its LM head's rows are those tokens)
+        head, draft_ids = load_head(args.init_head, cfg, dev)
+        nv, covered = draft_ids.numel(), None
+        prior = os.path.join(args.init_head, "training.json")
+        if os.path.exists(prior):
+            before = json.load(open(prior))
+            previous_steps = before.get("optimizer_steps_total", before.get("optimizer_steps", 0))
+        print(f"going on from {args.init_head}: {nv} draft tokens, {previous_steps} optimizer steps before", flush=True)
+    else:
+        # The draft vocabulary: the target tokens it predicts most often in the data.
+        counts = torch.zeros(cfg.vocab_size, dtype=torch.long, device=dev)
+        for b in range(0, len(data), 64):
+            ids, valid, loss_mask, _, labels = features(data[b:b + 64])
+            counts += torch.bincount(labels[loss_mask].flatten(), minlength=cfg.vocab_size)
+        nv = min(args.draft_vocab, int((counts > 0).sum()))
+        draft_ids = torch.sort(torch.topk(counts, nv).indices).values
+        covered = counts[draft_ids].sum().item() / counts.sum().item()
+        print(f"draft vocabulary: {nv} tokens cover {100 * covered:.2f}% of the target's answer tokens", flush=True)
+        head = Eagle3Head(cfg, nv).to(dev)
+        with torch.no_grad():  # the LM head starts as the target's (tied) rows
+            head.lm_head.weight.copy_(target.get_input_embeddings().weight[draft_ids].float())
     t2d = torch.full((cfg.vocab_size,), -1, dtype=torch.long, device=dev)
     t2d[draft_ids] = torch.arange(nv, device=dev)
-    covered = counts[draft_ids].sum().item() / counts.sum().item()
-    print(f"draft vocabulary: {nv} tokens cover {100 * covered:.2f}% of the target's answer tokens", flush=True)
-
-    head = Eagle3Head(cfg, nv).to(dev)
-    with torch.no_grad():  # the LM head starts as the target's (tied) rows
-        head.lm_head.weight.copy_(target.get_input_embeddings().weight[draft_ids].float())
     embed = target.get_input_embeddings()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    order = list(range(len(data)))
     total = full_total = args.epochs * (len(data) // args.batch)
     # The cosine decay ends where training will end: at the last epoch, or (re-estimated from the
     # step rate as it goes) where the time budget stops it, so the learning rate reaches zero either way.
@@ -353,6 +378,8 @@ def main():
     held = prompt_sets.prompts(held_topics, args.seed + 2)
     json.dump({"seed": args.seed, "train_prompts": len(train_prompts), "conversations": len(data), "draft_vocab": nv,
                "draft_vocab_coverage": covered, "ttt_steps": args.steps_ttt, "optimizer_steps": step,
+               "init_head": args.init_head or None, "optimizer_steps_total": previous_steps + step,
+               "settings": {k: v for k, v in vars(args).items() if k not in ("model", "out", "data_cache")},
                "held_out_topics": held_topics, "held_out_prompts_sample": held[:50]},
               open(os.path.join(args.out, "training.json"), "w"), indent=2)
     print(f"wrote {args.out} ({time.time() - t0:.0f} s)", flush=True)
