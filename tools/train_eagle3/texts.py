@@ -27,7 +27,7 @@ WORD_TEMPLATES = [
 def _held_out_words(held_out_topics):
     stop = {"the", "of", "a", "an", "and", "number", "color"}
     out = {w for t in held_out_topics for w in re.findall(r"[a-z]+", t.lower()) if w not in stop and len(w) >= 3}
-    return out | {w[:-1] for w in out if w.endswith("s") and len(w) > 4}  # "dogs" bans "dog" too
+    return out | {w[:-1] for w in out if w.endswith("s") and len(w) >= 4}  # "dogs" bans "dog" too
 
 
 def _mentions(text, banned):
