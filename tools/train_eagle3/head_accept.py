@@ -39,17 +39,11 @@ def main():
     train, held = prompt_sets.split(args.seed)
     ps = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
     data = trainer.generate_answers(tok, target, ps, args.device, args.max_new, len(ps), 0.0, args.seed)
-    T = max(len(p) + len(a) for p, a in data)
-    ids = torch.full((len(data), T), tok.eos_token_id, device=args.device)
-    valid = torch.zeros((len(data), T), dtype=torch.bool, device=args.device)
+    ids, valid, aux, labels = trainer.target_features(tok, target, data, args.device)
+    T = ids.shape[1]
     answer = torch.zeros_like(valid)
     for r, (p, a) in enumerate(data):
-        ids[r, :len(p) + len(a)] = torch.tensor(p + a)
-        valid[r, :len(p) + len(a)] = True
         answer[r, len(p) - 1:len(p) + len(a) - 1] = True  # positions whose next token is the answer's
-    o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
-    aux = torch.cat([o.hidden_states[layer] for layer in trainer.AUX_LAYERS], -1)
-    labels = o.logits.argmax(-1)
     results = {}
     for folder in args.head:
         head, d2t = trainer.load_head(folder, target.config, args.device)

@@ -134,19 +134,41 @@ class Eagle3Head(torch.nn.Module):
         return h, self.lm_head(self.norm(h))
 
 
+# The head's weights under sglang's EAGLE-3 checkpoint names (what Aerie loads), by module.
+HEAD_WEIGHTS = {
+    "fc": "fc.weight", "norm": "norm.weight", "lm_head": "lm_head.weight",
+    "input_layernorm": "midlayer.input_layernorm.weight", "hidden_norm": "midlayer.hidden_norm.weight",
+    "q_proj": "midlayer.self_attn.q_proj.weight", "k_proj": "midlayer.self_attn.k_proj.weight",
+    "v_proj": "midlayer.self_attn.v_proj.weight", "o_proj": "midlayer.self_attn.o_proj.weight",
+    "post_attention_layernorm": "midlayer.post_attention_layernorm.weight",
+    "gate_proj": "midlayer.mlp.gate_proj.weight", "up_proj": "midlayer.mlp.up_proj.weight", "down_proj": "midlayer.mlp.down_proj.weight",
+}
+
+
 def load_head(folder, cfg, device):
-    """A head written by this script (sglang's EAGLE-3 names): the module and its draft-to-target ids."""
+    """A head written by this script: the module and its draft-to-target ids."""
     from safetensors.torch import load_file
     sd = load_file(os.path.join(folder, "model.safetensors"))
     nv = sd["lm_head.weight"].shape[0]
     head = Eagle3Head(cfg, nv)
-    names = {"fc.weight": "fc.weight", "norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight"}
-    for k in sd:
-        if k.startswith("midlayer."):
-            names[k] = k.split(".")[-2] + ".weight"
-    head.load_state_dict({names[k]: sd[k].float() for k in names}, strict=True)
+    head.load_state_dict({f"{module}.weight": sd[name].float() for module, name in HEAD_WEIGHTS.items()}, strict=True)
     draft_ids = sd["d2t"] + torch.arange(nv)
     return head.to(device), draft_ids.to(device)
+
+
+@torch.no_grad()
+def target_features(tok, target, batch, device):
+    """Conversations (prompt ids, answer ids) padded into one target forward: ids, valid, the aux
+    hidden states the head reads, and the target's greedy token after each position."""
+    T = max(len(p) + len(a) for p, a in batch)
+    ids = torch.full((len(batch), T), tok.eos_token_id, device=device)
+    valid = torch.zeros((len(batch), T), dtype=torch.bool, device=device)
+    for r, (p, a) in enumerate(batch):
+        ids[r, :len(p) + len(a)] = torch.tensor(p + a, device=device)
+        valid[r, :len(p) + len(a)] = True
+    o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
+    aux = torch.cat([o.hidden_states[layer] for layer in AUX_LAYERS], -1)
+    return ids, valid, aux, o.logits.argmax(-1)
 
 
 def ttt_forward(head, embed, aux, ids, valid, steps):
@@ -252,19 +274,10 @@ def main():
 
     # Target features per batch, on the fly: aux states and the target's greedy next tokens.
     def features(batch):
-        T = max(len(p) + len(a) for p, a in batch)
-        ids = torch.full((len(batch), T), tok.eos_token_id, device=dev)
-        valid = torch.zeros((len(batch), T), dtype=torch.bool, device=dev)
-        loss_mask = torch.zeros((len(batch), T), dtype=torch.bool, device=dev)
+        ids, valid, aux, labels = target_features(tok, target, batch, dev)
+        loss_mask = torch.zeros_like(valid)
         for r, (p, a) in enumerate(batch):
-            seq = p + a
-            ids[r, :len(seq)] = torch.tensor(seq, device=dev)
-            valid[r, :len(seq)] = True
-            loss_mask[r, len(p):len(seq)] = True  # positions whose next token is the answer's
-        with torch.no_grad():
-            o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
-            aux = torch.cat([o.hidden_states[l] for l in AUX_LAYERS], -1)
-            labels = o.logits.argmax(-1)  # the target's greedy token after each position
+            loss_mask[r, len(p):len(p) + len(a)] = True  # positions whose next token is the answer's
         return ids, valid, loss_mask, aux, labels
 
     previous_steps = 0
@@ -355,13 +368,7 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     from safetensors.torch import save_file
-    sd = {"fc.weight": head.fc.weight, "norm.weight": head.norm.weight, "lm_head.weight": head.lm_head.weight,
-          "midlayer.input_layernorm.weight": head.input_layernorm.weight, "midlayer.hidden_norm.weight": head.hidden_norm.weight,
-          "midlayer.self_attn.q_proj.weight": head.q_proj.weight, "midlayer.self_attn.k_proj.weight": head.k_proj.weight,
-          "midlayer.self_attn.v_proj.weight": head.v_proj.weight, "midlayer.self_attn.o_proj.weight": head.o_proj.weight,
-          "midlayer.post_attention_layernorm.weight": head.post_attention_layernorm.weight,
-          "midlayer.mlp.gate_proj.weight": head.gate_proj.weight, "midlayer.mlp.up_proj.weight": head.up_proj.weight,
-          "midlayer.mlp.down_proj.weight": head.down_proj.weight}
+    sd = {name: getattr(head, module).weight for module, name in HEAD_WEIGHTS.items()}
     sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in sd.items()}
     sd["d2t"] = (draft_ids - torch.arange(nv, device=dev)).to(torch.int64).cpu()
     sd["t2d"] = (t2d >= 0).cpu()
