@@ -6,7 +6,8 @@ midlayer.*, norm, lm_head over a reduced draft vocabulary, and d2t.
 
 Recipe (EAGLE-3): the head reads the target's hidden states entering layers 2, 15 and 27
 (Aerie's default aux layers for 30 layers; sglang's eagle_aux_hidden_state_layer_ids 1, 14, 26)
-through fc, and the embedding of the next token; it learns the target's greedy next token.
+through fc, and the embedding of the next token; it learns the target's greedy next token, or with
+--soft-labels the target's probabilities over the draft vocabulary (EAGLE-3's and SpecForge's loss).
 Training-time test: after the first step, each further step feeds the head its own output
 hidden state, attending to the true states' keys up to the chain's start and to the chain's
 own earlier keys, exactly as Aerie's draft steps do at inference.
@@ -157,9 +158,11 @@ def load_head(folder, cfg, device):
 
 
 @torch.no_grad()
-def target_features(tok, target, batch, device):
+def target_features(tok, target, batch, device, draft_ids=None):
     """Conversations (prompt ids, answer ids) padded into one target forward: ids, valid, the aux
-    hidden states the head reads, and the target's greedy token after each position."""
+    hidden states the head reads, the target's greedy token after each position, and (given the
+    draft vocabulary's target ids) the target's probabilities of those tokens after each position
+    (the soft labels of EAGLE-3's recipe; else None)."""
     T = max(len(p) + len(a) for p, a in batch)
     ids = torch.full((len(batch), T), tok.eos_token_id, device=device)
     valid = torch.zeros((len(batch), T), dtype=torch.bool, device=device)
@@ -168,7 +171,10 @@ def target_features(tok, target, batch, device):
         valid[r, :len(p) + len(a)] = True
     o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
     aux = torch.cat([o.hidden_states[layer] for layer in AUX_LAYERS], -1)
-    return ids, valid, aux, o.logits.argmax(-1)
+    # Over the whole vocabulary, then the draft's columns: mass on tokens the head cannot draft is
+    # left out (the head is not taught to move it elsewhere).
+    probs = None if draft_ids is None else torch.softmax(o.logits.float(), -1)[..., draft_ids].to(torch.bfloat16)
+    return ids, valid, aux, o.logits.argmax(-1), probs
 
 
 def ttt_forward(head, embed, aux, ids, valid, steps):
@@ -227,6 +233,8 @@ def main():
     ap.add_argument("--word-prompts", type=int, default=0, help="prompts on words from --texts")
     ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
+    ap.add_argument("--soft-labels", action="store_true",
+                    help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
     ap.add_argument("--init-head", default="",
                     help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
     args = ap.parse_args()
@@ -273,12 +281,12 @@ def main():
         return
 
     # Target features per batch, on the fly: aux states and the target's greedy next tokens.
-    def features(batch):
-        ids, valid, aux, labels = target_features(tok, target, batch, dev)
+    def features(batch, draft_ids=None):
+        ids, valid, aux, labels, probs = target_features(tok, target, batch, dev, draft_ids)
         loss_mask = torch.zeros_like(valid)
         for r, (p, a) in enumerate(batch):
             loss_mask[r, len(p):len(p) + len(a)] = True  # positions whose next token is the answer's
-        return ids, valid, loss_mask, aux, labels
+        return ids, valid, loss_mask, aux, labels, probs
 
     previous_steps = 0
     if args.init_head:  # its draft vocabulary stays (its LM head's rows are those tokens)
@@ -293,7 +301,7 @@ def main():
         # The draft vocabulary: the target tokens it predicts most often in the data.
         counts = torch.zeros(cfg.vocab_size, dtype=torch.long, device=dev)
         for b in range(0, len(data), 64):
-            ids, valid, loss_mask, _, labels = features(data[b:b + 64])
+            ids, valid, loss_mask, _, labels, _ = features(data[b:b + 64])
             counts += torch.bincount(labels[loss_mask].flatten(), minlength=cfg.vocab_size)
         nv = min(args.draft_vocab, int((counts > 0).sum()))
         draft_ids = torch.sort(torch.topk(counts, nv).indices).values
@@ -323,7 +331,7 @@ def main():
         acc_sum = [0.0] * args.steps_ttt
         n_sum = [0] * args.steps_ttt
         for bi in batches:
-            ids, valid, loss_mask, aux, labels = features([data[i] for i in bi])
+            ids, valid, loss_mask, aux, labels, probs = features([data[i] for i in bi], draft_ids if args.soft_labels else None)
             T = ids.shape[1]
             with torch.autocast("cuda" if dev == "cuda" else "cpu", dtype=torch.bfloat16):
                 outs = ttt_forward(head, embed, aux.to(torch.bfloat16), ids, valid, args.steps_ttt)
@@ -337,7 +345,11 @@ def main():
                 m = m & (d >= 0)
                 if m.sum() == 0:
                     continue
-                lk = F.cross_entropy(logits[m].float(), d[m])
+                if probs is None:
+                    lk = F.cross_entropy(logits[m].float(), d[m])
+                else:  # cross-entropy against the target's probabilities (a KL up to a constant)
+                    p = probs[:, tgt_pos.clamp(max=T - 1)][m].float()
+                    lk = -(p * F.log_softmax(logits[m].float(), -1)).sum(-1).mean()
                 loss = loss + (0.8 ** k) * lk
                 acc_sum[k] += (logits[m].argmax(-1) == d[m]).float().sum().item()
                 n_sum[k] += int(m.sum())
