@@ -296,6 +296,7 @@ def main():
         if os.path.exists(prior):
             before = json.load(open(prior))
             previous_steps = before.get("optimizer_steps_total", before.get("optimizer_steps", 0))
+            covered = before.get("draft_vocab_coverage")  # the vocabulary is the same
         print(f"going on from {args.init_head}: {nv} draft tokens, {previous_steps} optimizer steps before", flush=True)
     else:
         # The draft vocabulary: the target tokens it predicts most often in the data.
