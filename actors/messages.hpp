@@ -136,6 +136,9 @@ struct CollectRemoteResult {};
 // scheduling a batch may still be in flight when the last request ends, and the launch waits
 // for it before it takes the worker's draft client and actor system down.
 struct WorkerIdle {};
+// A TargetWorker's note to itself (from its core::CompletionWaiter): the oldest batch it
+// launched has run on the device, so its result can be collected.
+struct BatchWorkDone {};
 // The Schedulers the coordinator drives, one per DP group in order (sent once, after they
 // are spawned with the coordinator's handle).
 struct DpSchedulers {
@@ -157,6 +160,10 @@ typename Inspector::result_type inspect(Inspector& f, StepOutcome& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerIdle&) {
   return f(caf::meta::type_name("WorkerIdle"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, BatchWorkDone&) {
+  return f(caf::meta::type_name("BatchWorkDone"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CollectRemoteResult&) {

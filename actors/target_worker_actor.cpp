@@ -2,14 +2,50 @@
 
 #include <deque>
 
+#include "actors/core/completion_waiter.hpp"
 #include "actors/core/tp_results.hpp"
 
 namespace aerie::actors {
 
-caf::behavior target_worker_actor(caf::event_based_actor*, std::shared_ptr<core::TargetWorkerCore> core) {
+caf::behavior target_worker_actor(caf::event_based_actor* self, std::shared_ptr<core::TargetWorkerCore> core) {
+  struct State {
+    std::deque<caf::response_promise> owed;       // one per launched batch, oldest first
+    std::vector<caf::response_promise> idle_owed;  // WorkerIdle requests waiting for the batches in flight
+    std::unique_ptr<core::CompletionWaiter> waiter;
+  };
+  auto st = std::make_shared<State>();
+  // The waiter must not keep the actor alive: it holds a weak handle.
+  st->waiter = std::make_unique<core::CompletionWaiter>([weak = caf::actor_cast<caf::weak_actor_ptr>(self)] {
+    if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<caf::actor>(strong), BatchWorkDone{});
+  });
+  // Hands over every result whose work has run, in launch order; never waits.
+  auto deliver_done = [core, st] {
+    while (core->in_flight() > 0 && core->oldest_done()) {
+      st->owed.front().deliver(core->collect());
+      st->owed.pop_front();
+    }
+    if (core->in_flight() == 0) {
+      for (auto& p : st->idle_owed) p.deliver(WorkerIdle{});
+      st->idle_owed.clear();
+    }
+  };
   return {
-      [core](transport::BatchMessage& b) -> transport::BatchResult { return core->execute(b); },
-      [](WorkerIdle) { return WorkerIdle{}; },
+      // Enqueued behind the batch that runs (overlap scheduling), answered when it has run.
+      [self, core, st, deliver_done](transport::BatchMessage& b) -> caf::result<transport::BatchResult> {
+        auto promise = self->make_response_promise<transport::BatchResult>();
+        st->owed.push_back(promise);
+        core->launch(b);
+        st->waiter->watch(core->newest_done_event());
+        deliver_done();
+        return promise;
+      },
+      [deliver_done](BatchWorkDone) { deliver_done(); },
+      [self, core, st](WorkerIdle) -> caf::result<WorkerIdle> {
+        if (core->in_flight() == 0) return WorkerIdle{};
+        auto promise = self->make_response_promise<WorkerIdle>();
+        st->idle_owed.push_back(promise);
+        return promise;
+      },
   };
 }
 

@@ -1,6 +1,10 @@
 #pragma once
 // The TargetWorker actor: answers each BatchMessage with the BatchResult of running it.
 // Spawn it detached (it owns a thread), so the forward never blocks the actor scheduler.
+// It enqueues each batch as it arrives (core::TargetWorkerCore::launch) and answers once the
+// batch's work has run, which a core::CompletionWaiter thread tells it: under overlap
+// scheduling batch N + 1 is enqueued on the device while N still runs, and answers keep the
+// order of the batches.
 // A remote worker is the same behavior with a ZeroMQ hop: remote_worker_actor forwards the
 // batch to another rank (where a bridge hands it to that rank's TargetWorker actor) and
 // answers with what comes back. It forwards each batch as soon as it arrives, so that under

@@ -4,6 +4,7 @@
 // handle (a cudaStream_t). Host header: no CUDA includes.
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/future_tokens.hpp"
 #include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -21,6 +22,8 @@ namespace aerie::kernels {
   namespace ns {                                                \
   Status embedding(const EmbeddingParams& p __VA_ARGS__);       \
   Status scatter_rows(const ScatterRowsParams& p __VA_ARGS__);  \
+  Status resolve_future_ids(const ResolveFutureIdsParams& p __VA_ARGS__);      \
+  Status record_future_tokens(const RecordFutureTokensParams& p __VA_ARGS__);  \
   Status rms_norm(const RmsNormParams& p __VA_ARGS__);          \
   Status rope(const RopeParams& p __VA_ARGS__);                 \
   Status matmul(const MatmulParams& p __VA_ARGS__);             \

@@ -11,6 +11,8 @@ Status unavailable(const char* op) {
 
 Status embedding(const EmbeddingParams&, void*) { return unavailable("embedding"); }
 Status scatter_rows(const ScatterRowsParams&, void*) { return unavailable("scatter_rows"); }
+Status resolve_future_ids(const ResolveFutureIdsParams&, void*) { return unavailable("resolve_future_ids"); }
+Status record_future_tokens(const RecordFutureTokensParams&, void*) { return unavailable("record_future_tokens"); }
 Status logit_adjust(const LogitAdjustParams&, void*) { return unavailable("logit_adjust"); }
 Status rms_norm(const RmsNormParams&, void*) { return unavailable("rms_norm"); }
 Status rope(const RopeParams&, void*) { return unavailable("rope"); }

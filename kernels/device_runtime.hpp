@@ -41,5 +41,7 @@ void* create_event();
 void destroy_event(void* event);
 void record_event(void* event, void* stream);
 float elapsed_ms(void* start, void* end);  // synchronizes on `end`
+void event_synchronize(void* event);      // the host waits until the work before the record is done
+bool event_done(void* event);             // that work is done (no wait)
 
 }  // namespace aerie::cuda_runtime

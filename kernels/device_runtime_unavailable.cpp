@@ -36,6 +36,8 @@ void destroy_graph(void*) {}
 void* create_event() { no_cuda(); }
 void destroy_event(void*) {}
 void record_event(void*, void*) { no_cuda(); }
+void event_synchronize(void*) { no_cuda(); }
+bool event_done(void*) { no_cuda(); }
 float elapsed_ms(void*, void*) { no_cuda(); }
 
 }  // namespace aerie::cuda_runtime

@@ -80,6 +80,29 @@ Status scatter_rows(const ScatterRowsParams& p, const Stream& s) {
                   [](const ScatterRowsParams& q, void* h) { return cuda::scatter_rows(q, h); });
 }
 
+void ResolveFutureIdsParams::validate() const {
+  check_tensor(ids, "ids", 1, ids.device);
+  check_dtype(ids, "ids", DType::kI32);
+  check_tensor(table, "table", 1, ids.device);
+  check_dtype(table, "table", DType::kI32);
+}
+Status resolve_future_ids(const ResolveFutureIdsParams& p, const Stream& s) {
+  return dispatch(p, s, device_of(p.ids), cpu::resolve_future_ids,
+                  [](const ResolveFutureIdsParams& q, void* h) { return cuda::resolve_future_ids(q, h); });
+}
+
+void RecordFutureTokensParams::validate() const {
+  check_tensor(tokens, "tokens", 1, tokens.device);
+  check_dtype(tokens, "tokens", DType::kI32);
+  check_per_row(slots, "slots", DType::kI32, tokens.dim(0), tokens.device, "tokens");
+  check_tensor(table, "table", 1, tokens.device);
+  check_dtype(table, "table", DType::kI32);
+}
+Status record_future_tokens(const RecordFutureTokensParams& p, const Stream& s) {
+  return dispatch(p, s, device_of(p.tokens), cpu::record_future_tokens,
+                  [](const RecordFutureTokensParams& q, void* h) { return cuda::record_future_tokens(q, h); });
+}
+
 Status embedding(const EmbeddingParams& p, const Stream& s) {
   return dispatch(p, s, device_of(p.ids), cpu::embedding,
                   [](const EmbeddingParams& q, void* h) { return cuda::embedding(q, h); });

@@ -38,6 +38,53 @@ void HostStaging::release() {
   data_ = nullptr;
 }
 
+StreamEvent::StreamEvent(Device device) {
+  if (device == Device::kCuda) event_ = cuda_runtime::create_event();
+}
+StreamEvent::~StreamEvent() {
+  if (event_) cuda_runtime::destroy_event(event_);
+}
+StreamEvent::StreamEvent(StreamEvent&& o) noexcept : event_(o.event_), recorded_(o.recorded_) { o.event_ = nullptr; }
+StreamEvent& StreamEvent::operator=(StreamEvent&& o) noexcept {
+  if (this != &o) {
+    if (event_) cuda_runtime::destroy_event(event_);
+    event_ = o.event_;
+    recorded_ = o.recorded_;
+    o.event_ = nullptr;
+  }
+  return *this;
+}
+void StreamEvent::record(const Stream& stream) {
+  if (!event_) return;
+  AERIE_CHECK(stream.device() == Device::kCuda, "a CUDA event recorded on a CPU stream");
+  cuda_runtime::record_event(event_, stream.handle());
+  recorded_ = true;
+}
+void StreamEvent::wait() const {
+  if (event_ && recorded_) cuda_runtime::event_synchronize(event_);
+}
+bool StreamEvent::done() const { return !event_ || !recorded_ || cuda_runtime::event_done(event_); }
+
+StagingRing::StagingRing(Device device, size_t bytes, int count) : bytes_(bytes) {
+  buffers_.reserve(static_cast<size_t>(count));
+  AERIE_CHECK(count >= 1, "a staging ring needs at least one buffer");
+  for (int i = 0; i < count; ++i) {
+    buffers_.emplace_back(device, bytes);
+    std::memset(buffers_.back().data(), 0, bytes);  // parts an upload leaves unwritten copy as zeros
+    copied_.emplace_back(device);
+  }
+}
+void* StagingRing::acquire() {
+  AERIE_CHECK(!buffers_.empty(), "staging ring used before it was made");
+  copied_[next_].wait();
+  return buffers_[next_].data();
+}
+void StagingRing::release(const Stream& stream) {
+  AERIE_CHECK(!buffers_.empty(), "staging ring used before it was made");
+  copied_[next_].record(stream);
+  next_ = (next_ + 1) % buffers_.size();
+}
+
 void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
   if (bytes == 0) return;
   if (stream.device() == Device::kCpu) std::memcpy(dst, src, bytes);

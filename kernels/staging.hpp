@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/buffer.hpp"
 #include "kernels/stream.hpp"
@@ -29,6 +30,48 @@ class HostStaging {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool pinned_ = false;
+};
+
+// A mark in a stream's work: the host can ask whether, or wait until, everything enqueued
+// before the last record() has run. CPU streams run work as it is enqueued: always done.
+class StreamEvent {
+ public:
+  explicit StreamEvent(Device device);
+  ~StreamEvent();
+  StreamEvent(StreamEvent&& o) noexcept;
+  StreamEvent& operator=(StreamEvent&& o) noexcept;
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  void record(const Stream& stream);
+  void wait() const;   // returns at once when never recorded
+  bool done() const;
+
+ private:
+  void* event_ = nullptr;  // CUDA only
+  bool recorded_ = false;
+};
+
+// Host staging for uploads enqueued while earlier ones may not have run yet (overlap
+// scheduling launches batch N + 1 before N is done, so N's copies may still be waiting for
+// their turn on the stream): `count` buffers used in turn, each handed out again only after
+// the copies enqueued from it last time have run. No wait on the stream as a whole.
+class StagingRing {
+ public:
+  StagingRing() = default;
+  StagingRing(Device device, size_t bytes, int count = 3);
+  // The next buffer (zeros at first), once the copies from its last use have run.
+  void* acquire();
+  template <class T>
+  T* acquire_as() { return static_cast<T*>(acquire()); }
+  // After enqueuing the copies from the buffer acquire() gave: marks when they have run.
+  void release(const Stream& stream);
+  size_t size() const { return bytes_; }
+
+ private:
+  std::vector<HostStaging> buffers_;
+  std::vector<StreamEvent> copied_;
+  size_t bytes_ = 0;
+  size_t next_ = 0;  // the buffer acquire() hands out next
 };
 
 // Copies bytes between host and device memory in stream order (a plain memcpy for CPU

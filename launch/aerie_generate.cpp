@@ -85,9 +85,12 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
   int status = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const auto& oc = outcomes[i];
-    if (!oc.error.empty()) {
-      std::cerr << "aerie-generate: prompt " << i << ": " << oc.error << "\n";
-      std::cout << nlohmann::json{{"error", oc.error}}.dump() << "\n";
+    // A request the engine failed after it started (a failed batch) ends with the reason "error: ...".
+    const std::string& reason = oc.result.finish_reason;
+    const std::string error = !oc.error.empty() ? oc.error : reason.rfind("error", 0) == 0 ? reason : "";
+    if (!error.empty()) {
+      std::cerr << "aerie-generate: prompt " << i << ": " << error << "\n";
+      std::cout << nlohmann::json{{"error", error}}.dump() << "\n";
       status = 2;
       continue;
     }

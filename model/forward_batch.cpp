@@ -11,6 +11,12 @@ bool ForwardBatch::logits_for_every_row() const {
   return true;
 }
 
+bool ForwardBatch::references_future_tokens() const {
+  for (int32_t id : input_ids)
+    if (id < 0) return true;
+  return false;
+}
+
 void ForwardBatch::validate() const {
   const auto t = input_ids.size();
   AERIE_CHECK(t > 0, "forward batch has no tokens");
@@ -29,6 +35,8 @@ void ForwardBatch::validate() const {
     AERIE_CHECK(r >= 0 && static_cast<size_t>(r) < t, "forward batch: logit row " << r << " is not a token row");
   if (!custom_mask.empty())
     AERIE_CHECK(mask_indptr.size() == qo_indptr.size(), "forward batch: custom_mask needs mask_indptr");
+  if (!future_tokens.data)
+    AERIE_CHECK(!references_future_tokens(), "forward batch: an input id names a future token, but the batch has no future token table");
 }
 
 ForwardBatch pad_to_bucket(const ForwardBatch& batch, int64_t bucket, int64_t q) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/tensor.hpp"
+
 namespace aerie::model {
 
 struct ForwardBatch {
@@ -17,11 +19,16 @@ struct ForwardBatch {
   std::vector<int32_t> logit_rows;     // token rows whose logits are returned
   std::vector<uint8_t> custom_mask;    // optional tree mask (see kernels/attention.hpp)
   std::vector<int32_t> mask_indptr;    // [batch + 1] with custom_mask
+  // Overlap scheduling: the device table an input id < 0 names a slot of (kernels/future_tokens.hpp);
+  // the upload resolves those ids on the device. Unset: every id is a token.
+  TensorView future_tokens;
 
   int64_t num_tokens() const { return static_cast<int64_t>(input_ids.size()); }
   int64_t batch_size() const { return static_cast<int64_t>(qo_indptr.size()) - 1; }
   // True when logit_rows is every token row in order (a decode step).
   bool logits_for_every_row() const;
+  // True when an input id names a future token slot.
+  bool references_future_tokens() const;
   // Throws aerie::Error when the arrays disagree with each other.
   void validate() const;
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attention.hpp"
+#include "kernels/future_tokens.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie::model {
@@ -26,10 +27,9 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   total_ints_ = at;
   ints_ = Buffer(dev, DType::kI32, {total_ints_});
   ints_.zero();
-  staging_ = HostStaging(dev, static_cast<size_t>(total_ints_) * 4);
-  std::memset(staging_.data(), 0, static_cast<size_t>(total_ints_) * 4);
+  staging_ = StagingRing(dev, static_cast<size_t>(total_ints_) * 4);
   mask_ = Buffer(dev, DType::kU8, {std::max<int64_t>(cap.max_mask, 1)});
-  mask_staging_ = HostStaging(dev, static_cast<size_t>(std::max<int64_t>(cap.max_mask, 1)));
+  mask_staging_ = StagingRing(dev, static_cast<size_t>(std::max<int64_t>(cap.max_mask, 1)));
 
   const int64_t T = cap.max_tokens, H = c.hidden_size, I = c.intermediate_size;
   hidden = Buffer(dev, dt, {T, H});
@@ -73,9 +73,10 @@ bool ForwardWorkspace::fits(const ForwardBatch& b, int num_splits) const {
 void ForwardWorkspace::upload(const ForwardBatch& b, const Stream& stream) {
   AERIE_CHECK(fits(b, 1), "forward batch (" << b.num_tokens() << " tokens, " << b.batch_size() << " sequences, "
                                             << b.kv_indices.size() << " KV slots) exceeds the workspace");
-  // The previous upload may still be in flight from this arena.
-  synchronize(stream);
-  int32_t* host = staging_.as<int32_t>();
+  // Earlier uploads may not have run yet (overlap scheduling enqueues the next batch while
+  // one runs): the ring hands out a host arena whose last copy has run, without waiting for
+  // the stream.
+  int32_t* host = staging_.acquire_as<int32_t>();
   auto put = [&](int64_t off, const std::vector<int32_t>& v) {
     if (!v.empty()) std::memcpy(host + off, v.data(), v.size() * 4);
   };
@@ -89,10 +90,17 @@ void ForwardWorkspace::upload(const ForwardBatch& b, const Stream& stream) {
   put(off_kv_, b.kv_indices);
   const size_t used = static_cast<size_t>(off_kv_ + static_cast<int64_t>(b.kv_indices.size())) * 4;
   copy_async(ints_.data(), host, used, stream);
+  staging_.release(stream);
   if (!b.custom_mask.empty()) {
-    std::memcpy(mask_staging_.data(), b.custom_mask.data(), b.custom_mask.size());
-    copy_async(mask_.data(), mask_staging_.data(), b.custom_mask.size(), stream);
+    void* mask_host = mask_staging_.acquire();
+    std::memcpy(mask_host, b.custom_mask.data(), b.custom_mask.size());
+    copy_async(mask_.data(), mask_host, b.custom_mask.size(), stream);
+    mask_staging_.release(stream);
   }
+  // Future tokens (overlap scheduling): ids naming a slot of the table become its token on
+  // the device, after the batch that samples it and before this batch reads them.
+  if (b.future_tokens.data && b.references_future_tokens())
+    AERIE_CHECK_STATUS(kernels::resolve_future_ids({.ids = ids(b.num_tokens()), .table = b.future_tokens}, stream));
 }
 
 }  // namespace aerie::model

@@ -72,8 +72,8 @@ class ForwardWorkspace {
   int64_t off_ids_, off_pos_, off_slots_, off_qo_, off_kvp_, off_maskp_, off_rows_, off_kv_, total_ints_;
   Buffer ints_;          // device arena of every i32 input
   Buffer mask_;          // device u8 custom mask
-  HostStaging staging_;  // host arena, same layout as ints_
-  HostStaging mask_staging_;
+  StagingRing staging_;  // host arenas, same layout as ints_
+  StagingRing mask_staging_;
 };
 
 }  // namespace aerie::model

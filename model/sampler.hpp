@@ -25,12 +25,18 @@ class Sampler {
   Sampler(Device device, int64_t max_batch);
   // logits: [rows.size(), vocab] f32 on the device. Returns the sampled ids (synchronises).
   std::vector<int32_t> sample(const TensorView& logits, std::span<const SamplingRow> rows, const Stream& stream);
+  // The same, without waiting: the [rows.size()] i32 ids on the device, in stream order (valid
+  // until the next call's kernel overwrites them, so copy them out before).
+  TensorView sample_on_device(const TensorView& logits, std::span<const SamplingRow> rows, const Stream& stream);
+  // The last call's first `rows` ids, on the device.
+  TensorView last_ids_on_device(int64_t rows) const;
 
  private:
   int64_t max_batch_;
   Buffer device_;        // packed per-row parameters + output ids
   Buffer workspace_;     // kernels::sample scratch
-  HostStaging staging_;  // same layout on the host
+  StagingRing staging_;  // same layout on the host, in turn (calls may be enqueued ahead)
+  HostStaging ids_host_;  // sample()'s ids
 };
 
 // The argmax of every logits row (greedy sampling) for batches of any size: the Sampler

@@ -90,6 +90,11 @@ std::vector<int32_t> DecodeGraphRunner::last_greedy_tokens() {
   return std::vector<int32_t>(t, t + n);
 }
 
+TensorView DecodeGraphRunner::replay_greedy_on_device(const model::ForwardBatch& batch) {
+  replay(batch);
+  return greedy_tokens_.view().slice_rows(0, last_tokens_);
+}
+
 std::vector<int32_t> DecodeGraphRunner::replay_greedy(const model::ForwardBatch& batch) {
   replay(batch);
   return last_greedy_tokens();

@@ -44,6 +44,9 @@ class DecodeGraphRunner {
   std::vector<int32_t> last_greedy_tokens();
   // replay() and last_greedy_tokens().
   std::vector<int32_t> replay_greedy(const model::ForwardBatch& batch);
+  // replay() without waiting: the in-graph argmax of every real row, [tokens] i32 on the
+  // device, in stream order (valid until the next replay overwrites it).
+  TensorView replay_greedy_on_device(const model::ForwardBatch& batch);
   // The bucket a batch of this many sequences replays.
   int64_t bucket_for(int64_t batch_size) const;
   const std::vector<int64_t>& buckets() const { return buckets_.buckets(); }

@@ -9,12 +9,7 @@
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-idle}
 source "$(dirname "$0")/gpu_steps.sh"
-args=(--load-format dummy --model-shape llama-3.2-1b --device cuda --max-new-tokens 32 --temperature 0 --ignore-eos
-      --max-total-tokens 65536 --output json)
-for i in $(seq 1 32); do args+=(--input-ids "$(python3 -c "import random; r=random.Random($i); print(','.join(str(r.randrange(3,128000)) for _ in range(r.randint(1,200))))")"); done
-timeout 120 "$B/aerie-generate" "${args[@]}" > "$RESULTS/overlap_on.jsonl" 2> "$LOGS/overlap_on.txt" || status=1
-timeout 120 "$B/aerie-generate" "${args[@]}" --disable-overlap-schedule > "$RESULTS/overlap_off.jsonl" 2> "$LOGS/overlap_off.txt" || status=1
-compare "$RESULTS/overlap_off.jsonl" "$RESULTS/overlap_on.jsonl"
+overlap_tokens_check
 STEP_TAIL=10 step idle_fraction 500 python3 tools/gpu_idle_fraction.py --serve "$B/aerie-serve" --bench "$B/aerie-bench" \
   --json "$RESULTS/gpu_idle_fraction.json" ${IDLE_ARGS:-}
 pack_logs

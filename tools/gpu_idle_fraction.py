@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue #15, item 1: how much of a served workload's wall time the GPU is idle between forwards.
 
-Starts aerie-serve (Llama-3.1-8B shape, dummy weights, bf16, CUDA graphs on), plain and with an
+Starts aerie-serve (Llama-3.1-8B shape unless --model-shape says another, dummy weights, bf16, CUDA graphs on), plain and with an
 EAGLE3 head, each with overlap scheduling on and off (random weights: one token per round, so this shows cost, not speed-up), runs
 `aerie-bench serving` (random ids) at 1, 32 and 256 concurrent streams, and meanwhile samples the
 GPU's utilization with nvidia-smi every 100 ms (NVML: the share of each sample period in which a
@@ -24,8 +24,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "launch"))
 from serve_process import running_server  # noqa: E402
 
-SERVE = ["--load-format", "dummy", "--model-shape", "llama-3.1-8b", "--device", "cuda", "--dtype", "bf16",
-         "--max-running-requests", "256"]
+SERVE = ["--load-format", "dummy", "--device", "cuda", "--dtype", "bf16", "--max-running-requests", "256"]
 # Overlap scheduling on (the default), and "-sync": --disable-overlap-schedule, one batch in flight.
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]
 MODES = {"plain": [], "plain-sync": ["--disable-overlap-schedule"], "EAGLE3": EAGLE3 + ["--enable-spec-overlap"], "EAGLE3-sync": EAGLE3}
@@ -80,15 +79,17 @@ def main():
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
     ap.add_argument("--modes", nargs="+", default=list(MODES))
+    ap.add_argument("--model-shape", default="llama-3.1-8b", help="aerie-serve's --model-shape (dummy weights)")
     args = ap.parse_args()
     rows = []
     for mode in args.modes:
         extra = MODES[mode]
         log = os.path.join(os.path.dirname(os.path.abspath(args.json)), f"serve_{mode}.log")  # the server's stderr
-        with open(log, "w") as err, running_server(args.serve, SERVE + extra, startup_s=600, stderr=err) as (url, _):
+        with open(log, "w") as err, running_server(args.serve, SERVE + ["--model-shape", args.model_shape] + extra, startup_s=600, stderr=err) as (url, _):
             for c in args.concurrency:
                 r = run(args.bench, url, c, args.input_len, args.output_len)
                 r["mode"] = mode
+                r["model_shape"] = args.model_shape
                 rows.append(r)
                 between = r["idle_between_forwards"]
                 print(f"{mode:10s} {c:4d} streams: idle between forwards {100 * (between or 0):5.2f}% "

@@ -5,7 +5,7 @@
 # records a failure in $status. pack_logs puts $LOGS into $RESULTS/logs.tgz: one file, since
 # the device tool brings back only a few. compare() says how far two aerie-generate JSON-lines
 # outputs agree (bf16 runs of different layouts part at near-ties). smollm2_eval runs the real
-# model's speculative evaluation.
+# model's speculative evaluation. overlap_tokens_check compares greedy tokens with overlap on and off.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=$RESULTS/logs
 mkdir -p "$LOGS"
@@ -50,6 +50,14 @@ smollm2_eval() {  # json name [eval_spec.py flags]: SmolLM2 + the trained EAGLE-
   fi
   step eval 420 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" --head assets/smollm2-eagle3 \
     --device cuda --dtype bf16 --prompts 16 --max-new 128 --batch-size 1 8 --json "$RESULTS/$name" "$@"
+}
+overlap_tokens_check() {  # greedy tokens with overlap scheduling on and off (aerie-generate, 1B shape, 32 prompts)
+  local args=(--load-format dummy --model-shape llama-3.2-1b --device cuda --max-new-tokens 32 --temperature 0 --ignore-eos
+              --max-total-tokens 65536 --output json)
+  for i in $(seq 1 32); do args+=(--input-ids "$(python3 -c "import random; r=random.Random($i); print(','.join(str(r.randrange(3,128000)) for _ in range(r.randint(1,200))))")"); done
+  timeout 120 "$B/aerie-generate" "${args[@]}" > "$RESULTS/overlap_on.jsonl" 2> "$LOGS/overlap_on.txt" || status=1
+  timeout 120 "$B/aerie-generate" "${args[@]}" --disable-overlap-schedule > "$RESULTS/overlap_off.jsonl" 2> "$LOGS/overlap_off.txt" || status=1
+  compare "$RESULTS/overlap_off.jsonl" "$RESULTS/overlap_on.jsonl"
 }
 pack_logs() {
   tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"

@@ -6,7 +6,9 @@
 // came back); on the CPU from the host clock, which is the device there. A gap longer than
 // `max_gap` counts as a time without work, not as idle time between forwards.
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <vector>
 
 #include "kernels/stream.hpp"
 
@@ -23,16 +25,32 @@ class ForwardTimeline {
   ~ForwardTimeline();
   ForwardTimeline(const ForwardTimeline&) = delete;
   ForwardTimeline& operator=(const ForwardTimeline&) = delete;
+  // Before a batch's first copy is enqueued.
   void begin(const Stream& stream);
-  // After the batch's work was enqueued (and waited for): its times.
-  ForwardTimes end(const Stream& stream);
+  // After the batch's work was enqueued (overlap scheduling: the next batch may begin before
+  // this one's work has run).
+  void mark_end(const Stream& stream);
+  // The times of the oldest marked batch not collected yet; waits until its work has run.
+  ForwardTimes collect();
+  // mark_end and collect: a batch whose work was waited for.
+  ForwardTimes end(const Stream& stream) {
+    mark_end(stream);
+    return collect();
+  }
 
  private:
   struct Events;
+  struct Batch {
+    std::unique_ptr<Events> events;  // CUDA: begin and end
+    std::chrono::steady_clock::time_point begin, end;  // CPU
+  };
+  Events* take_events();
   Device device_;
   double max_gap_s_;
-  std::unique_ptr<Events> events_;  // CUDA: begin, end and the previous end
-  std::chrono::steady_clock::time_point begin_, last_end_;
+  std::deque<Batch> batches_;  // begun or marked, not collected, oldest first
+  std::vector<std::unique_ptr<Events>> spare_;
+  std::unique_ptr<Events> last_;  // the last collected batch's events (its end starts the next gap)
+  std::chrono::steady_clock::time_point last_end_;
   bool has_last_ = false;
 };
 

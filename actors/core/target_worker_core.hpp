@@ -2,12 +2,20 @@
 // TargetWorkerCore: the CAF-free part of a TargetWorker. It runs one BatchMessage on its
 // rank's model and KV cache (a captured CUDA graph when the batch is a decode that fits a
 // bucket, eagerly otherwise), samples the requested rows and reports the tokens. Errors
-// become a BatchResult with `error` set; the worker stays usable. Under overlap scheduling
-// a batch's decodes may name tokens of the batch before it by future slots: the worker keeps
-// each batch's sampled tokens where its message says (FutureTokenMap) and resolves them
-// before the next batch runs.
+// become a BatchResult with `error` set; the worker stays usable.
+//
+// Overlap scheduling: a batch's decodes may name tokens of the batch before it by future
+// slots. A plain batch's tokens are recorded into a device table (DeviceFutureTokens) and the
+// next batch resolves them on the device, so launch() enqueues a batch and returns without
+// waiting for it whenever no host work needs its tokens (no logprobs, no logit adjustments):
+// the next batch is enqueued behind it while it runs, and collect() hands the results over in
+// launch order once their work has run. Speculative batches keep the host-side map
+// (FutureTokenMap: a verify's layout shifts by what the last one committed) and run to the end
+// in launch().
+#include <deque>
 #include <memory>
 
+#include "actors/core/device_future_tokens.hpp"
 #include "actors/core/forward_timeline.hpp"
 #include "actors/core/future_tokens.hpp"
 #include "actors/core/logit_adjustments.hpp"
@@ -34,14 +42,39 @@ struct WorkerStats {
 class TargetWorkerCore {
  public:
   TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv, WorkerOptions options);
+  // Runs a batch to the end: launch() and collect().
   transport::BatchResult execute(const transport::BatchMessage& batch);
+  // Enqueues a batch's work (runs it to the end where host work needs its results); never throws.
+  void launch(const transport::BatchMessage& batch);
+  // Batches launched and not collected.
+  size_t in_flight() const { return pending_.size(); }
+  // Whether the oldest launched batch's work has run (collect() will not wait).
+  bool oldest_done() const;
+  // Marks when the newest launched batch's work has run: another thread may wait on it.
+  std::shared_ptr<const StreamEvent> newest_done_event() const;
+  // The oldest launched batch's result, once its work has run (waits for it).
+  transport::BatchResult collect();
   // Every batch but IDLE goes to `spec` from now on (a speculative engine plans EXTEND and VERIFY).
   void enable_speculation(std::unique_ptr<SpecWorkerCore> spec) { spec_ = std::move(spec); }
   const WorkerStats& stats() const { return stats_; }
 
  private:
-  // Runs a batch whose future tokens are resolved; throws on what it refuses.
-  void run(const transport::BatchMessage& m, transport::BatchResult& r);
+  struct Pending {
+    transport::BatchResult result;
+    std::vector<int32_t> future_slots;    // forgotten if the batch fails after all
+    std::shared_ptr<StreamEvent> done;    // recorded after the batch's work (and its tokens' copy)
+    std::unique_ptr<HostStaging> tokens;  // the tokens' copy, when they are still on the way
+    size_t token_count = 0;
+    bool timed = false;                   // the timeline has its begin and end
+  };
+  // Runs a plain batch (future ids resolved on the device); throws on what it refuses. Leaves
+  // the sampled ids on the device (returned) and, where host work needed them, in r.
+  TensorView run(const transport::BatchMessage& m, transport::BatchResult& r, bool& tokens_on_host);
+  // A speculative batch (future ids resolved on the host), run to the end.
+  void run_speculative(const transport::BatchMessage& batch, transport::BatchResult& r);
+  // Checks common to every batch; false for IDLE (handled here).
+  bool prepare(const transport::BatchMessage& m);
+  std::unique_ptr<HostStaging> take_token_buffer();
   model::LlamaModel& model_;
   model::KvCache& kv_;
   WorkerOptions options_;
@@ -50,7 +83,10 @@ class TargetWorkerCore {
   LogitAdjuster adjuster_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
   std::unique_ptr<SpecWorkerCore> spec_;
-  FutureTokenMap futures_;
+  FutureTokenMap futures_;        // speculative batches
+  DeviceFutureTokens device_futures_;  // plain batches
+  std::deque<Pending> pending_;
+  std::vector<std::unique_ptr<HostStaging>> spare_token_buffers_;
   ForwardTimeline timeline_;
   WorkerStats stats_;
   int cuda_device_ = -1;  // the GPU this worker's model lives on (set on whatever thread runs it)

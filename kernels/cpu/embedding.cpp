@@ -39,4 +39,30 @@ Status scatter_rows(const ScatterRowsParams& p) {
   return Status::ok();
 }
 
+Status resolve_future_ids(const ResolveFutureIdsParams& p) {
+  int32_t* ids = p.ids.ptr<int32_t>();
+  const int32_t* table = p.table.ptr<int32_t>();
+  for (int64_t t = 0; t < p.ids.dim(0); ++t) {
+    if (ids[t] >= 0) continue;
+    const int64_t slot = -static_cast<int64_t>(ids[t]) - 1;
+    if (slot >= p.table.dim(0))
+      return Status::error("future token slot " + std::to_string(slot) + " is outside the table of " + std::to_string(p.table.dim(0)));
+    ids[t] = table[slot];
+  }
+  return Status::ok();
+}
+
+Status record_future_tokens(const RecordFutureTokensParams& p) {
+  const int32_t* tokens = p.tokens.ptr<int32_t>();
+  const int32_t* slots = p.slots.ptr<int32_t>();
+  int32_t* table = p.table.ptr<int32_t>();
+  for (int64_t i = 0; i < p.tokens.dim(0); ++i) {
+    if (slots[i] < 0) continue;
+    if (slots[i] >= p.table.dim(0))
+      return Status::error("future token slot " + std::to_string(slots[i]) + " is outside the table of " + std::to_string(p.table.dim(0)));
+    table[slots[i]] = tokens[i];
+  }
+  return Status::ok();
+}
+
 }  // namespace aerie::kernels::cpu

@@ -109,6 +109,13 @@ void* create_event() {
 }
 void destroy_event(void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
 void record_event(void* e, void* stream) { AERIE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), S(stream))); }
+void event_synchronize(void* e) { AERIE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+bool event_done(void* e) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (status == cudaErrorNotReady) return false;
+  AERIE_CUDA_CHECK(status);
+  return true;
+}
 float elapsed_ms(void* start, void* end) {
   AERIE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
   float ms = 0.0f;

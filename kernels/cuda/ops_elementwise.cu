@@ -38,6 +38,22 @@ __global__ void scatter_rows_kernel(const W* src, const int32_t* rows, W* out, i
   for (int64_t w = threadIdx.x; w < words; w += blockDim.x) out[r * words + w] = src[i * words + w];
 }
 
+__global__ void resolve_future_ids_kernel(int32_t* ids, const int32_t* table, int64_t tokens, int64_t slots) {
+  pdl_begin();
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < tokens; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t slot = -static_cast<int64_t>(ids[t]) - 1;
+    if (slot >= 0 && slot < slots) ids[t] = table[slot];
+  }
+}
+
+__global__ void record_future_tokens_kernel(const int32_t* tokens, const int32_t* slot_of, int32_t* table, int64_t rows, int64_t slots) {
+  pdl_begin();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t slot = slot_of[i];
+    if (slot >= 0 && slot < slots) table[slot] = tokens[i];
+  }
+}
+
 template <class T, class TW, class TR>
 __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
   pdl_begin();
@@ -210,6 +226,22 @@ __global__ void silu_mul_kernel(const T* gu, T* out, int64_t rows, int64_t inter
 int threads_for(int64_t n) { return n >= 512 ? 512 : n >= 256 ? 256 : 128; }
 
 }  // namespace
+
+Status resolve_future_ids(const ResolveFutureIdsParams& p, void* stream) {
+  const int64_t n = p.ids.dim(0);
+  if (n == 0) return Status::ok();
+  launch_pdl(resolve_future_ids_kernel, dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024))), dim3(256), 0, as_stream(stream),
+             p.ids.ptr<int32_t>(), p.table.ptr<int32_t>(), n, p.table.dim(0));
+  return launch_status("resolve_future_ids");
+}
+
+Status record_future_tokens(const RecordFutureTokensParams& p, void* stream) {
+  const int64_t n = p.tokens.dim(0);
+  if (n == 0) return Status::ok();
+  launch_pdl(record_future_tokens_kernel, dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024))), dim3(256), 0, as_stream(stream),
+             p.tokens.ptr<int32_t>(), p.slots.ptr<int32_t>(), p.table.ptr<int32_t>(), n, p.table.dim(0));
+  return launch_status("record_future_tokens");
+}
 
 Status embedding(const EmbeddingParams& p, void* stream) {
   const int64_t tokens = p.ids.dim(0);

@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <functional>
 #include <map>
 #include <random>
 #include <thread>
 #include <zmq.hpp>
 
+#include "actors/core/completion_waiter.hpp"
+#include "actors/core/device_future_tokens.hpp"
 #include "actors/core/dp_step_coordinator.hpp"
 #include "actors/core/forward_timeline.hpp"
 #include "actors/core/future_tokens.hpp"
@@ -482,20 +487,27 @@ TEST(OverlapSchedule, TheModelsTokensEqualWithOverlapOnAndOffAndAlone) {
   }
 }
 
-TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
-  TinyModel f;
-  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
-  TargetWorkerCore worker(f.model, kv, {});
-  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
+// One request's prompt batch and, planned before its result, the decode that names the
+// prompt's token by its future slot.
+static void plan_prompt_and_decode_ahead(SchedulerCore& s, std::optional<transport::BatchMessage>& b1, std::optional<transport::BatchMessage>& b2) {
   GenerationRequest r;
   r.prompt = {5, 9, 11};
   r.max_new_tokens = 3;
   r.ignore_eos = true;
   s.submit(1, r);
-  auto b1 = s.plan_next();
-  auto b2 = s.plan_next();
+  b1 = s.plan_next();
+  b2 = s.plan_next();
   ASSERT_TRUE(b1 && b2);
   ASSERT_LT(b2->input_ids[0], 0);
+}
+
+TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
+  TinyModel f;
+  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  TargetWorkerCore worker(f.model, kv, {});
+  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
+  std::optional<transport::BatchMessage> b1, b2;
+  ASSERT_NO_FATAL_FAILURE(plan_prompt_and_decode_ahead(s, b1, b2));
   const auto r1 = worker.execute(*b1);
   ASSERT_EQ(r1.error, "");
   // The same decode with the token written out gives the same token.
@@ -518,6 +530,85 @@ TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
   uneven.future_slots = {1, 2};
   EXPECT_NE(worker.execute(uneven).error.find("future slots"), std::string::npos);
   EXPECT_EQ(worker.execute(explicit_b2).error, "");
+}
+
+// The worker enqueues batch 2, which names batch 1's token by its slot, before batch 1's
+// result is collected (the actor does so under overlap scheduling): the token is resolved
+// from the device table, and the results come back in launch order, equal to running the
+// batches one at a time with the token written out.
+TEST(OverlapSchedule, TheWorkerLaunchesTheNextBatchBeforeCollectingTheLast) {
+  TinyModel f;
+  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  TargetWorkerCore worker(f.model, kv, {});
+  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
+  std::optional<transport::BatchMessage> b1, b2;
+  ASSERT_NO_FATAL_FAILURE(plan_prompt_and_decode_ahead(s, b1, b2));
+  worker.launch(*b1);
+  worker.launch(*b2);
+  EXPECT_EQ(worker.in_flight(), 2u);
+  const auto r1 = worker.collect();
+  const auto r2 = worker.collect();
+  EXPECT_EQ(worker.in_flight(), 0u);
+  ASSERT_EQ(r1.error, "");
+  ASSERT_EQ(r2.error, "");
+  EXPECT_EQ(r1.step_id, b1->step_id);
+  EXPECT_EQ(r2.step_id, b2->step_id);
+  model::KvCache kv2(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  TargetWorkerCore one_at_a_time(f.model, kv2, {});
+  auto plain1 = *b1, plain2 = *b2;
+  plain1.future_slots.clear();
+  plain2.future_slots.clear();
+  plain2.input_ids[0] = r1.next_tokens.at(0);
+  EXPECT_EQ(one_at_a_time.execute(plain1).next_tokens, r1.next_tokens);
+  EXPECT_EQ(one_at_a_time.execute(plain2).next_tokens, r2.next_tokens);
+  // A batch refused at launch is collected in its turn with its error.
+  auto missing = *b2;
+  missing.input_ids[0] = future_token_ref(4242);
+  worker.launch(missing);
+  EXPECT_TRUE(worker.oldest_done());
+  EXPECT_NE(worker.collect().error.find("holds no token"), std::string::npos);
+}
+
+// The device table's host side: a slot holds a token once a batch recorded one there, and
+// no longer once its batch failed; slots outside the table are refused.
+TEST(DeviceFutureTokens, KnowsWhichSlotsHoldATokenAndResolvesThem) {
+  DeviceFutureTokens futures(Device::kCpu, 16);
+  Buffer tokens(Device::kCpu, DType::kI32, {2});
+  const std::vector<int32_t> values = {40, 41};
+  tokens.copy_from_host(values.data(), 8);
+  const std::vector<int32_t> slots = {3, -1};
+  EXPECT_THROW(futures.check(std::vector<int32_t>{future_token_ref(3)}), Error);
+  futures.record(tokens.view(), slots, Stream::cpu());
+  futures.check(std::vector<int32_t>{7, future_token_ref(3)});
+  EXPECT_EQ(futures.table().ptr<int32_t>()[3], 40);
+  EXPECT_THROW(futures.check(std::vector<int32_t>{future_token_ref(16)}), Error);
+  EXPECT_THROW(futures.record(tokens.view(), std::vector<int32_t>{3, 16}, Stream::cpu()), Error);
+  EXPECT_THROW(futures.record(tokens.view(), std::vector<int32_t>{3}, Stream::cpu()), Error);
+  futures.forget(slots);
+  EXPECT_THROW(futures.check(std::vector<int32_t>{future_token_ref(3)}), Error);
+}
+
+// The waiter tells its owner about each watched mark, in order, after the mark's work ran
+// (CPU marks: at once).
+TEST(CompletionWaiter, NotifiesOnceForEachMarkInOrder) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int notified = 0;
+  {
+    CompletionWaiter waiter([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++notified;
+      cv.notify_all();
+    });
+    for (int i = 0; i < 5; ++i) {
+      auto e = std::make_shared<StreamEvent>(Device::kCpu);
+      e->record(Stream::cpu());
+      waiter.watch(e);
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return notified == 5; }));
+  }
+  EXPECT_EQ(notified, 5);
 }
 
 TEST(DpStepCoordinator, OverlapRunsTwoStepsAndHandsResultsBackInOrder) {
@@ -665,4 +756,16 @@ TEST(ForwardTimeline, TimesEachBatchAndTheGapBeforeIt) {
   std::this_thread::sleep_for(60ms);  // longer than max_gap: a time without work, not idle
   t.begin(Stream::cpu());
   EXPECT_EQ(t.end(Stream::cpu()).gap_seconds, 0.0);
+  // Two batches marked before either is collected (launched ahead): collected in order.
+  t.begin(Stream::cpu());
+  std::this_thread::sleep_for(2ms);
+  t.mark_end(Stream::cpu());
+  std::this_thread::sleep_for(1ms);
+  t.begin(Stream::cpu());
+  t.mark_end(Stream::cpu());
+  const ForwardTimes a = t.collect();
+  const ForwardTimes b = t.collect();
+  EXPECT_GE(a.forward_seconds, 0.002);
+  EXPECT_GE(b.gap_seconds, 0.001);
+  EXPECT_THROW(t.collect(), Error);
 }

@@ -10,6 +10,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/future_tokens.hpp"
 #include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -307,6 +308,32 @@ TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {
           for (int tpb : {1, 2, 4, 8})
             if ((s.qh / s.kh) * tpb <= 32)
               expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, {8, 16, 8, 24}, {300, 700, 8, 40}}, gpu());
+}
+
+// The future-token kernels against the CPU reference: recorded at their slots (rows of -1
+// keep nothing), resolved in place, plain ids untouched.
+TEST_F(CudaOps, FutureTokensMatchCpu) {
+  std::mt19937 rng(7);
+  const int64_t slots = 1000, rows = 300;
+  std::vector<int32_t> slot_of(static_cast<size_t>(slots));
+  std::iota(slot_of.begin(), slot_of.end(), 0);
+  std::shuffle(slot_of.begin(), slot_of.end(), rng);
+  slot_of.resize(static_cast<size_t>(rows));
+  for (size_t i = 0; i < slot_of.size(); i += 7) slot_of[i] = -1;
+  std::vector<int32_t> tokens(static_cast<size_t>(rows)), ids(700);
+  for (auto& t : tokens) t = static_cast<int32_t>(rng() % 50000);
+  for (auto& id : ids) id = rng() % 2 ? static_cast<int32_t>(rng() % 50000) : -static_cast<int32_t>(rng() % slots) - 1;
+  Buffer table = ints(std::vector<int32_t>(static_cast<size_t>(slots), 3)), t = ints(tokens), s = ints(slot_of), i = ints(ids);
+  Buffer dtable = to_gpu(table), dt = to_gpu(t), ds = to_gpu(s), di = to_gpu(i);
+  ASSERT_TRUE(record_future_tokens({.tokens = t.view(), .slots = s.view(), .table = table.view()}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(resolve_future_ids({.ids = i.view(), .table = table.view()}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(record_future_tokens({.tokens = dt.view(), .slots = ds.view(), .table = dtable.view()}, gpu()).is_ok());
+  ASSERT_TRUE(resolve_future_ids({.ids = di.view(), .table = dtable.view()}, gpu()).is_ok());
+  const Buffer table_back = to_cpu(dtable), ids_back = to_cpu(di);
+  EXPECT_EQ(std::vector<int32_t>(table_back.view().ptr<int32_t>(), table_back.view().ptr<int32_t>() + slots),
+            std::vector<int32_t>(table.view().ptr<int32_t>(), table.view().ptr<int32_t>() + slots));
+  EXPECT_EQ(std::vector<int32_t>(ids_back.view().ptr<int32_t>(), ids_back.view().ptr<int32_t>() + 700),
+            std::vector<int32_t>(i.view().ptr<int32_t>(), i.view().ptr<int32_t>() + 700));
 }
 
 TEST_F(CudaOps, KvMoveMatchesCpu) {

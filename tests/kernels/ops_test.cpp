@@ -9,6 +9,7 @@
 #include "kernels/cpu/small_batch_gemm.hpp"
 #include "kernels/cpu/vector_exp.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/future_tokens.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
@@ -240,6 +241,37 @@ TEST(Ops, EmbeddingRejectsIdsOutsideTheVocabulary) {
   Status s = embedding({.ids = ids.view(), .table = table.view(), .out = out.view()}, Stream::cpu());
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos);
+}
+
+// Overlap scheduling's future tokens: a batch records its sampled tokens at its slots, the
+// next batch's ids that name a slot (-(slot + 1)) become those tokens; plain ids stay.
+TEST(Ops, FutureTokensAreRecordedAtTheirSlotsAndResolvedFromThem) {
+  const Stream cpu = Stream::cpu();
+  Buffer table(Device::kCpu, DType::kI32, {8});
+  table.zero();
+  auto ints = [](std::vector<int32_t> v) {
+    Buffer b(Device::kCpu, DType::kI32, {static_cast<int64_t>(v.size())});
+    b.copy_from_host(v.data(), b.nbytes());
+    return b;
+  };
+  Buffer tokens = ints({11, 22, 33}), slots = ints({5, -1, 0});  // the middle row keeps nothing
+  ASSERT_TRUE(record_future_tokens({.tokens = tokens.view(), .slots = slots.view(), .table = table.view()}, cpu).is_ok());
+  const int32_t* t = table.view().ptr<int32_t>();
+  EXPECT_EQ(t[5], 11);
+  EXPECT_EQ(t[0], 33);
+  EXPECT_EQ(t[1] + t[2] + t[3] + t[4] + t[6] + t[7], 0);
+  Buffer ids = ints({7, -6, 9, -1});  // slot 5, a token, slot 0
+  ASSERT_TRUE(resolve_future_ids({.ids = ids.view(), .table = table.view()}, cpu).is_ok());
+  const int32_t* r = ids.view().ptr<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(r, r + 4), (std::vector<int32_t>{7, 11, 9, 33}));
+  // A slot outside the table is an error, not a read past it.
+  Buffer far = ints({-9});
+  EXPECT_FALSE(resolve_future_ids({.ids = far.view(), .table = table.view()}, cpu).is_ok());
+  Buffer far_slot = ints({8});
+  Buffer one = ints({1});
+  EXPECT_FALSE(record_future_tokens({.tokens = one.view(), .slots = far_slot.view(), .table = table.view()}, cpu).is_ok());
+  Buffer two_slots = ints({1, 2});
+  EXPECT_THROW((void)record_future_tokens({.tokens = one.view(), .slots = two_slots.view(), .table = table.view()}, cpu), Error);
 }
 
 TEST(Ops, ValidateNamesTheWrongField) {

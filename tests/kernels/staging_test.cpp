@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 
 using namespace aerie;
@@ -27,4 +28,36 @@ TEST(UploadInts, CopiesIntoTheBufferGrowingItOnlyWhenTooSmall) {
   EXPECT_EQ(buf.view().numel(), 20);  // grown to what is needed
   EXPECT_EQ(std::vector<int32_t>(vc.ptr<int32_t>(), vc.ptr<int32_t>() + 20), c);
   EXPECT_EQ(upload_ints(buf, std::vector<int32_t>{}, cpu).numel(), 0);
+}
+
+// StagingRing hands its buffers out in turn (zeros at first), so an upload enqueued while
+// the previous one has not run yet never writes over the host memory that copy reads. On the
+// CPU stream every copy has run when it returns, so acquire() never waits.
+TEST(StagingRing, HandsOutItsBuffersInTurnZeroedAtFirst) {
+  const Stream cpu = Stream::cpu();
+  StagingRing ring(Device::kCpu, 16, 3);
+  EXPECT_EQ(ring.size(), 16u);
+  std::vector<void*> seen;
+  for (int i = 0; i < 6; ++i) {
+    auto* p = ring.acquire_as<int32_t>();
+    if (i < 3) EXPECT_EQ(p[0] + p[1] + p[2] + p[3], 0);  // zeros before first use
+    p[0] = i;
+    seen.push_back(p);
+    ring.release(cpu);
+  }
+  EXPECT_NE(seen[0], seen[1]);
+  EXPECT_NE(seen[1], seen[2]);
+  EXPECT_NE(seen[0], seen[2]);
+  EXPECT_EQ(seen[3], seen[0]);  // the ring comes round
+  EXPECT_EQ(static_cast<int32_t*>(seen[5])[0], 5);
+  EXPECT_THROW(StagingRing(Device::kCpu, 16, 0), Error);
+}
+
+// A CPU stream's work has run when it is enqueued: its events are always done.
+TEST(StreamEvent, OnTheCpuIsDoneAtOnce) {
+  StreamEvent e(Device::kCpu);
+  EXPECT_TRUE(e.done());
+  e.record(Stream::cpu());
+  EXPECT_TRUE(e.done());
+  e.wait();
 }
