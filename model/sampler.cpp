@@ -33,7 +33,7 @@ TensorView Sampler::sample_on_device(const TensorView& logits, std::span<const S
   // Byte offsets of the arrays.
   auto i64_at = [&](int64_t a) { return a * M * 8; };
   auto b4_at = [&](int64_t a) { return 2 * M * 8 + a * M * 4; };
-  const TensorView out_view = view(b4_at(4), DType::kI32);
+  const TensorView out_view = last_ids_on_device(B);
   if (B == 0) return out_view;
   // The ring's next host area is free once its last copy ran: the parameters are written
   // while the forward (and under overlap scheduling the batch before it) still runs.
@@ -62,7 +62,7 @@ TensorView Sampler::sample_on_device(const TensorView& logits, std::span<const S
 
 TensorView Sampler::last_ids_on_device(int64_t rows) const {
   AERIE_CHECK(rows >= 0 && rows <= max_batch_, "the sampler holds at most " << max_batch_ << " ids");
-  const int64_t out_at = 2 * max_batch_ * 8 + 4 * max_batch_ * 4;  // the out array (see packed_bytes)
+  const int64_t out_at = 2 * max_batch_ * 8 + (kFourByteArrays - 1) * max_batch_ * 4;  // the last array (see the layout above)
   return TensorView(static_cast<char*>(device_.data()) + out_at, DType::kI32, {rows}, device_.view().device);
 }
 

@@ -28,7 +28,7 @@ class Sampler {
   // The same, without waiting: the [rows.size()] i32 ids on the device, in stream order (valid
   // until the next call's kernel overwrites them, so copy them out before).
   TensorView sample_on_device(const TensorView& logits, std::span<const SamplingRow> rows, const Stream& stream);
-  // The last call's first `rows` ids, on the device.
+  // The last call's first `rows` ids, on the device (where every call writes them).
   TensorView last_ids_on_device(int64_t rows) const;
 
  private:

@@ -16,8 +16,7 @@ DeviceFutureTokens::DeviceFutureTokens(Device device, int32_t slots)
     : table_(device, DType::kI32, {std::max<int64_t>(slots, 1)}),
       slots_device_(device, DType::kI32, {kMaxRows}),
       slots_host_(device, kMaxRows * 4),
-      filled_(static_cast<size_t>(std::max<int32_t>(slots, 1)), false),
-      max_rows_(kMaxRows) {
+      filled_(static_cast<size_t>(std::max<int32_t>(slots, 1)), false) {
   AERIE_CHECK(slots > 0 && slots <= FutureTokenMap::kMaxSlots, "future token table of " << slots << " slots");
   table_.zero();
 }
@@ -34,7 +33,7 @@ void DeviceFutureTokens::check(std::span<const int32_t> input_ids) const {
 void DeviceFutureTokens::record(const TensorView& tokens, std::span<const int32_t> slots, const Stream& stream) {
   const auto rows = static_cast<int64_t>(slots.size());
   AERIE_CHECK(tokens.dim(0) == rows, "recording " << tokens.dim(0) << " future tokens into " << rows << " slots");
-  AERIE_CHECK(rows <= max_rows_, "recording " << rows << " future tokens at once (at most " << max_rows_ << ")");
+  AERIE_CHECK(rows <= kMaxRows, "recording " << rows << " future tokens at once (at most " << kMaxRows << ")");
   bool any = false;
   for (int32_t s : slots) {
     AERIE_CHECK(s >= -1 && static_cast<size_t>(s + 1) <= filled_.size(), "future slot " << s << " is outside the table of " << filled_.size());

@@ -37,7 +37,6 @@ class DeviceFutureTokens {
   Buffer slots_device_;
   StagingRing slots_host_;
   std::vector<bool> filled_;
-  int64_t max_rows_;
 };
 
 }  // namespace aerie::core

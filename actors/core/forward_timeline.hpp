@@ -44,7 +44,6 @@ class ForwardTimeline {
     std::unique_ptr<Events> events;  // CUDA: begin and end
     std::chrono::steady_clock::time_point begin, end;  // CPU
   };
-  Events* take_events();
   Device device_;
   double max_gap_s_;
   std::deque<Batch> batches_;  // begun or marked, not collected, oldest first

@@ -487,27 +487,34 @@ TEST(OverlapSchedule, TheModelsTokensEqualWithOverlapOnAndOffAndAlone) {
   }
 }
 
-// One request's prompt batch and, planned before its result, the decode that names the
-// prompt's token by its future slot.
-static void plan_prompt_and_decode_ahead(SchedulerCore& s, std::optional<transport::BatchMessage>& b1, std::optional<transport::BatchMessage>& b2) {
-  GenerationRequest r;
-  r.prompt = {5, 9, 11};
-  r.max_new_tokens = 3;
-  r.ignore_eos = true;
-  s.submit(1, r);
-  b1 = s.plan_next();
-  b2 = s.plan_next();
-  ASSERT_TRUE(b1 && b2);
-  ASSERT_LT(b2->input_ids[0], 0);
-}
+// A worker on the tiny model, and one request's prompt batch with, planned before its
+// result, the decode that names the prompt's token by its future slot.
+struct WorkerWithBatchesAhead {
+  TinyModel f;
+  model::KvCache kv{f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32};
+  TargetWorkerCore worker{f.model, kv, {}};
+  SchedulerCore s{kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true)};
+  std::optional<transport::BatchMessage> b1, b2;
+  void plan() {
+    GenerationRequest r;
+    r.prompt = {5, 9, 11};
+    r.max_new_tokens = 3;
+    r.ignore_eos = true;
+    s.submit(1, r);
+    b1 = s.plan_next();
+    b2 = s.plan_next();
+    ASSERT_TRUE(b1 && b2);
+    ASSERT_LT(b2->input_ids[0], 0);
+  }
+};
 
 TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
-  TinyModel f;
-  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
-  TargetWorkerCore worker(f.model, kv, {});
-  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
-  std::optional<transport::BatchMessage> b1, b2;
-  ASSERT_NO_FATAL_FAILURE(plan_prompt_and_decode_ahead(s, b1, b2));
+  WorkerWithBatchesAhead a;
+  ASSERT_NO_FATAL_FAILURE(a.plan());
+  TinyModel& f = a.f;
+  TargetWorkerCore& worker = a.worker;
+  auto& b1 = a.b1;
+  auto& b2 = a.b2;
   const auto r1 = worker.execute(*b1);
   ASSERT_EQ(r1.error, "");
   // The same decode with the token written out gives the same token.
@@ -537,12 +544,12 @@ TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
 // from the device table, and the results come back in launch order, equal to running the
 // batches one at a time with the token written out.
 TEST(OverlapSchedule, TheWorkerLaunchesTheNextBatchBeforeCollectingTheLast) {
-  TinyModel f;
-  model::KvCache kv(f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
-  TargetWorkerCore worker(f.model, kv, {});
-  SchedulerCore s(kv.shape(), scheduler_options_for(f.config, 8, 64, /*overlap=*/true));
-  std::optional<transport::BatchMessage> b1, b2;
-  ASSERT_NO_FATAL_FAILURE(plan_prompt_and_decode_ahead(s, b1, b2));
+  WorkerWithBatchesAhead a;
+  ASSERT_NO_FATAL_FAILURE(a.plan());
+  TinyModel& f = a.f;
+  TargetWorkerCore& worker = a.worker;
+  auto& b1 = a.b1;
+  auto& b2 = a.b2;
   worker.launch(*b1);
   worker.launch(*b2);
   EXPECT_EQ(worker.in_flight(), 2u);
