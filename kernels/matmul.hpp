@@ -6,10 +6,20 @@
 namespace aerie::kernels {
 
 /// y = x w^T (+ bias): the nn.Linear convention, fp32 accumulation.
+///
+/// An FP8 copy of the weight (w_fp8, f8e4m3 [n, k], with one f32 scale per row, w_scale [n];
+/// model/fp8_weights.hpp) serves products of up to kFp8MaxRows rows of x, where the weight's
+/// bytes are the cost: then y[i, j] = w_scale[j] * sum_c x[i, c] w_fp8[j, c] (+ bias[j]), the
+/// sum over the exact fp8 values in fp32. Larger products read w, where fp8 would save nothing
+/// without fp8 GEMMs. Both backends follow this rule. The CUDA backend reads the fp8 bytes in
+/// its GEMVs for bf16 x (other dtypes: tiles dequantized for cuBLAS); the CPU its reference loop.
+inline constexpr int64_t kFp8MaxRows = 16;
 struct MatmulParams {
   TensorView x;          // [m, k]
   TensorView w;          // [n, k]
   TensorView bias = {};  // [n], optional
+  TensorView w_fp8 = {};    // [n, k] f8e4m3, optional: w quantized, for up to kFp8MaxRows rows
+  TensorView w_scale = {};  // [n] f32, with (and only with) w_fp8
   TensorView y;          // [m, n], out
   void validate() const;
 };
@@ -23,6 +33,7 @@ struct GateUpSiluParams {
   TensorView x;          // [m, k]
   TensorView w;          // [2 * inter, k], rows interleaved gate/up
   TensorView bias = {};  // [2 * inter], optional, interleaved the same way
+  TensorView w_fp8 = {}, w_scale = {};  // optional fp8 copy of w with row scales (as MatmulParams)
   TensorView gate_up;    // [m, 2 * inter] scratch (the pre-activation, when not fused)
   TensorView out;        // [m, inter]
   void validate() const;

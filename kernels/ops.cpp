@@ -154,6 +154,14 @@ void MatmulParams::validate() const {
   check_floating(x, "x");
   check_tensor(w, "w", 2, x.device);
   check_floating(w, "w");
+  AERIE_CHECK(w_fp8.defined() == w_scale.defined(), "w_fp8 and w_scale come together (got "
+                                                       << (w_fp8.defined() ? "w_fp8" : "w_scale") << " alone)");
+  if (w_fp8.defined()) {
+    check_tensor(w_fp8, "w_fp8", 2, x.device);
+    check_dtype(w_fp8, "w_fp8", DType::kF8E4M3);
+    AERIE_CHECK(w_fp8.dim(0) == w.dim(0) && w_fp8.dim(1) == w.dim(1), "w_fp8 " << w_fp8.describe() << " must have w's shape " << w.describe());
+    check_per_row(w_scale, "w_scale", DType::kF32, w.dim(0), x.device, "w");
+  }
   check_tensor(y, "y", 2, x.device);
   check_floating(y, "y");
   AERIE_CHECK(x.dim(1) == w.dim(1), "x " << x.describe() << " and w " << w.describe() << " disagree on k");
@@ -173,7 +181,7 @@ Status matmul(const MatmulParams& p, const Stream& s) {
 }
 
 void GateUpSiluParams::validate() const {
-  MatmulParams{.x = x, .w = w, .bias = bias, .y = gate_up}.validate();
+  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = gate_up}.validate();
   SiluMulParams{.gate_up = gate_up, .out = out}.validate();
 }
 Status gate_up_silu(const GateUpSiluParams& p, const Stream& s) {
@@ -506,7 +514,7 @@ Status rope_kv_write(const RopeKvWriteParams& p, const Stream& s) {
 }
 
 void QkvRopeParams::validate() const {
-  MatmulParams{.x = x, .w = w, .bias = bias, .y = qkv}.validate();
+  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = qkv}.validate();
   RopeKvWriteParams{.qkv = qkv, .positions = positions, .inv_freq = inv_freq, .slots = slots, .q_out = q_out, .k_cache = k_cache,
                     .v_cache = v_cache, .attention_scaling = attention_scaling}.validate();
 }

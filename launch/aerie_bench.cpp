@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(aerie::launch::kPositive);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");
   specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(aerie::launch::kPositive);
+  specb->add_option("--speculative-draft-model-quantization", spb.draft_quantizations,
+                    "EAGLE heads' weights, each a variant of the run: none (as loaded) and/or fp8 (FP8 E4M3, a scale per row)")
+      ->check(CLI::IsMember({"none", "fp8"}))
+      ->capture_default_str();
   specb->add_option("--speculative-draft-tensor-parallel-size", spb.draft_tp_size,
                     "EAGLE heads under TP: 1 keeps the head whole on every rank (default: sharded like the target)")
       ->check(aerie::launch::kNonNegative);

@@ -17,6 +17,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "spec/draft_worker_core.hpp"
 #include "launch/draft_builder.hpp"
+#include "model/fp8_weights.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "actors/target_worker_actor.hpp"
 #include "kernels/buffer.hpp"
@@ -121,7 +122,8 @@ struct Deployment::Impl {
                       .dummy = o.load_format == "dummy",
                       .seed = o.random_seed,
                       .replicated = o.speculative_draft_tp_size == 1 && o.tp_size > 1,
-                      .draft_vocab = 0};
+                      .draft_vocab = 0,
+                      .fp8_weights = model::parse_draft_quantization(o.speculative_draft_model_quantization)};
       draft_shape = resolve_draft(draft_choice, config);
     }
     check_tensor_parallel(config, o.speculative_algorithm.empty() || (draft_shape.head && draft_shape.head->replicated) ? nullptr : &draft_shape.config,

@@ -71,6 +71,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--speculative-draft-tensor-parallel-size", d.speculative_draft_tp_size,
                  "EAGLE heads under TP: 1 keeps the head whole on every rank; the TP size (default) shards it like the target")
       ->check(launch::kNonNegative);
+  app.add_option("--speculative-draft-model-quantization", d.speculative_draft_model_quantization,
+                 "fp8: FP8 E4M3 copies of the EAGLE head's weights, a scale per row, made at load: draft products of up to "
+                 "16 rows read half the bytes (output tokens are still the target's; acceptance may move a little)")
+      ->check(CLI::IsMember({"fp8"}));
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
       ->check(launch::kNonNegative);
@@ -87,6 +91,8 @@ void check_deployment_flags(DeploymentOptions& d) {
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");
+  AERIE_CHECK(d.speculative_draft_model_quantization.empty() || d.speculative_algorithm != "STANDALONE",
+              "--speculative-draft-model-quantization is for EAGLE and EAGLE3 heads, not a STANDALONE draft");
   AERIE_CHECK(d.speculative_token_map.empty() || d.speculative_algorithm == "EAGLE",
               "--speculative-token-map is for --speculative-algorithm EAGLE (an EAGLE3 head carries its own d2t map)");
   const int64_t S = d.speculative_num_steps, K = d.speculative_eagle_topk;

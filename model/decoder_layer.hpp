@@ -22,6 +22,8 @@ struct DecoderLayerWeights {
   TensorView gate_up_bias;      // optional
   TensorView down;              // [hidden, intermediate local]
   TensorView down_bias;         // [hidden], optional (TP rank 0 only)
+  // Optional fp8 copies with row scales (an fp8 draft head; kernels/matmul.hpp).
+  TensorView qkv_fp8, qkv_scale, o_proj_fp8, o_proj_scale, gate_up_fp8, gate_up_scale, down_fp8, down_scale;
 };
 
 // Activation views of this forward, [tokens, ...].

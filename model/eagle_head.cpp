@@ -14,6 +14,7 @@
 #include "kernels/rope_kv_write.hpp"
 #include "kernels/staging.hpp"
 #include "model/decoder_layer.hpp"
+#include "model/fp8_weights.hpp"
 #include "model/forward_workspace.hpp"
 #include "model/vocab_parallel.hpp"
 #include "model/safetensors.hpp"
@@ -194,6 +195,18 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
     for (int64_t i = 0; i < n; ++i) w_.d2t[static_cast<size_t>(i)] = config_.hot_tokens[static_cast<size_t>(i)] - static_cast<int32_t>(i);
     config_.draft_vocab = n;
   }
+  if (config_.fp8_weights) quantize_to_fp8();
+}
+
+void EagleHead::quantize_to_fp8() {
+  w_.fc_fp8 = quantize_fp8_rows(w_.fc);
+  w_.qkv_fp8 = quantize_fp8_rows(w_.qkv);
+  w_.o_proj_fp8 = quantize_fp8_rows(w_.o_proj);
+  w_.gate_up_fp8 = quantize_fp8_rows(w_.gate_up);
+  w_.down_fp8 = quantize_fp8_rows(w_.down);
+  // Its own LM head (EAGLE3's, or the hot rows of the target's); a plain EAGLE head reads the
+  // target's, which gets no copy.
+  if (w_.lm_head.data()) w_.lm_head_fp8 = quantize_fp8_rows(w_.lm_head);
 }
 
 parallel::Communicator& EagleHead::layer_group() const { return config_.replicated ? *solo_ : target_.tp(); }
@@ -277,13 +290,17 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
     put(sc.fc_in, 2, 0, a.hidden);
     put(sc.fc_in, 2, 1, in_hidden);
     const TensorView fc_in(sc.fc_in.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
-    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .y = a.residual}, stream_));
+    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(),
+                                     .y = a.residual},
+                                    stream_));
     attn_input = a.residual;
   } else {
     if (width == h) {
       copy_async(a.residual.data, in_hidden.data, static_cast<size_t>(T * h) * es, stream_);
     } else {
-      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .y = a.residual}, stream_));
+      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(),
+                                      .y = a.residual},
+                                     stream_));
     }
     AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = w_.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
     put(sc.attn_in, 2, 0, a.normed);
@@ -299,7 +316,10 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                           .workspace = ws.attn_partial.view(), .num_splits = splits, .tokens_per_block = tpb};
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
-                     .down = w_.down.view()},
+                     .down = w_.down.view(), .qkv_fp8 = w_.qkv_fp8.values.view(), .qkv_scale = w_.qkv_fp8.scales.view(),
+                     .o_proj_fp8 = w_.o_proj_fp8.values.view(), .o_proj_scale = w_.o_proj_fp8.scales.view(),
+                     .gate_up_fp8 = w_.gate_up_fp8.values.view(), .gate_up_scale = w_.gate_up_fp8.scales.view(),
+                     .down_fp8 = w_.down_fp8.values.view(), .down_scale = w_.down_fp8.scales.view()},
                     attn_input, a, at, kv.k(0), kv.v(0), layer_group(), stream_,
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
@@ -313,7 +333,8 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   const bool own_head = e3 || !config_.hot_tokens.empty();
   vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
                         {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},
-                        lm_head_group(), stream_);
+                        lm_head_group(), stream_, own_head ? w_.lm_head_fp8.values.view() : TensorView(),
+                        own_head ? w_.lm_head_fp8.scales.view() : TensorView());
   return logits;
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/buffer.hpp"
 #include "kernels/stream.hpp"
 #include "model/config.hpp"
+#include "model/fp8_weights.hpp"
 #include "model/forward_batch.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
@@ -44,6 +45,11 @@ struct EagleHeadConfig {
   // but the shared embedding's), instead of sharded like the target. Load the weights with
   // no shard then.
   bool replicated = false;
+  // --speculative-draft-model-quantization fp8: the head's products (fc, the layer's four, its
+  // own LM head) get FP8 E4M3 copies with a scale per row (model/fp8_weights.hpp), made when the
+  // head is built, which products of up to 16 rows read (half the bytes; kernels/matmul.hpp).
+  // Tokens still come from the target's verify: only acceptance moves.
+  bool fp8_weights = false;
   int64_t input_width() const { return kind == EagleKind::kEagle3 ? 3 * layer.hidden_size : layer.hidden_size; }
   // config.json of a head folder, checked against the target it drafts for.
   static EagleHeadConfig load(const std::filesystem::path& dir, const LlamaConfig& target);
@@ -63,6 +69,9 @@ struct EagleHeadWeights {
   Buffer norm;                   // EAGLE3 [H]
   Buffer lm_head;                // EAGLE3 [draft_vocab, H] (this rank's vocab rows, padded)
   std::vector<int32_t> d2t;      // EAGLE3: draft id -> target id offset (empty: identity)
+  // With fp8 weights (EagleHeadConfig::fp8_weights): each product's fp8 copy and row scales,
+  // read by products of up to kernels::kFp8MaxRows rows (empty otherwise).
+  Fp8Rows fc_fp8, qkv_fp8, o_proj_fp8, gate_up_fp8, down_fp8, lm_head_fp8;
 };
 
 // The part of the head TP rank `shard` holds (the whole head by default).
@@ -96,6 +105,8 @@ class EagleHead {
     Buffer fc_in, attn_in, out_hidden;
   };
   Scratch& scratch_for(const ForwardWorkspace& ws);
+  // The products' fp8 copies and row scales (EagleHeadConfig::fp8_weights).
+  void quantize_to_fp8();
   // The group the decoder layer's row-parallel products are summed over.
   parallel::Communicator& layer_group() const;
   // The group the LM head's rows are split over (one rank: a whole table).

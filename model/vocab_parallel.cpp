@@ -19,10 +19,11 @@ void vocab_parallel_embedding(const TensorView& ids, const TensorView& table, in
 }
 
 void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t vocab, const TensorView& logits,
-                           const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& s) {
+                           const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& s,
+                           const TensorView& table_fp8, const TensorView& table_scale) {
   const int ranks = tp.size();
   if (ranks == 1) {
-    AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .y = logits}, s));
+    AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .w_fp8 = table_fp8, .w_scale = table_scale, .y = logits}, s));
     return;
   }
   const int64_t rows = x.dim(0), per_rank = table.dim(0);
@@ -33,7 +34,7 @@ void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t
               "vocab-parallel scratch too small for " << rows << " rows");
   const TensorView mine(scratch.shard_logits.data, DType::kF32, {rows, per_rank}, logits.device);
   const TensorView all(scratch.gathered.data, DType::kF32, {ranks * rows, per_rank}, logits.device);
-  AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .y = mine}, s));
+  AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .w_fp8 = table_fp8, .w_scale = table_scale, .y = mine}, s));
   tp.all_gather(mine, all, s);
   // [ranks, rows, per_rank] -> [rows, vocab]: rank r's columns start at r * per_rank; the
   // padding rows of the last shard are dropped.

@@ -26,7 +26,10 @@ struct VocabParallelScratch {
 
 // logits [rows, vocab] f32 = x [rows, hidden] times the whole LM head, of which every rank
 // holds `table` [ceil(vocab / ranks), hidden] (the same row count on every rank, zero-padded).
+// `table_fp8` / `table_scale`: an fp8 copy of the table with row scales (an fp8 draft head's;
+// kernels/matmul.hpp), optional.
 void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t vocab, const TensorView& logits,
-                           const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& stream);
+                           const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& stream,
+                           const TensorView& table_fp8 = {}, const TensorView& table_scale = {});
 
 }  // namespace aerie::model

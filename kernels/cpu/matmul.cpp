@@ -30,17 +30,18 @@ namespace {
 
 // The reference: blocked for the caches (a block of weight rows, converted to f32 once,
 // meets every activation row in small tiles), eight partial sums per dot product. Each
-// output's sum is formed in the same order whatever m is.
-void reference_matmul(const MatmulParams& p, const float* x, float* y) {
-  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
+// output's sum is formed in the same order whatever m is. With row scales (an f8e4m3 weight) the
+// sum is over the exact fp8 values, times the row's scale (kernels/matmul.hpp).
+void reference_matmul(const MatmulParams& p, const TensorView& wv, const float* scale, const float* x, float* y) {
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = wv.dim(0);
   constexpr int64_t kRowsPerBlock = 32, kTile = 16;
   const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
   parallel_for(blocks, m * k * kRowsPerBlock, [&](int64_t blk) {
     const int64_t j0 = blk * kRowsPerBlock, j1 = std::min(n, j0 + kRowsPerBlock);
     thread_local std::vector<float> w;
     w.resize(static_cast<size_t>((j1 - j0) * k));
-    convert_to_float(static_cast<const char*>(p.w.data) + j0 * k * static_cast<int64_t>(dtype_size(p.w.dtype)), p.w.dtype,
-                     (j1 - j0) * k, w.data());
+    convert_to_float(static_cast<const char*>(wv.data) + j0 * k * static_cast<int64_t>(dtype_size(wv.dtype)), wv.dtype, (j1 - j0) * k,
+                     w.data());
     for (int64_t i0 = 0; i0 < m; i0 += kTile) {
       const int64_t i1 = std::min(m, i0 + kTile);
       for (int64_t j = j0; j < j1; ++j) {
@@ -53,7 +54,7 @@ void reference_matmul(const MatmulParams& p, const float* x, float* y) {
             for (int u = 0; u < 8; ++u) acc[u] += xi[c + u] * wj[c + u];
           float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
           for (; c < k; ++c) sum += xi[c] * wj[c];
-          y[i * n + j] = sum;
+          y[i * n + j] = scale ? sum * scale[j] : sum;
         }
       }
     }
@@ -80,13 +81,16 @@ Status matmul(const MatmulParams& p) {
   // The fast paths only for f32 weights: converting a bf16 weight on every call would cost
   // more than the product saves. A few rows (decode, verify) stream the weights once through
   // the small-batch kernel; more rows (prefill) go to oneDNN.
-  const bool fast = !reference_gemm.load() && p.w.dtype == DType::kF32;
-  if (fast && m <= kSmallBatchMaxRows && small_batch_gemm_available()) {
+  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;  // the fp8 copy's rule (kernels/matmul.hpp)
+  const bool fast = !fp8 && !reference_gemm.load() && p.w.dtype == DType::kF32;
+  if (fp8) {
+    reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);
+  } else if (fast && m <= kSmallBatchMaxRows && small_batch_gemm_available()) {
     small_batch_gemm(m, n, k, x, p.w.ptr<float>(), y);
   } else if (fast && blas_available()) {
     if (Status st = blas_sgemm_nt(m, n, k, x, p.w.ptr<float>(), y); !st.is_ok()) return st;
   } else {
-    reference_matmul(p, x, y);
+    reference_matmul(p, p.w, nullptr, x, y);
   }
   if (p.bias.defined())
     for (int64_t i = 0; i < m; ++i)

@@ -1,6 +1,7 @@
 // y = x w^T (+ bias) through cuBLAS with fp32 accumulation. One handle per host thread,
 // with a fixed workspace so that calls are safe under CUDA-graph capture.
 #include <cublas_v2.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -66,13 +67,54 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
 }
 
+// FP8 E4M3 weights (kernels/matmul.hpp): a 16-byte chunk holds 16 of them; the hardware
+// converts pairs to half exactly (every E4M3 value is a half), and the row's scale is applied
+// to the finished sum.
+using Fp8 = __nv_fp8_e4m3;
+template <class W>
+constexpr bool kIsFp8 = std::is_same_v<W, Fp8>;
+
+__device__ __forceinline__ float2 fp8x2_to_float2(uint16_t pair) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3)));
+}
+__device__ __forceinline__ void unpack16_fp8(const uint4& v, float* f) {
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 p = fp8x2_to_float2(pairs[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+// The 16 weights of an fp8 chunk as the two 16-byte chunks of T the tensor-core GEMV's
+// fragments take (exact: E4M3 values are representable in bf16 and f16).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float2 f) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t*>(&b);
+  } else {
+    const __half2 h = __floats2half2_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+template <class T>
+__device__ __forceinline__ void widen_fp8(const uint4& v, uint4& lo, uint4& hi) {
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&v);
+  uint32_t w[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] = pack2<T>(fp8x2_to_float2(pairs[i]));
+  lo = make_uint4(w[0], w[1], w[2], w[3]);
+  hi = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
 // What one GEMV launch reads and writes. The ROPE epilogue (the merged q/k/v projection)
 // also needs the token positions and cache slots and writes q_out and the KV cache
 // instead of y.
-template <class T, class TO>
+template <class T, class TO, class W = T>
 struct GemvArgs {
   const T* x;
-  const T* w;
+  const W* w;
   const T* bias;
   TO* y;
   int64_t n, k;
@@ -85,6 +127,7 @@ struct GemvArgs {
   T* v_cache;
   int64_t q_heads, kv_heads, head_dim, num_slots;
   float rope_scaling;
+  const float* w_scale = nullptr;  // fp8 weights: one scale per output row
 };
 
 enum class Epilogue { kStore, kSiluPairs, kRope };
@@ -97,8 +140,8 @@ enum class Epilogue { kStore, kSiluPairs, kRope };
 // or copies its two V dims into the V cache: the projection with rope_kv_write fused.
 // The end of a GEMV block: R output rows x M input rows whose sums row_sum(r, m) gives,
 // stored (kStore) or through the pair epilogues.
-template <class T, class TO, int M, int R, int THREADS, Epilogue EPI, class RowSum>
-__device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO>& a, int64_t row0, RowSum row_sum) {
+template <class T, class TO, int M, int R, int THREADS, Epilogue EPI, class W, class RowSum>
+__device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64_t row0, RowSum row_sum) {
   const int64_t n = a.n;
   if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
     static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
@@ -147,9 +190,10 @@ __device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO>& a, int64_t 
   }
 }
 
-template <class T, class TO, int M, int R, int THREADS, Epilogue EPI>
-__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) {
+template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> a) {
   constexpr int kWarps = THREADS / 32;
+  constexpr int E = kIsFp8<W> ? 16 : 8;  // weights per 16-byte chunk
   // Loads in flight per thread, bounded by registers (weights in flight, widened weights
   // and R x M accumulators).
   constexpr int kUnroll = R == 1 ? 8 : (R * M > 16 ? 2 : 4);
@@ -157,7 +201,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
   const int64_t n = a.n, k = a.k;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
-  const int64_t chunks = k / 8;
+  const int64_t chunks = k / E;
   float acc[R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -189,17 +233,22 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
       if (c >= chunks) break;
       // Each weight chunk is widened once and used for every input row: the widening would
       // otherwise cost as many instructions as the FMAs once M grows past a couple of rows.
-      float wf[R][8];
+      float wf[R][E];
 #pragma unroll
-      for (int r = 0; r < R; ++r) unpack8<T>(wv[u][r], wf[r]);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kIsFp8<W>) unpack16_fp8(wv[u][r], wf[r]);
+        else unpack8<T>(wv[u][r], wf[r]);
+      }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        float xf[8];
-        unpack8<T>(__ldg(xr + m * chunks + c), xf);
+        float xf[E];
+        const uint4* xm = xr + m * (k / 8) + c * (E / 8);
+        unpack8<T>(__ldg(xm), xf);
+        if constexpr (E == 16) unpack8<T>(__ldg(xm + 1), xf + 8);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[r][m] += wf[r][i] * xf[i];
+          for (int i = 0; i < E; ++i) acc[r][m] += wf[r][i] * xf[i];
       }
     }
     const int64_t next = base + static_cast<int64_t>(THREADS) * kUnroll;
@@ -218,6 +267,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO> a) 
     float v = 0.0f;
 #pragma unroll
     for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][r * M + m];
+    if constexpr (kIsFp8<W>) v *= a.w_scale[row0 + r];
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
   gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
@@ -247,13 +297,18 @@ __device__ __forceinline__ void mma_16x8x16(float (&c)[4], uint32_t a0, uint32_t
 
 // kVec: 16-byte chunks each thread loads per row and step (a step covers 32 x kVec of k),
 // so that the 4 threads of a row read 64 x kVec contiguous bytes of it per instruction pair.
-template <class T, class TO, int M, int kMmaWarps, int kVec, Epilogue EPI>
-__global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO> a) {
+// FP8 weights (W = Fp8, kVec 2 only): one 16-byte load holds the 16 weights of a row the
+// 16-bit layout loads as two chunks; they are widened to T in registers, so the fragments and
+// MMAs are the same and only half the bytes come from memory.
+template <class T, class TO, class W, int M, int kMmaWarps, int kVec, Epilogue EPI>
+__global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO, W> a) {
   // Two sets of steps: the loads of one are in flight while the other's MMAs run (measured a
   // little faster than one set of 4 loaded after its MMAs; 8 steps in flight were slower:
   // registers). A set holds 2 / kVec steps, so the bytes in flight do not depend on kVec.
-  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = 2 / kVec;
+  // fp8: two steps per set, so that as many bytes are in flight as with 16-bit weights.
+  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = kIsFp8<W> ? 2 : 2 / kVec;
   static_assert(kVec == 1 || kVec == 2, "1 or 2 chunks per row and step");
+  static_assert(!kIsFp8<W> || kVec == 2, "fp8 weights: 16 per row and step");
   __shared__ float partial[kMmaWarps][R * 8];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -262,22 +317,25 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
   const int64_t steps = k / (32 * kVec), per = (steps + kMmaWarps - 1) / kMmaWarps;
   const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
   const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n, ok_x = g < M;
-  const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t * kVec;
-  const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t * kVec;
+  // 16-byte units of a weight row per thread and step: kVec of T, or one of fp8.
+  constexpr int kWUnits = kIsFp8<W> ? 1 : kVec;
+  const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t * kWUnits;
+  const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t * kWUnits;
   const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t * kVec;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // Steps past the warp's range load zeros, so every MMA of a set runs unconditionally and
   // the compiler can keep all of a set's loads in flight together.
   using Set = uint4[kUnroll][kVec];
-  auto load_weights = [&](Set& rows_g, Set& rows_h, int64_t base) {
+  using WSet = uint4[kUnroll][kWUnits];  // raw weight loads, widened (fp8) only when used
+  auto load_weights = [&](WSet& rows_g, WSet& rows_h, int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        rows_g[u][v] = (st < s1 && ok_g) ? __ldg(wg + st * 4 * kVec + v) : zero;
-        rows_h[u][v] = (st < s1 && ok_h) ? __ldg(wh + st * 4 * kVec + v) : zero;
+      for (int v = 0; v < kWUnits; ++v) {
+        rows_g[u][v] = (st < s1 && ok_g) ? __ldg(wg + st * 4 * kWUnits + v) : zero;
+        rows_h[u][v] = (st < s1 && ok_h) ? __ldg(wh + st * 4 * kWUnits + v) : zero;
       }
     }
   };
@@ -289,16 +347,29 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
       for (int v = 0; v < kVec; ++v) xs[u][v] = (st < s1 && ok_x) ? __ldg(xg + st * 4 * kVec + v) : zero;
     }
   };
-  auto compute = [&](const Set& rows_g, const Set& rows_h, const Set& xs) {
+  auto compute = [&](const WSet& raw_g, const WSet& raw_h, const Set& xs) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
+    for (int u = 0; u < kUnroll; ++u) {
+      uint4 rows_g[kVec], rows_h[kVec];
+      if constexpr (kIsFp8<W>) {
+        widen_fp8<T>(raw_g[u][0], rows_g[0], rows_g[1]);
+        widen_fp8<T>(raw_h[u][0], rows_h[0], rows_h[1]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          rows_g[v] = raw_g[u][v];
+          rows_h[v] = raw_h[u][v];
+        }
+      }
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
-        mma_16x8x16<T>(c, rows_g[u][v].x, rows_h[u][v].x, rows_g[u][v].y, rows_h[u][v].y, xs[u][v].x, xs[u][v].y);
-        mma_16x8x16<T>(c, rows_g[u][v].z, rows_h[u][v].z, rows_g[u][v].w, rows_h[u][v].w, xs[u][v].z, xs[u][v].w);
+        mma_16x8x16<T>(c, rows_g[v].x, rows_h[v].x, rows_g[v].y, rows_h[v].y, xs[u][v].x, xs[u][v].y);
+        mma_16x8x16<T>(c, rows_g[v].z, rows_h[v].z, rows_g[v].w, rows_h[v].w, xs[u][v].z, xs[u][v].w);
       }
+    }
   };
-  Set ag, ah, ax, bg, bh, bx;
+  WSet ag, ah, bg, bh;
+  Set ax, bx;
   load_weights(ag, ah, s0);  // weights do not depend on the previous kernel
   load_weights(bg, bh, s0 + kUnroll);
   pdl_wait();
@@ -322,6 +393,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
     float v = 0.0f;
 #pragma unroll
     for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][r * 8 + m];
+    if constexpr (kIsFp8<W>) v *= a.w_scale[row0 + r];
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
   gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
@@ -355,33 +427,44 @@ int gemv_mma_vec(int64_t k) {
   return forced == 1 ? 1 : 2;
 }
 
-template <class T, class TO, int M, Epilogue EPI>
-void launch_gemv_mma(const GemvArgs<T, TO>& a, cudaStream_t s) {
+template <class T, class TO, class W, int M, Epilogue EPI>
+void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
   const int warps = gemv_mma_warps(blocks);
   auto with_vec = [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
-    if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, M, 4, kVec, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
-    else launch_pdl(gemv_mma_kernel<T, TO, M, 8, kVec, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
+    if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, W, M, 4, kVec, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
+    else launch_pdl(gemv_mma_kernel<T, TO, W, M, 8, kVec, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
   };
-  if (gemv_mma_vec(a.k) == 2) with_vec(std::integral_constant<int, 2>{});
-  else with_vec(std::integral_constant<int, 1>{});
+  if constexpr (kIsFp8<W>) {
+    with_vec(std::integral_constant<int, 2>{});  // mma_eligible: K is a multiple of 64
+  } else {
+    if (gemv_mma_vec(a.k) == 2) with_vec(std::integral_constant<int, 2>{});
+    else with_vec(std::integral_constant<int, 1>{});
+  }
 }
 
-template <class T, class TO, int M, int R, Epilogue EPI>
-void launch_gemv_rows(const GemvArgs<T, TO>& a, cudaStream_t s) {
+template <class T, class TO, class W, int M, int R, Epilogue EPI>
+void launch_gemv_rows(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R);
-  if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, M, R, 256, EPI>, dim3(blocks), dim3(256), 0, s, a);
-  else launch_pdl(gemv_kernel<T, TO, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
+  if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, W, M, R, 256, EPI>, dim3(blocks), dim3(256), 0, s, a);
+  else launch_pdl(gemv_kernel<T, TO, W, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
+}
+
+// Whether the tensor-core GEMV can take K: whole 32-wide steps (16-bit weights), whole
+// 64-wide steps of 16-byte loads (fp8).
+template <class W>
+bool mma_eligible(int64_t k) {
+  return gemv_mma_enabled() && k % (kIsFp8<W> ? 64 : 32) == 0;
 }
 
 // Rows per block for the CUDA-core GEMV: 1 for a single input row (most blocks, most
 // parallelism), more as M grows so that x is re-read less; always even for the pair
-// epilogues. From 3 rows on the tensor-core GEMV serves whenever K is a multiple of 32.
-template <class T, class TO, int M, int R, Epilogue EPI>
-void launch_gemv_m(const GemvArgs<T, TO>& a, cudaStream_t s) {
-  if (a.k % 32 == 0 && gemv_mma_enabled()) launch_gemv_mma<T, TO, M, EPI>(a, s);
-  else launch_gemv_rows<T, TO, M, R, EPI>(a, s);
+// epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
+template <class T, class TO, class W, int M, int R, Epilogue EPI>
+void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  if (mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
 // One or two rows over a short K (below 1024: SmolLM2's 576) and many weight rows (an LM head):
@@ -396,24 +479,24 @@ bool short_k_mma_enabled() {
   static const bool on = !turned_off("AERIE_GEMV_SHORT_K_MMA");
   return on;
 }
-template <class T, class TO, int M, int R, Epilogue EPI>
-void launch_gemv_few(const GemvArgs<T, TO>& a, cudaStream_t s) {
-  if (a.k < kShortK && a.n >= kManyRows && a.k % 32 == 0 && gemv_mma_enabled() && short_k_mma_enabled()) launch_gemv_mma<T, TO, M, EPI>(a, s);
-  else launch_gemv_rows<T, TO, M, R, EPI>(a, s);
+template <class T, class TO, class W, int M, int R, Epilogue EPI>
+void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  if (a.k < kShortK && a.n >= kManyRows && mma_eligible<W>(a.k) && short_k_mma_enabled()) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
-template <class T, class TO, Epilogue EPI>
-void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
+template <class T, class TO, Epilogue EPI, class W>
+void launch_gemv(int64_t m, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   switch (m) {
-    case 1: launch_gemv_few<T, TO, 1, kR1, EPI>(a, s); break;
-    case 2: launch_gemv_few<T, TO, 2, 2, EPI>(a, s); break;
-    case 3: launch_gemv_m<T, TO, 3, 2, EPI>(a, s); break;
-    case 4: launch_gemv_m<T, TO, 4, 4, EPI>(a, s); break;
-    case 5: launch_gemv_m<T, TO, 5, 4, EPI>(a, s); break;
-    case 6: launch_gemv_m<T, TO, 6, 4, EPI>(a, s); break;
-    case 7: launch_gemv_m<T, TO, 7, 4, EPI>(a, s); break;
-    case 8: launch_gemv_m<T, TO, 8, 4, EPI>(a, s); break;
+    case 1: launch_gemv_few<T, TO, W, 1, kR1, EPI>(a, s); break;
+    case 2: launch_gemv_few<T, TO, W, 2, 2, EPI>(a, s); break;
+    case 3: launch_gemv_m<T, TO, W, 3, 2, EPI>(a, s); break;
+    case 4: launch_gemv_m<T, TO, W, 4, 4, EPI>(a, s); break;
+    case 5: launch_gemv_m<T, TO, W, 5, 4, EPI>(a, s); break;
+    case 6: launch_gemv_m<T, TO, W, 6, 4, EPI>(a, s); break;
+    case 7: launch_gemv_m<T, TO, W, 7, 4, EPI>(a, s); break;
+    case 8: launch_gemv_m<T, TO, W, 8, 4, EPI>(a, s); break;
     default: break;
   }
 }
@@ -422,24 +505,139 @@ void launch_gemv(int64_t m, const GemvArgs<T, TO>& a, cudaStream_t s) {
 // two rows, its tensor-core GEMV up to eight.
 int max_gemv_rows = 8;
 
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return x.dim(0) <= max_gemv_rows && x.dtype != DType::kF32 && x.dtype == w.dtype && k % 8 == 0 && aligned(x.data) &&
-         aligned(w.data) && (!bias.defined() || bias.dtype == x.dtype);
+  return x.dim(0) <= max_gemv_rows && x.dtype != DType::kF32 && x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) &&
+         aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
+
+// An fp8 copy of the weight (kernels/matmul.hpp) serves up to kFp8MaxRows (2 x 8) rows: the
+// GEMVs take bf16 input 8 rows per launch, each launch reading the fp8 bytes once, so 16 rows
+// still read no more than one bf16 pass. f16/f32 inputs and odd shapes dequantize (below).
+static_assert(kFp8MaxRows <= 2 * kGemvMaxM, "the fp8 GEMVs serve two launches of 8 rows");
+bool fp8_copy_serves(const MatmulParams& p) { return p.w_fp8.defined() && p.x.dim(0) <= kFp8MaxRows; }
+bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const TensorView& bias, int64_t k) {
+  return max_gemv_rows > 0 && x.dtype == DType::kBF16 && k % 16 == 0 && aligned16(x.data) && aligned16(w_fp8.data) &&
+         (!bias.defined() || bias.dtype == x.dtype);
+}
+
+// The same launch over rows [m0, ...) of the input: what each row reads and writes moves with it.
+template <class T, class TO, class W, Epilogue EPI>
+GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
+  a.x += m0 * a.k;
+  if constexpr (EPI == Epilogue::kStore) a.y += m0 * a.n;
+  else if constexpr (EPI == Epilogue::kSiluPairs) a.y += m0 * (a.n / 2);
+  else {
+    a.positions += m0;
+    a.slots += m0;
+    a.q_out += m0 * a.q_heads * a.head_dim;
+  }
+  return a;
+}
+
+template <class T, class TO, Epilogue EPI>
+void launch_fp8_gemv(int64_t m, const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
+  for (int64_t m0 = 0; m0 < m; m0 += kGemvMaxM)
+    launch_gemv<T, TO, EPI>(std::min<int64_t>(kGemvMaxM, m - m0), from_input_row<T, TO, Fp8, EPI>(a, m0), s);
+}
+
+// Dequantized tiles for cuBLAS: out[r, c] = w[r, c] * scale[r], rounded to T.
+template <class T>
+__global__ void dequantize_fp8_rows_kernel(const uint8_t* q, const float* scale, T* out, int64_t rows, int64_t k) {
+  const int64_t total = rows * k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const __half h = __half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(q[i]), __NV_E4M3));
+    out[i] = from_float<T>(__half2float(h) * scale[i / k]);
+  }
+}
+
+// A fixed per-thread tile buffer (like cuBLAS's workspace): allocated on first use, which the
+// graph runners make eager (spec/graph_capture.hpp), never during a capture.
+constexpr size_t kDequantTileBytes = 32u << 20;
+struct DequantTile {
+  void* data = nullptr;
+  DequantTile() {
+    if (cudaMalloc(&data, kDequantTileBytes) != cudaSuccess) data = nullptr;
+  }
+  ~DequantTile() {
+    if (data) cudaFree(data);
+  }
+};
 
 }  // namespace
 
 void set_gemv_max_rows(int rows) { max_gemv_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
 int gemv_max_rows() { return max_gemv_rows; }
 
+namespace {
+
+// Rows [r0, r0 + rows) of w (or a tile holding just them), times x, into those columns of y.
+// Row-major y[m,n] = x[m,k] w[n,k]^T is column-major y^T[n,m] = op(W)=T on the column-major
+// [k,n] view of w times the column-major [k,m] view of x; a block of w's rows fills rows r0..
+// of every y^T column (ldc n).
+Status cublas_rows(const MatmulParams& p, const void* w_rows, DType w_dtype, int64_t r0, int64_t rows, cudaStream_t stream) {
+  CublasHandle& h = thread_handle();
+  if (!h.ok) return Status::error("matmul (cuda): cannot create a cuBLAS handle");
+  cublasSetStream(h.handle, stream);
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st =
+      cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m), static_cast<int>(k), &alpha, w_rows,
+                   cuda_type(w_dtype), static_cast<int>(k), p.x.data, cuda_type(p.x.dtype), static_cast<int>(k), &beta,
+                   static_cast<char*>(p.y.data) + r0 * static_cast<int64_t>(dtype_size(p.y.dtype)), cuda_type(p.y.dtype),
+                   static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) return Status::error(std::string("matmul (cuda): cublasGemmEx failed: ") + cublasGetStatusString(st));
+  return Status::ok();
+}
+
+// y = x (w_fp8 * scale)^T for inputs the fp8 GEMVs do not take (f32, f16, odd K): weight rows
+// dequantized a tile at a time into x's dtype, each tile one cuBLAS product into its columns of y.
+Status matmul_fp8_tiles(const MatmulParams& p, cudaStream_t stream) {
+  const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
+  thread_local DequantTile tile;
+  if (!tile.data) return Status::error("matmul (cuda): cannot allocate the fp8 dequantization tile");
+  const size_t es = dtype_size(p.x.dtype);
+  const int64_t tile_rows = std::max<int64_t>(1, static_cast<int64_t>(kDequantTileBytes / (static_cast<size_t>(k) * es)));
+  for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, n - r0);
+    const int64_t blocks = std::min<int64_t>((rows * k + 255) / 256, 4096);
+    AERIE_DISPATCH_FLOAT(p.x.dtype, T, [&] {
+      dequantize_fp8_rows_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+          static_cast<const uint8_t*>(p.w_fp8.data) + r0 * k, p.w_scale.ptr<float>() + r0, static_cast<T*>(tile.data), rows, k);
+    });
+    if (Status st = cublas_rows(p, tile.data, p.x.dtype, r0, rows, stream); !st.is_ok()) return st;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status matmul(const MatmulParams& p, void* stream) {
-  if (p.x.dtype != p.w.dtype) return Status::error("matmul (cuda): x and w must share a dtype, got " + p.x.describe() + " and " + p.w.describe());
+  const bool fp8 = fp8_copy_serves(p);
+  if (!fp8 && p.x.dtype != p.w.dtype)
+    return Status::error("matmul (cuda): x and w must share a dtype, got " + p.x.describe() + " and " + p.w.describe());
   if (p.y.dtype != p.x.dtype && p.y.dtype != DType::kF32)
     return Status::error("matmul (cuda): y must have x's dtype or f32, got " + p.y.describe());
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  if (gemv_eligible(p.x, p.w, p.bias, k)) {
+  if (fp8 && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
+    using T = __nv_bfloat16;
+    const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
+    const Fp8* w = static_cast<const Fp8*>(p.w_fp8.data);
+    const float* scale = p.w_scale.ptr<float>();
+    if (p.y.dtype == DType::kF32) {
+      GemvArgs<T, float, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<float>(), n, k};
+      a.w_scale = scale;
+      launch_fp8_gemv<T, float, Epilogue::kStore>(m, a, as_stream(stream));
+    } else {
+      GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<T>(), n, k};
+      a.w_scale = scale;
+      launch_fp8_gemv<T, T, Epilogue::kStore>(m, a, as_stream(stream));
+    }
+    return launch_status("matmul (fp8 gemv)");
+  }
+  if (!fp8 && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
@@ -453,17 +651,11 @@ Status matmul(const MatmulParams& p, void* stream) {
     else run(__half{});
     return launch_status("matmul (gemv)");
   }
-  CublasHandle& h = thread_handle();
-  if (!h.ok) return Status::error("matmul (cuda): cannot create a cuBLAS handle");
-  cublasSetStream(h.handle, as_stream(stream));
-  const float alpha = 1.0f, beta = 0.0f;
-  // Row-major y[m,n] = x[m,k] w[n,k]^T is column-major y^T[n,m] = w^T... i.e. op(W)=T on the
-  // column-major [k,n] view of w, times the column-major [k,m] view of x.
-  const cublasStatus_t st = cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                                         static_cast<int>(k), &alpha, p.w.data, cuda_type(p.w.dtype), static_cast<int>(k),
-                                         p.x.data, cuda_type(p.x.dtype), static_cast<int>(k), &beta, p.y.data,
-                                         cuda_type(p.y.dtype), static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (st != CUBLAS_STATUS_SUCCESS) return Status::error(std::string("matmul (cuda): cublasGemmEx failed: ") + cublasGetStatusString(st));
+  if (fp8) {
+    if (Status st = matmul_fp8_tiles(p, as_stream(stream)); !st.is_ok()) return st;
+  } else if (Status st = cublas_rows(p, p.w.data, p.w.dtype, 0, n, as_stream(stream)); !st.is_ok()) {
+    return st;
+  }
   if (p.bias.defined()) {
     const int64_t blocks = std::min<int64_t>((m * n + 255) / 256, 4096);
     AERIE_DISPATCH_FLOAT(p.y.dtype, T, [&] {
@@ -478,7 +670,15 @@ Status matmul(const MatmulParams& p, void* stream) {
 Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  if (p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
+  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;
+  if (fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
+    using T = __nv_bfloat16;
+    GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k};
+    a.w_scale = p.w_scale.ptr<float>();
+    launch_fp8_gemv<T, T, Epilogue::kSiluPairs>(m, a, as_stream(stream));
+    return launch_status("gate_up_silu (fp8 gemv)");
+  }
+  if (!fp8 && p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       launch_gemv<T, T, Epilogue::kSiluPairs>(
@@ -489,7 +689,7 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
     else run(__half{});
     return launch_status("gate_up_silu (gemv)");
   }
-  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.gate_up}, stream);
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.gate_up}, stream);
   if (!s.is_ok()) return s;
   return silu_mul({.gate_up = p.gate_up, .out = p.out}, stream);
 }
@@ -498,7 +698,17 @@ Status qkv_rope(const QkvRopeParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0) return Status::ok();
   const bool same = p.q_out.dtype == p.x.dtype && p.k_cache.dtype == p.x.dtype;
-  if (same && gemv_eligible(p.x, p.w, p.bias, k)) {
+  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;
+  if (fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
+    using T = __nv_bfloat16;
+    GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
+                          p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
+                          p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
+                          p.attention_scaling, p.w_scale.ptr<float>()};
+    launch_fp8_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
+    return launch_status("qkv_rope (fp8 gemv)");
+  }
+  if (!fp8 && same && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
@@ -511,7 +721,7 @@ Status qkv_rope(const QkvRopeParams& p, void* stream) {
     else run(__half{});
     return launch_status("qkv_rope (gemv)");
   }
-  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .y = p.qkv}, stream);
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.qkv}, stream);
   if (!s.is_ok()) return s;
   return rope_kv_write({.qkv = p.qkv, .positions = p.positions, .inv_freq = p.inv_freq, .slots = p.slots, .q_out = p.q_out,
                         .k_cache = p.k_cache, .v_cache = p.v_cache, .attention_scaling = p.attention_scaling}, stream);

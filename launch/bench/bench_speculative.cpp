@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -114,24 +115,28 @@ int run_spec_bench(const SpecBenchOptions& o) {
       }
       plain_ms = median(t);
     }
-    std::vector<std::pair<std::string, bool>> variants;  // (algorithm, chain runner)
-    for (const auto& alg_name : o.algorithms) {
-      if (o.draft_chain != "runner") variants.emplace_back(alg_name, false);
-      if (o.draft_chain != "steps") variants.emplace_back(alg_name, true);
-    }
-    for (const auto& [alg_name, draft_runner] : variants) {
+    std::vector<std::tuple<std::string, bool, bool>> variants;  // (algorithm, chain runner, fp8 head)
+    for (const auto& alg_name : o.algorithms)
+      for (const auto& q : o.draft_quantizations) {
+        const bool fp8 = q == "fp8";
+        if (fp8 && alg_name == "STANDALONE") continue;  // fp8 is for heads
+        if (o.draft_chain != "runner") variants.emplace_back(alg_name, false, fp8);
+        if (o.draft_chain != "steps") variants.emplace_back(alg_name, true, fp8);
+      }
+    for (const auto& [alg_name, draft_runner, fp8] : variants) {
       // The draft as a launch builds it (launch/draft_builder.hpp): STANDALONE is the target
       // itself (its seed), EAGLE / EAGLE3 a random head shaped for the target.
       const DraftChoice choice{.algorithm = spec::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
                                .dummy = true, .seed = o.seed, .replicated = replicated_head,
-                               .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab};
+                               .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab, .fp8_weights = fp8};
       const DraftShape draft_shape = resolve_draft(choice, config);
       DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, wdt, wdt, stream.get());
       model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
       auto draft = std::make_shared<spec::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
                                                            draft_kv, target, B, K);
       if (draft_runner) draft->enable_draft_runners(S, B, per_request, device == Device::kCuda);
-      const std::string label = alg_name + (draft_runner ? (device == Device::kCuda ? "+graph" : (K == 1 ? "+chain" : "+tree")) : "");
+      const std::string label =
+          alg_name + (draft_runner ? (device == Device::kCuda ? "+graph" : (K == 1 ? "+chain" : "+tree")) : "") + (fp8 ? "+fp8" : "");
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings, .spec_steps = S, .spec_topk = K, .spec_draft_tokens = N});
       core::TargetWorkerCore worker(target, kv, {.max_batch = B, .cuda_graph_max_bs = 0});
@@ -242,7 +247,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                   "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
-      out.push_back({{"algorithm", alg_name}, {"draft_runner", draft_runner}, {"draft_graphs", draft_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"temperature", o.temperature}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
+      out.push_back({{"algorithm", alg_name}, {"draft_runner", draft_runner}, {"draft_fp8", fp8}, {"draft_graphs", draft_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"temperature", o.temperature}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
                      {"eagle3_draft_vocab", eagle3_vocab},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},

@@ -42,6 +42,9 @@ struct SpecBenchOptions {
   uint64_t seed = 0;
   int64_t tp_size = 1;        // under mpirun -np N: target and draft tensor-parallel over N GPUs
   int64_t draft_tp_size = 0;  // EAGLE heads: 1 whole on every rank, else sharded like the target
+  // EAGLE heads' weights, each a variant of the same run: "none" (as loaded) and/or "fp8"
+  // (--speculative-draft-model-quantization fp8, labelled +fp8).
+  std::vector<std::string> draft_quantizations = {"none"};
 };
 
 int run_spec_bench(const SpecBenchOptions& options);

@@ -105,6 +105,81 @@ TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
   set_gemv_max_rows(saved);
 }
 
+// FP8 copies of weights with a scale per row (kernels/matmul.hpp) against the CPU reference: the
+// CUDA-core GEMV (1-2 rows, or K not a multiple of 64), the tensor-core GEMV (3-8 rows), two
+// launches (9-16 rows), dequantized tiles through cuBLAS (f16 input, K not a multiple of 16),
+// the weight as loaded past 16 rows; stored, SiLU-paired and RoPE epilogues.
+Buffer row_scales(std::mt19937& rng, int64_t n) {
+  Buffer s(Device::kCpu, DType::kF32, {n});
+  std::uniform_real_distribution<float> u(1e-4f, 2e-3f);
+  for (int64_t i = 0; i < n; ++i) s.view().ptr<float>()[i] = u(rng);
+  return s;
+}
+
+TEST_F(CudaOps, Fp8WeightsMatchCpu) {
+  std::mt19937 rng(23);
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 16, 17, 40})
+      for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 9001}, {80, 1003}, {24, 300}}) {
+        if (t == DType::kF16 && m != 3) continue;  // f16 input always takes the tiles
+        Buffer x = random_buffer(rng, t, {m, k}), w8 = random_buffer(rng, DType::kF8E4M3, {n, k}, 100.0f), sc = row_scales(rng, n);
+        Buffer bias = random_buffer(rng, t, {n}), w = random_buffer(rng, t, {n, k}, 0.05f);
+        for (DType out : {t, DType::kF32}) {
+          const bool with_bias = m % 2 == 1;
+          Buffer y(Device::kCpu, out, {m, n});
+          ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = with_bias ? bias.view() : TensorView(), .w_fp8 = w8.view(),
+                              .w_scale = sc.view(), .y = y.view()},
+                             Stream::cpu()).is_ok());
+          Buffer dx = to_gpu(x), dw = to_gpu(w), dw8 = to_gpu(w8), dsc = to_gpu(sc), db = to_gpu(bias), dy = like_gpu(y);
+          ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .bias = with_bias ? db.view() : TensorView(), .w_fp8 = dw8.view(),
+                              .w_scale = dsc.view(), .y = dy.view()},
+                             gpu()).is_ok());
+          EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(out == DType::kF32 ? t : out))
+              << dtype_name(t) << " -> " << dtype_name(out) << " m=" << m << " k=" << k << " n=" << n;
+        }
+      }
+  for (int64_t m : {1, 2, 5, 12, 20}) {
+    const int64_t k = 512, inter = 384;
+    Buffer x = random_buffer(rng, DType::kBF16, {m, k}), w8 = random_buffer(rng, DType::kF8E4M3, {2 * inter, k}, 100.0f);
+    Buffer w = random_buffer(rng, DType::kBF16, {2 * inter, k}, 0.05f);
+    Buffer sc = row_scales(rng, 2 * inter), gu(Device::kCpu, DType::kBF16, {m, 2 * inter}), out(Device::kCpu, DType::kBF16, {m, inter});
+    ASSERT_TRUE(gate_up_silu({.x = x.view(), .w = w.view(), .w_fp8 = w8.view(), .w_scale = sc.view(), .gate_up = gu.view(), .out = out.view()},
+                             Stream::cpu()).is_ok());
+    Buffer dx = to_gpu(x), dw = to_gpu(w), dw8 = to_gpu(w8), dsc = to_gpu(sc), dgu = like_gpu(gu), dout = like_gpu(out);
+    ASSERT_TRUE(gate_up_silu({.x = dx.view(), .w = dw.view(), .w_fp8 = dw8.view(), .w_scale = dsc.view(), .gate_up = dgu.view(), .out = dout.view()},
+                             gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(DType::kBF16)) << "gate_up_silu m=" << m;
+
+    const int64_t qh = 8, kh = 2, dim = 64, slots = 64, width = (qh + 2 * kh) * dim;
+    Buffer wq8 = random_buffer(rng, DType::kF8E4M3, {width, k}, 100.0f), scq = row_scales(rng, width);
+    Buffer wq = random_buffer(rng, DType::kBF16, {width, k}, 0.05f);
+    std::vector<int32_t> pos, sl;
+    for (int64_t i = 0; i < m; ++i) {
+      pos.push_back(static_cast<int32_t>(5 + 300 * i));
+      sl.push_back(static_cast<int32_t>(slots - 1 - 3 * i));
+    }
+    std::vector<float> inv(dim / 2);
+    for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
+    Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
+    inv_b.copy_from_host(inv.data(), inv_b.nbytes());
+    Buffer pos_b = ints(pos), sl_b = ints(sl), qkv(Device::kCpu, DType::kBF16, {m, width}), q(Device::kCpu, DType::kBF16, {m, qh, dim});
+    Buffer kc(Device::kCpu, DType::kBF16, {slots, kh, dim}), vc(Device::kCpu, DType::kBF16, {slots, kh, dim});
+    kc.zero();
+    vc.zero();
+    Buffer dwq = to_gpu(wq), dwq8 = to_gpu(wq8), dscq = to_gpu(scq), dpos = to_gpu(pos_b), dsl = to_gpu(sl_b), dinv = to_gpu(inv_b);
+    Buffer dqkv = like_gpu(qkv), dq = like_gpu(q), dkc = to_gpu(kc), dvc = to_gpu(vc);
+    ASSERT_TRUE(qkv_rope({.x = x.view(), .w = wq.view(), .w_fp8 = wq8.view(), .w_scale = scq.view(), .qkv = qkv.view(), .positions = pos_b.view(), .inv_freq = inv_b.view(),
+                          .slots = sl_b.view(), .q_out = q.view(), .k_cache = kc.view(), .v_cache = vc.view()},
+                         Stream::cpu()).is_ok());
+    ASSERT_TRUE(qkv_rope({.x = dx.view(), .w = dwq.view(), .w_fp8 = dwq8.view(), .w_scale = dscq.view(), .qkv = dqkv.view(), .positions = dpos.view(), .inv_freq = dinv.view(),
+                          .slots = dsl.view(), .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()},
+                         gpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
+    EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
+    EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
+  }
+}
+
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
@@ -49,6 +50,48 @@ TEST(DType, F16RoundingMatchesNearestEven) {
     if ((h & 0x7fff) != 0) {
       EXPECT_LE(std::fabs(back - f), std::fabs(down - f)) << f;
     }
+  }
+}
+
+TEST(DType, F8E4M3KnownValues) {
+  EXPECT_EQ(f8e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(f8e4m3_to_float(0xb8), -1.0f);
+  EXPECT_EQ(f8e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(f8e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_EQ(f8e4m3_to_float(0x7e), 448.0f);
+  EXPECT_TRUE(std::isnan(f8e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(f8e4m3_to_float(0xff)));
+  EXPECT_EQ(float_to_f8e4m3(1.0f + 1.0f / 16), 0x38);  // a tie goes to the even code
+  EXPECT_EQ(float_to_f8e4m3(1.0f + 3.0f / 16), 0x3a);
+  EXPECT_EQ(float_to_f8e4m3(std::ldexp(0.5f, -9)), 0x00);
+  EXPECT_EQ(float_to_f8e4m3(std::ldexp(1.5f, -9)), 0x02);
+  EXPECT_EQ(float_to_f8e4m3(1e6f), 0x7e);  // saturates
+  EXPECT_EQ(float_to_f8e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_EQ(float_to_f8e4m3(std::numeric_limits<float>::quiet_NaN()) & 0x7f, 0x7f);
+}
+
+TEST(DType, F8E4M3RoundTripsEveryCodeAndRoundsToTheNearest) {
+  std::vector<float> finite;  // the non-negative finite values, in code order
+  for (uint32_t c = 0; c < 256; ++c) {
+    const float f = f8e4m3_to_float(static_cast<uint8_t>(c));
+    if (std::isnan(f)) continue;
+    if (f == 0.0f && c == 0x80) continue;  // -0 encodes as itself
+    EXPECT_EQ(float_to_f8e4m3(f), c) << "code " << c;
+    if (c < 0x80) finite.push_back(f);
+  }
+  ASSERT_EQ(finite.size(), 127u);
+  // Against a brute-force oracle: the nearest code, ties to the even code, capped at 448.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int i = 0; i < 20000; ++i) {
+    const float f = std::ldexp(u(rng), static_cast<int>(rng() % 20) - 11);
+    size_t best = 0;
+    for (size_t c = 1; c < finite.size(); ++c) {
+      const float d = std::fabs(finite[c] - f), db = std::fabs(finite[best] - f);
+      if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    EXPECT_EQ(float_to_f8e4m3(f), best) << f;
+    EXPECT_EQ(float_to_f8e4m3(-f), best | 0x80u) << -f;
   }
 }
 

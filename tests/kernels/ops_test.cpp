@@ -274,6 +274,57 @@ TEST(Ops, FutureTokensAreRecordedAtTheirSlotsAndResolvedFromThem) {
   EXPECT_THROW((void)record_future_tokens({.tokens = one.view(), .slots = two_slots.view(), .table = table.view()}, cpu), Error);
 }
 
+TEST(CpuMatmul, AnFp8CopyServesUpTo16RowsAsItsCodesTimesTheRowScale) {
+  std::mt19937 rng(5);
+  const int64_t k = 40, n = 7;
+  // The weight as loaded is all zeros, so which of the two a product read shows in y.
+  Buffer w(Device::kCpu, DType::kF32, {n, k}), w8 = random_buffer(rng, DType::kF8E4M3, {n, k}, 100.0f);
+  w.zero();
+  Buffer bias = random_buffer(rng, DType::kF32, {n}), scale(Device::kCpu, DType::kF32, {n});
+  for (int64_t j = 0; j < n; ++j) scale.view().ptr<float>()[j] = 0.001f * static_cast<float>(j + 1);
+  const auto* codes = static_cast<const uint8_t*>(w8.data());
+  for (int64_t m : {int64_t{1}, int64_t{3}, kFp8MaxRows, kFp8MaxRows + 1}) {
+    Buffer x = random_buffer(rng, DType::kF32, {m, k}), y(Device::kCpu, DType::kF32, {m, n});
+    ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = bias.view(), .w_fp8 = w8.view(), .w_scale = scale.view(), .y = y.view()},
+                       Stream::cpu()).is_ok());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t c = 0; c < k; ++c) sum += static_cast<double>(x.view().ptr<float>()[i * k + c]) * f8e4m3_to_float(codes[j * k + c]);
+        const double expected = (m <= kFp8MaxRows ? sum * scale.view().ptr<float>()[j] : 0.0) + bias.view().ptr<float>()[j];
+        EXPECT_NEAR(y.view().ptr<float>()[i * n + j], expected, 1e-4 * (1 + std::fabs(expected))) << "m " << m << " " << i << "," << j;
+      }
+  }
+}
+
+TEST(Ops, AnFp8CopyComesWithItsRowScalesAndTheWeightsShape) {
+  Buffer x(Device::kCpu, DType::kF32, {2, 16}), y(Device::kCpu, DType::kF32, {2, 4});
+  Buffer w8(Device::kCpu, DType::kF8E4M3, {4, 16}), w32(Device::kCpu, DType::kF32, {4, 16});
+  Buffer scale(Device::kCpu, DType::kF32, {4}), short_scale(Device::kCpu, DType::kF32, {3});
+  w8.zero();
+  w32.zero();
+  scale.zero();
+  auto message = [&](const MatmulParams& p) {
+    try {
+      (void)matmul(p, Stream::cpu());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message({.x = x.view(), .w = w32.view(), .w_fp8 = w8.view(), .y = y.view()}).find("come together"), std::string::npos);
+  EXPECT_NE(message({.x = x.view(), .w = w32.view(), .w_scale = scale.view(), .y = y.view()}).find("come together"), std::string::npos);
+  EXPECT_NE(message({.x = x.view(), .w = w32.view(), .w_fp8 = w8.view(), .w_scale = short_scale.view(), .y = y.view()}).find("w_scale"),
+            std::string::npos);
+  EXPECT_NE(message({.x = x.view(), .w = w32.view(), .w_fp8 = w32.view(), .w_scale = scale.view(), .y = y.view()}).find("w_fp8"),
+            std::string::npos);
+  EXPECT_EQ(message({.x = x.view(), .w = w32.view(), .w_fp8 = w8.view(), .w_scale = scale.view(), .y = y.view()}), "accepted");
+  // fp8 is a copy's format only: as the weight or the activations it is refused.
+  Buffer x8(Device::kCpu, DType::kF8E4M3, {2, 16});
+  EXPECT_NE(message({.x = x8.view(), .w = w32.view(), .y = y.view()}), "accepted");
+  EXPECT_NE(message({.x = x.view(), .w = w8.view(), .y = y.view()}), "accepted");
+}
+
 TEST(Ops, ValidateNamesTheWrongField) {
   Buffer x(Device::kCpu, DType::kF32, {2, 3}), w(Device::kCpu, DType::kF32, {4, 5}), y(Device::kCpu, DType::kF32, {2, 4});
   try {

@@ -40,7 +40,9 @@ TEST(StagingRing, HandsOutItsBuffersInTurnZeroedAtFirst) {
   std::vector<void*> seen;
   for (int i = 0; i < 6; ++i) {
     auto* p = ring.acquire_as<int32_t>();
-    if (i < 3) EXPECT_EQ(p[0] + p[1] + p[2] + p[3], 0);  // zeros before first use
+    if (i < 3) {
+      EXPECT_EQ(p[0] + p[1] + p[2] + p[3], 0);  // zeros before first use
+    }
     p[0] = i;
     seen.push_back(p);
     ring.release(cpu);

@@ -72,6 +72,27 @@ TEST(Speculative, GreedyOutputEqualsPlainGreedyForEveryAlgorithm) {
   }
 }
 
+// --speculative-draft-model-quantization fp8: the heads' products read FP8 weights; the
+// output is still the target's greedy output, chains and trees, with a tight pool too.
+TEST(Speculative, Fp8DraftHeadsKeepGreedyOutput) {
+  const auto reqs = mixed(7, 417, 20);
+  const auto plain = run(options("", {}, 8192, 1), reqs);
+  for (const std::string alg : {"EAGLE", "EAGLE3"})
+    for (const DraftShape shape : {DraftShape{3, 1, 0}, DraftShape{3, 2, 6}})
+      for (int64_t pool : {8192, 400}) {
+        auto o = options(alg, shape, pool, 4);
+        o.speculative_draft_model_quantization = "fp8";
+        const auto spec = run(o, reqs);
+        for (size_t i = 0; i < reqs.size(); ++i) {
+          ASSERT_TRUE(spec[i].error.empty()) << alg << ": " << spec[i].error;
+          EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids) << alg << " topk " << shape.topk << " pool " << pool << " request " << i;
+        }
+      }
+  auto standalone = options("STANDALONE", {3, 1, 0}, 8192, 1);
+  standalone.speculative_draft_model_quantization = "fp8";
+  EXPECT_THROW(launch::check_deployment_flags(standalone), Error);
+}
+
 // Overlap scheduling (on by default) plans each verify before the last one's result; with it
 // off, one batch is in flight. Greedy and seeded sampled requests, some stopping at EOS, with
 // a pool roomy and tight enough to preempt: the same tokens either way. (Sampled speculative

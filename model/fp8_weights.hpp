@@ -1,0 +1,29 @@
+#pragma once
+// Weight-only FP8 (E4M3) quantization with one scale per output row, for draft models
+// (--speculative-draft-model-quantization fp8, as sglang's option names it): a row's scale is
+// its largest magnitude / 448, so each row spans the format's whole range. The copy sits beside
+// the weight as loaded: products of up to 16 rows read its bytes (half of bf16's) and apply the
+// scale to each finished sum, larger ones the weight (kernels/matmul.hpp). Made once at load.
+#include <cstdint>
+#include <string>
+
+#include "kernels/buffer.hpp"
+
+namespace aerie::model {
+
+struct Fp8Rows {
+  Buffer values;  // [n, k] f8e4m3, on the weight's device
+  Buffer scales;  // [n] f32
+};
+
+// Quantizes a [n, k] floating weight on the CPU or the GPU (the work is done on the host).
+Fp8Rows quantize_fp8_rows(const Buffer& w);
+
+// The host core: n rows of k floats into n * k codes and n scales. A row of zeros gets scale 1.
+void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales);
+
+// --speculative-draft-model-quantization: true for "fp8", false for "" (weights as loaded);
+// anything else throws, naming the accepted values.
+bool parse_draft_quantization(const std::string& name);
+
+}  // namespace aerie::model

@@ -1,0 +1,94 @@
+// Weight-only FP8 quantization of draft heads (model/fp8_weights.hpp): per-row scales that
+// span the format, round trips within half a step, the Buffer path equal to the host core,
+// and an EAGLE3 head built with fp8 weights giving logits close to the same head's in f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/error.hpp"
+#include "model/eagle_head.hpp"
+#include "model/fp8_weights.hpp"
+#include "model/llama_weights.hpp"
+#include "tests/test_util.hpp"
+
+using namespace aerie;
+using namespace aerie::model;
+
+TEST(Fp8Weights, EachRowSpansTheRangeAndRoundTripsWithinHalfAStep) {
+  std::mt19937 rng(3);
+  const int64_t n = 5, k = 300;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) w[static_cast<size_t>(r * k + c)] = r == 2 ? 0.0f : normal(rng) * std::pow(10.0f, static_cast<float>(r - 3));
+  std::vector<uint8_t> codes(w.size());
+  std::vector<float> scales(static_cast<size_t>(n));
+  quantize_fp8_rows(w.data(), n, k, codes.data(), scales.data());
+  for (int64_t r = 0; r < n; ++r) {
+    float amax = 0, qmax = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      const float v = w[static_cast<size_t>(r * k + c)], q = f8e4m3_to_float(codes[static_cast<size_t>(r * k + c)]);
+      amax = std::max(amax, std::fabs(v));
+      qmax = std::max(qmax, std::fabs(q));
+      // Half a step: 2^-4 relative for normals, half the subnormal unit (2^-10) below 2^-6.
+      const float x = v / scales[static_cast<size_t>(r)];
+      EXPECT_LE(std::fabs(q - x), std::max(std::fabs(x) / 16.0f, std::ldexp(1.0f, -10)) * 1.0001f) << r << "," << c;
+    }
+    if (r == 2) {
+      EXPECT_EQ(scales[2], 1.0f);
+      EXPECT_EQ(qmax, 0.0f);
+    } else {
+      EXPECT_FLOAT_EQ(scales[static_cast<size_t>(r)], amax / 448.0f);
+      EXPECT_EQ(qmax, 448.0f) << "row " << r << " does not reach the top of the range";
+    }
+  }
+  std::vector<float> bad = {1.0f, NAN};
+  EXPECT_THROW(quantize_fp8_rows(bad.data(), 1, 2, codes.data(), scales.data()), Error);
+}
+
+TEST(Fp8Weights, ABufferQuantizesAsTheHostCoreAndOptionsParse) {
+  std::mt19937 rng(4);
+  const Buffer w = aerie::testing::random_buffer(rng, DType::kBF16, {6, 32});
+  const Fp8Rows q = quantize_fp8_rows(w);
+  EXPECT_EQ(q.values.view().dtype, DType::kF8E4M3);
+  EXPECT_EQ(q.scales.view().dim(0), 6);
+  std::vector<float> f(6 * 32);
+  convert_to_float(w.data(), DType::kBF16, 6 * 32, f.data());
+  std::vector<uint8_t> codes(f.size());
+  std::vector<float> scales(6);
+  quantize_fp8_rows(f.data(), 6, 32, codes.data(), scales.data());
+  EXPECT_EQ(std::memcmp(q.values.data(), codes.data(), codes.size()), 0);
+  EXPECT_EQ(std::memcmp(q.scales.data(), scales.data(), scales.size() * 4), 0);
+  EXPECT_TRUE(parse_draft_quantization("fp8"));
+  EXPECT_FALSE(parse_draft_quantization(""));
+  EXPECT_THROW(parse_draft_quantization("int4"), Error);
+}
+
+TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
+  const auto target_cfg = LlamaConfig::named_shape("tiny");
+  LlamaModel target(target_cfg, random_llama_weights(target_cfg, 3, Device::kCpu, DType::kF32), Stream::cpu(), DType::kF32);
+  auto hc = EagleHeadConfig::for_target(EagleKind::kEagle3, target_cfg);
+  EagleHead plain(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
+  hc.fp8_weights = true;
+  EagleHead fp8(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
+  KvCache kv_a(hc.layer, kv_shape_for_tokens(64, 1), Device::kCpu, DType::kF32), kv_b(hc.layer, kv_shape_for_tokens(64, 1), Device::kCpu, DType::kF32);
+  ForwardBatch b;
+  for (int t = 0; t < 6; ++t) {
+    b.input_ids.push_back(5 + 7 * t);
+    b.positions.push_back(t);
+    b.out_cache_loc.push_back(1 + t);
+    b.kv_indices.push_back(1 + t);
+    b.logit_rows.push_back(t);
+  }
+  b.qo_indptr.push_back(6);
+  b.kv_indptr.push_back(6);
+  std::mt19937 rng(9);
+  const Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {6, hc.input_width()});
+  const auto a = aerie::testing::to_double(plain.forward(b, hidden.view(), kv_a));
+  const auto q = aerie::testing::to_double(fp8.forward(b, hidden.view(), kv_b));
+  const double err = aerie::testing::rel_error(q, a);
+  EXPECT_GT(err, 0.0) << "the fp8 head computed exactly what the f32 head did: were its weights quantized?";
+  EXPECT_LT(err, 0.08) << "fp8 weights moved the head's logits by more than E4M3 rounding should";
+}
