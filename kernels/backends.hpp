@@ -25,6 +25,7 @@ namespace aerie::kernels {
   Status resolve_future_ids(const ResolveFutureIdsParams& p __VA_ARGS__);      \
   Status record_future_tokens(const RecordFutureTokensParams& p __VA_ARGS__);  \
   Status rms_norm(const RmsNormParams& p __VA_ARGS__);          \
+  Status rms_norm_pair(const RmsNormPairParams& p __VA_ARGS__);  \
   Status rope(const RopeParams& p __VA_ARGS__);                 \
   Status matmul(const MatmulParams& p __VA_ARGS__);             \
   Status silu_mul(const SiluMulParams& p __VA_ARGS__);          \

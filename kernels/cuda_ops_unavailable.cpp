@@ -15,6 +15,7 @@ Status resolve_future_ids(const ResolveFutureIdsParams&, void*) { return unavail
 Status record_future_tokens(const RecordFutureTokensParams&, void*) { return unavailable("record_future_tokens"); }
 Status logit_adjust(const LogitAdjustParams&, void*) { return unavailable("logit_adjust"); }
 Status rms_norm(const RmsNormParams&, void*) { return unavailable("rms_norm"); }
+Status rms_norm_pair(const RmsNormPairParams&, void*) { return unavailable("rms_norm_pair"); }
 Status rope(const RopeParams&, void*) { return unavailable("rope"); }
 Status matmul(const MatmulParams&, void*) { return unavailable("matmul"); }
 Status silu_mul(const SiluMulParams&, void*) { return unavailable("silu_mul"); }

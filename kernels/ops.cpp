@@ -130,6 +130,32 @@ Status rms_norm(const RmsNormParams& p, const Stream& s) {
                   [](const RmsNormParams& q, void* h) { return cuda::rms_norm(q, h); });
 }
 
+void RmsNormPairParams::validate() const {
+  const Device d = a.device;
+  for (auto [t, name] : {std::pair{a, "a"}, std::pair{b, "b"}, std::pair{y, "y"}}) {
+    check_tensor(t, name, 2, d);
+    check_floating(t, name);
+  }
+  AERIE_CHECK(b.dim(0) == a.dim(0) && b.dim(1) == a.dim(1) && b.dtype == a.dtype, "b " << b.describe() << " does not match a " << a.describe());
+  AERIE_CHECK(y.dim(0) == a.dim(0) && y.dim(1) == 2 * a.dim(1) && y.dtype == a.dtype,
+              "y " << y.describe() << " must be [" << a.dim(0) << ", " << 2 * a.dim(1) << "] of a's dtype");
+  for (auto [t, name] : {std::pair{weight_a, "weight_a"}, std::pair{weight_b, "weight_b"}}) {
+    check_tensor(t, name, 1, d);
+    check_floating(t, name);
+    AERIE_CHECK(t.dim(0) == a.dim(1), name << " " << t.describe() << " does not match a " << a.describe());
+  }
+  if (b_copy.defined()) {
+    check_tensor(b_copy, "b_copy", 2, d);
+    AERIE_CHECK(b_copy.dim(0) == b.dim(0) && b_copy.dim(1) == b.dim(1) && b_copy.dtype == b.dtype,
+                "b_copy " << b_copy.describe() << " does not match b " << b.describe());
+  }
+  AERIE_CHECK(eps > 0.0f, "eps must be positive");
+}
+Status rms_norm_pair(const RmsNormPairParams& p, const Stream& s) {
+  return dispatch(p, s, p.a.device, cpu::rms_norm_pair,
+                  [](const RmsNormPairParams& q, void* h) { return cuda::rms_norm_pair(q, h); });
+}
+
 void RopeParams::validate() const {
   check_tensor(q, "q", 3, q.device);
   check_floating(q, "q");

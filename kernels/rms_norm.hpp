@@ -17,4 +17,17 @@ struct RmsNormParams {
 };
 Status rms_norm(const RmsNormParams& p, const Stream& stream);
 
+/// Two row-wise norms side by side in one launch (an EAGLE3 head's attention input):
+/// y[r] = [rmsnorm(a[r]) * weight_a, rmsnorm(b[r]) * weight_b], each half exactly what rms_norm
+/// gives; with b_copy, b's rows are also copied there (the head's residual stream).
+struct RmsNormPairParams {
+  TensorView a, weight_a;    // [rows, hidden], [hidden]
+  TensorView b, weight_b;    // [rows, hidden], [hidden]
+  TensorView y;              // [rows, 2 * hidden], out
+  TensorView b_copy = {};    // [rows, hidden], optional out (must not overlap b)
+  float eps = 1e-5f;
+  void validate() const;
+};
+Status rms_norm_pair(const RmsNormPairParams& p, const Stream& stream);
+
 }  // namespace aerie::kernels

@@ -295,18 +295,20 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                                     stream_));
     attn_input = a.residual;
   } else {
-    if (width == h) {
-      copy_async(a.residual.data, in_hidden.data, static_cast<size_t>(T * h) * es, stream_);
-    } else {
+    // The residual stream starts as the head's own hidden state (draft steps: copied by the
+    // norm kernel) or fc over the target's three (extend); the attention input is
+    // [norm(embedding), norm(hidden)], both halves in one launch.
+    const bool own_state = width == h;
+    if (!own_state) {
       AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(),
                                       .y = a.residual},
                                      stream_));
     }
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.hidden, .weight = w_.input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    put(sc.attn_in, 2, 0, a.normed);
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = w_.hidden_norm.view(), .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-    put(sc.attn_in, 2, 1, a.normed);
     attn_input = sc.attn_in.view().slice_rows(0, T);
+    AERIE_CHECK_STATUS(ops::rms_norm_pair({.a = a.hidden, .weight_a = w_.input_norm.view(), .b = own_state ? in_hidden : a.residual,
+                                           .weight_b = w_.hidden_norm.view(), .y = attn_input,
+                                           .b_copy = own_state ? a.residual : TensorView(), .eps = c.rms_norm_eps},
+                                          stream_));
   }
   const bool masked = dims.custom_mask;
   const LayerAttention at{.positions = ws.positions(T), .slots = ws.slots(T), .inv_freq = target_.inv_freq().view(),
@@ -328,8 +330,12 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   out_hidden_ = sc.out_hidden.view().slice_rows(0, T);
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
-  const TensorView selected = rows(ws.selected, R);
-  AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? a.normed : a.residual, .out = selected}, stream_));
+  // The rows that want logits: every row in order (draft steps) needs no gather.
+  TensorView selected = (e3 ? a.normed : a.residual).slice_rows(0, R);
+  if (!dims.logits_all_rows) {
+    selected = rows(ws.selected, R);
+    AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? a.normed : a.residual, .out = selected}, stream_));
+  }
   const bool own_head = e3 || !config_.hot_tokens.empty();
   vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
                         {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},

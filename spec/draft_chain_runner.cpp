@@ -94,11 +94,13 @@ void DraftChainRunner::enqueue(int64_t bs) {
     model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
     TensorView in;
     if (net_.eagle()) {
-      in = TensorView(in_hidden_.data(), act_, {bs, h}, dev);
       if (j == 1) {  // each request's state row
+        in = TensorView(in_hidden_.data(), act_, {bs, h}, dev);
         AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = state_pool_, .out = in}, stream_));
-      } else {  // the previous step's output
-        copy_async(in.data, net_.head->out_hidden().data, static_cast<size_t>(bs * h) * dtype_size(act_), stream_);
+      } else {
+        // The previous step's output, read in place: the head reads its input before it
+        // writes this forward's output there.
+        in = net_.head->out_hidden();
       }
     }
     const TensorView logits = net_.run(ws, in, kv_, dims);

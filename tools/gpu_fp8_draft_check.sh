@@ -7,7 +7,8 @@
 #          draft runner as served, the head as loaded (bf16) and in fp8 in the same run: chains
 #          of 3 and 5 steps at batch 1/8/32, a tree (topk 4, 3 steps, 8 tokens) at batch 1/8;
 #          SmolLM2's shape, chain 3, batch 1/8.
-#   device run (carry [".device.tgz"]): bash tools/gpu_fp8_draft_check.sh [tests|bench|all]
+#   repeat: chain 3 at batch 1, three more runs (the spread of the batch-1 goal's figures).
+#   device run (carry [".device.tgz"]): bash tools/gpu_fp8_draft_check.sh [tests|bench|repeat|all]
 set -uo pipefail
 PART=${1:-all}
 RESULTS=${OUT:-/tmp/aerie-gpu-fp8-draft}
@@ -20,6 +21,12 @@ if [[ $PART == bench || $PART == all ]]; then
   step tree 150 $SPEC --model-shape llama-3.1-8b --draft-vocab 32000 --batch-size 1,8 --speculative-num-steps 3 --speculative-eagle-topk 4 \
     --speculative-num-draft-tokens 8 --json "$RESULTS/fp8_draft_8b_tree.json"
   step smollm2 90 $SPEC --model-shape smollm2-135m --draft-vocab 0 --batch-size 1,8 --speculative-num-steps 3 --json "$RESULTS/fp8_draft_smollm2_chain3.json"
+fi
+if [[ $PART == repeat || $PART == all ]]; then
+  SPEC="$B/aerie-bench speculative --rounds 20 --algorithm EAGLE3 --draft-chain runner --speculative-draft-model-quantization none fp8"
+  for i in 1 2 3; do
+    step repeat$i 90 $SPEC --model-shape llama-3.1-8b --draft-vocab 32000 --batch-size 1 --speculative-num-steps 3 --json "$RESULTS/fp8_draft_8b_chain3_b1_repeat$i.json"
+  done
 fi
 pack_logs
 exit $status

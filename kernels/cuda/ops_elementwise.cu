@@ -54,18 +54,19 @@ __global__ void record_future_tokens_kernel(const int32_t* tokens, const int32_t
   }
 }
 
+// One row of the scalar RMSNorm: x_row (+ res_row, updated in place) normalised into y_row;
+// copy_row (optional) gets x_row as read.
 template <class T, class TW, class TR>
-__global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
-  pdl_begin();
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
+__device__ __forceinline__ void norm_row(const T* x_row, const TW* w, TR* res_row, T* y_row, T* copy_row, int64_t hidden, float eps,
+                                         float* scratch) {
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = to_float(x[r * hidden + i]);
-    if (residual) {
-      v += to_float(residual[r * hidden + i]);
+    float v = to_float(x_row[i]);
+    if (copy_row) copy_row[i] = x_row[i];
+    if (res_row) {
+      v += to_float(res_row[i]);
       const TR stored = from_float<TR>(v);
-      residual[r * hidden + i] = stored;
+      res_row[i] = stored;
       v = to_float(stored);  // what the next layer reads
     }
     ss += v * v;
@@ -74,9 +75,17 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int
   const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
   // Second pass re-reads the row (this thread wrote the residual elements it reads).
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float v = residual ? to_float(residual[r * hidden + i]) : to_float(x[r * hidden + i]);
-    y[r * hidden + i] = from_float<T>(to_float(w[i]) * (v * inv));
+    const float v = res_row ? to_float(res_row[i]) : to_float(x_row[i]);
+    y_row[i] = from_float<T>(to_float(w[i]) * (v * inv));
   }
+}
+
+template <class T, class TW, class TR>
+__global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int64_t hidden, float eps) {
+  pdl_begin();
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  norm_row(x + r * hidden, w, residual ? residual + r * hidden : nullptr, y + r * hidden, static_cast<T*>(nullptr), hidden, eps, scratch);
 }
 
 // 16-byte vectorized RMSNorm for 2-byte types: each thread keeps its (<= kMaxChunks) chunks
@@ -84,22 +93,25 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int
 constexpr int kNormThreads = 512;
 constexpr int kNormMaxChunks = 4;
 
-template <class T, class TW>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
-  static_assert(sizeof(TW) == sizeof(T), "weight chunks are read as 16-byte vectors");
-  pdl_trigger();
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x, chunks = hidden / 8;
-  // The norm weight never depends on the previous kernel: fetch it while that kernel ends.
-  uint4 wv[kNormMaxChunks];
+// The norm weight's chunks of this thread: they never depend on the previous kernel, so they
+// are fetched while that kernel ends.
+template <class TW>
+__device__ __forceinline__ void load_norm_weight(const TW* w, int64_t chunks, uint4 (&wv)[kNormMaxChunks]) {
 #pragma unroll
   for (int u = 0; u < kNormMaxChunks; ++u) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
     wv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(w) + c) : make_uint4(0, 0, 0, 0);
   }
-  pdl_wait();
-  const uint4* xr = reinterpret_cast<const uint4*>(x + r * hidden);
-  uint4* rr = residual ? reinterpret_cast<uint4*>(residual + r * hidden) : nullptr;
+}
+
+// One row of the vectorized norm: x_row (+ res_row, updated in place) normalised into y_row;
+// copy_row (optional) gets x_row as read.
+template <class T, class TW>
+__device__ __forceinline__ void norm_row_vec(const T* x_row, const uint4 (&wv)[kNormMaxChunks], T* res_row, T* y_row, T* copy_row,
+                                             int64_t hidden, float eps, float* scratch) {
+  const int64_t chunks = hidden / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x_row);
+  uint4* rr = reinterpret_cast<uint4*>(res_row);
   float v[kNormMaxChunks][8];
   float ss = 0.0f;
 #pragma unroll
@@ -107,6 +119,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
     const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
     if (c >= chunks) break;
     uint4 xv = xr[c];
+    if (copy_row) reinterpret_cast<uint4*>(copy_row)[c] = xv;
     const T* xe = reinterpret_cast<const T*>(&xv);
     if (rr) {
       uint4 rv = rr[c];
@@ -125,7 +138,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
   }
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
-  uint4* yr = reinterpret_cast<uint4*>(y + r * hidden);
+  uint4* yr = reinterpret_cast<uint4*>(y_row);
 #pragma unroll
   for (int u = 0; u < kNormMaxChunks; ++u) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
@@ -137,6 +150,50 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
     for (int i = 0; i < 8; ++i) oe[i] = from_float<T>(to_float(we[i]) * (v[u][i] * inv));
     yr[c] = out;
   }
+}
+
+template <class T, class TW>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
+  static_assert(sizeof(TW) == sizeof(T), "weight chunks are read as 16-byte vectors");
+  pdl_trigger();
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  uint4 wv[kNormMaxChunks];
+  load_norm_weight(w, hidden / 8, wv);
+  pdl_wait();
+  norm_row_vec<T, TW>(x + r * hidden, wv, residual ? residual + r * hidden : nullptr, y + r * hidden, nullptr, hidden, eps, scratch);
+}
+
+// rms_norm_pair: block (r, side) normalises row r of a (side 0) or b (side 1) into its half of
+// y's row r, and side 1 copies b's row out when asked.
+template <class T, class TW>
+struct NormPairArgs {
+  const T *a, *b;
+  const TW *wa, *wb;
+  T *y, *b_copy;
+  int64_t hidden;
+  float eps;
+};
+template <class T, class TW>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_pair_vec_kernel(const NormPairArgs<T, TW> p) {
+  pdl_trigger();
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, h = p.hidden;
+  const int side = blockIdx.y;
+  uint4 wv[kNormMaxChunks];
+  load_norm_weight(side ? p.wb : p.wa, h / 8, wv);
+  pdl_wait();
+  norm_row_vec<T, TW>((side ? p.b : p.a) + r * h, wv, nullptr, p.y + (2 * r + side) * h, side && p.b_copy ? p.b_copy + r * h : nullptr, h,
+                      p.eps, scratch);
+}
+template <class T, class TW>
+__global__ void rms_norm_pair_kernel(const NormPairArgs<T, TW> p) {
+  pdl_begin();
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, h = p.hidden;
+  const int side = blockIdx.y;
+  norm_row((side ? p.b : p.a) + r * h, side ? p.wb : p.wa, static_cast<T*>(nullptr), p.y + (2 * r + side) * h,
+           side && p.b_copy ? p.b_copy + r * h : nullptr, h, p.eps, scratch);
 }
 
 template <class T>
@@ -300,6 +357,37 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
     });
   });
   return launch_status("rms_norm");
+}
+
+Status rms_norm_pair(const RmsNormPairParams& p, void* stream) {
+  const int64_t rows = p.a.dim(0), hidden = p.a.dim(1);
+  if (rows == 0) return Status::ok();
+  auto aligned = [](const TensorView& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  // The same choice of kernel as rms_norm, so each half equals rms_norm's result.
+  const bool vec = p.a.dtype != DType::kF32 && p.weight_a.dtype == p.a.dtype && p.weight_b.dtype == p.a.dtype && hidden % 8 == 0 &&
+                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.a) && aligned(p.b) && aligned(p.y) &&
+                   aligned(p.b_copy);
+  const dim3 grid(static_cast<unsigned>(rows), 2);
+  if (vec) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      const NormPairArgs<T, T> args{p.a.ptr<T>(), p.b.ptr<T>(), p.weight_a.ptr<T>(), p.weight_b.ptr<T>(), p.y.ptr<T>(),
+                                    p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, hidden, p.eps};
+      launch_pdl(rms_norm_pair_vec_kernel<T, T>, grid, dim3(kNormThreads), 0, as_stream(stream), args);
+    };
+    if (p.a.dtype == DType::kBF16) run(__nv_bfloat16{});
+    else run(__half{});
+    return launch_status("rms_norm_pair");
+  }
+  if (p.weight_a.dtype != p.weight_b.dtype) return Status::error("rms_norm_pair (cuda): weight_a and weight_b must share a dtype");
+  AERIE_DISPATCH_FLOAT(p.a.dtype, T, [&] {
+    AERIE_DISPATCH_FLOAT(p.weight_a.dtype, TW, [&] {
+      const NormPairArgs<T, TW> args{p.a.ptr<T>(), p.b.ptr<T>(), p.weight_a.ptr<TW>(), p.weight_b.ptr<TW>(), p.y.ptr<T>(),
+                                     p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, hidden, p.eps};
+      rms_norm_pair_kernel<T, TW><<<grid, threads_for(hidden), 0, as_stream(stream)>>>(args);
+    });
+  });
+  return launch_status("rms_norm_pair");
 }
 
 Status rope(const RopeParams& p, void* stream) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -177,6 +178,37 @@ TEST_F(CudaOps, Fp8WeightsMatchCpu) {
     EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
     EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
     EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(DType::kBF16)) << "qkv_rope m=" << m;
+  }
+}
+
+// The EAGLE3 head's paired norm: each half bit for bit what rms_norm gives on the GPU (the
+// vectorized kernel for bf16/f16, the scalar one for f32), the copy of b exact.
+TEST_F(CudaOps, RmsNormPairEqualsTwoNormsOnTheGpu) {
+  std::mt19937 rng(29);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const int64_t rows = 5, hidden = 4096;
+    Buffer a = random_buffer(rng, t, {rows, hidden}), b = random_buffer(rng, t, {rows, hidden});
+    Buffer wa = random_buffer(rng, t, {hidden}), wb = random_buffer(rng, t, {hidden});
+    Buffer y(Device::kCpu, t, {rows, 2 * hidden}), copy(Device::kCpu, t, {rows, hidden}), ya(Device::kCpu, t, {rows, hidden});
+    Buffer da = to_gpu(a), db = to_gpu(b), dwa = to_gpu(wa), dwb = to_gpu(wb), dy = like_gpu(y), dcopy = like_gpu(copy);
+    Buffer dya = like_gpu(ya), dyb = like_gpu(ya);
+    ASSERT_TRUE(rms_norm_pair({.a = da.view(), .weight_a = dwa.view(), .b = db.view(), .weight_b = dwb.view(), .y = dy.view(),
+                               .b_copy = dcopy.view(), .eps = 1e-5f},
+                              gpu()).is_ok());
+    ASSERT_TRUE(rms_norm({.x = da.view(), .weight = dwa.view(), .y = dya.view(), .eps = 1e-5f}, gpu()).is_ok());
+    ASSERT_TRUE(rms_norm({.x = db.view(), .weight = dwb.view(), .y = dyb.view(), .eps = 1e-5f}, gpu()).is_ok());
+    const Buffer hy = to_cpu(dy), hya = to_cpu(dya), hyb = to_cpu(dyb), hcopy = to_cpu(dcopy);
+    const size_t row = static_cast<size_t>(hidden) * dtype_size(t);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(std::memcmp(static_cast<const char*>(hy.data()) + 2 * r * row, static_cast<const char*>(hya.data()) + r * row, row), 0)
+          << dtype_name(t) << " row " << r;
+      EXPECT_EQ(std::memcmp(static_cast<const char*>(hy.data()) + (2 * r + 1) * row, static_cast<const char*>(hyb.data()) + r * row, row), 0)
+          << dtype_name(t) << " row " << r;
+    }
+    EXPECT_EQ(std::memcmp(hcopy.data(), b.data(), static_cast<size_t>(b.nbytes())), 0) << dtype_name(t);
+    ASSERT_TRUE(rms_norm_pair({.a = a.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(), .eps = 1e-5f},
+                              Stream::cpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(hy.view()), to_double(y.view())), tol(t)) << dtype_name(t);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernels/attention.hpp"
@@ -230,6 +231,30 @@ TEST_P(OpsByDType, SiluMulAndEmbedding) {
   auto t = to_double(table.view()), e = to_double(emb.view());
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 5; ++c) EXPECT_EQ(e[static_cast<size_t>(r * 5 + c)], t[static_cast<size_t>(ids[static_cast<size_t>(r)] * 5 + c)]);
+}
+
+TEST_P(OpsByDType, RmsNormPairIsTwoNormsSideBySide) {
+  const DType t = GetParam();
+  std::mt19937 rng(17);
+  const int64_t rows = 3, hidden = 40;
+  Buffer a = random_buffer(rng, t, {rows, hidden}), b = random_buffer(rng, t, {rows, hidden});
+  Buffer wa = random_buffer(rng, t, {hidden}), wb = random_buffer(rng, t, {hidden});
+  Buffer y(Device::kCpu, t, {rows, 2 * hidden}), copy(Device::kCpu, t, {rows, hidden}), ya(Device::kCpu, t, {rows, hidden}),
+      yb(Device::kCpu, t, {rows, hidden});
+  ASSERT_TRUE(rms_norm_pair({.a = a.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(), .b_copy = copy.view(),
+                             .eps = 1e-5f},
+                            Stream::cpu()).is_ok());
+  ASSERT_TRUE(rms_norm({.x = a.view(), .weight = wa.view(), .y = ya.view(), .eps = 1e-5f}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(rms_norm({.x = b.view(), .weight = wb.view(), .y = yb.view(), .eps = 1e-5f}, Stream::cpu()).is_ok());
+  const size_t es = dtype_size(t), row = static_cast<size_t>(hidden) * es;
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(std::memcmp(static_cast<char*>(y.data()) + 2 * r * row, static_cast<char*>(ya.data()) + r * row, row), 0) << "row " << r;
+    EXPECT_EQ(std::memcmp(static_cast<char*>(y.data()) + (2 * r + 1) * row, static_cast<char*>(yb.data()) + r * row, row), 0) << "row " << r;
+  }
+  EXPECT_EQ(std::memcmp(copy.data(), b.data(), static_cast<size_t>(b.nbytes())), 0);
+  Buffer narrow(Device::kCpu, t, {rows, hidden});
+  EXPECT_THROW((void)rms_norm_pair({.a = a.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = narrow.view()}, Stream::cpu()),
+               Error);
 }
 
 TEST(Ops, EmbeddingRejectsIdsOutsideTheVocabulary) {
