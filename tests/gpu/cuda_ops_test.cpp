@@ -65,6 +65,24 @@ Buffer ints(const std::vector<int32_t>& v) {
 }
 double tol(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kF16 ? 3e-3 : 2e-2; }
 
+// A qkv_rope test's host inputs for m tokens: positions first + step * i, cache slots from the
+// top three apart, and the usual RoPE frequencies for heads of `dim`.
+struct RopeInputs {
+  Buffer positions, slots, inv_freq;
+};
+RopeInputs rope_inputs(int64_t m, int64_t num_slots, int64_t dim, int32_t first, int32_t step) {
+  std::vector<int32_t> pos, sl;
+  for (int64_t i = 0; i < m; ++i) {
+    pos.push_back(first + step * static_cast<int32_t>(i));
+    sl.push_back(static_cast<int32_t>(num_slots - 1 - 3 * i));
+  }
+  std::vector<float> inv(static_cast<size_t>(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
+  Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
+  inv_b.copy_from_host(inv.data(), inv_b.nbytes());
+  return {ints(pos), ints(sl), std::move(inv_b)};
+}
+
 }  // namespace
 
 TEST_F(CudaOps, MatmulMatchesCpu) {
@@ -154,16 +172,8 @@ TEST_F(CudaOps, Fp8WeightsMatchCpu) {
     const int64_t qh = 8, kh = 2, dim = 64, slots = 64, width = (qh + 2 * kh) * dim;
     Buffer wq8 = random_buffer(rng, DType::kF8E4M3, {width, k}, 100.0f), scq = row_scales(rng, width);
     Buffer wq = random_buffer(rng, DType::kBF16, {width, k}, 0.05f);
-    std::vector<int32_t> pos, sl;
-    for (int64_t i = 0; i < m; ++i) {
-      pos.push_back(static_cast<int32_t>(5 + 300 * i));
-      sl.push_back(static_cast<int32_t>(slots - 1 - 3 * i));
-    }
-    std::vector<float> inv(dim / 2);
-    for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
-    Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
-    inv_b.copy_from_host(inv.data(), inv_b.nbytes());
-    Buffer pos_b = ints(pos), sl_b = ints(sl), qkv(Device::kCpu, DType::kBF16, {m, width}), q(Device::kCpu, DType::kBF16, {m, qh, dim});
+    const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 5, 300);
+    Buffer qkv(Device::kCpu, DType::kBF16, {m, width}), q(Device::kCpu, DType::kBF16, {m, qh, dim});
     Buffer kc(Device::kCpu, DType::kBF16, {slots, kh, dim}), vc(Device::kCpu, DType::kBF16, {slots, kh, dim});
     kc.zero();
     vc.zero();
@@ -237,16 +247,8 @@ TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
     for (const int64_t hidden : {512, 2048}) {
       const int64_t qh = 8, kh = 2, dim = 64, slots = 16, width = (qh + 2 * kh) * dim;
       Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
-      std::vector<int32_t> pos, sl;
-      for (int64_t i = 0; i < m; ++i) {
-        pos.push_back(static_cast<int32_t>(7 + 1000 * i));
-        sl.push_back(static_cast<int32_t>(slots - 1 - 3 * i));
-      }
-      std::vector<float> inv(dim / 2);
-      for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / dim);
-      Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
-      inv_b.copy_from_host(inv.data(), inv_b.nbytes());
-      Buffer pos_b = ints(pos), sl_b = ints(sl), qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
+      const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 7, 1000);
+      Buffer qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
       Buffer kc(Device::kCpu, t, {slots, kh, dim}), vc(Device::kCpu, t, {slots, kh, dim});
       kc.zero();
       vc.zero();
