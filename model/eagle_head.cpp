@@ -233,7 +233,6 @@ EagleHead::Scratch& EagleHead::scratch_for(const ForwardWorkspace& ws) {
   if (!sc.fc_in.data() || sc.fc_in.view().dim(0) < tokens) {
     sc.fc_in = Buffer(stream_.device(), act_, {tokens, 3 * h});
     sc.attn_in = Buffer(stream_.device(), act_, {tokens, 2 * h});
-    sc.out_hidden = Buffer(stream_.device(), act_, {tokens, h});
   }
   return sc;
 }
@@ -326,8 +325,9 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
                     e3 ? w_.norm.view() : w_.post_norm.view());
-  copy_async(sc.out_hidden.data(), a.residual.data, static_cast<size_t>(T * h) * es, stream_);
-  out_hidden_ = sc.out_hidden.view().slice_rows(0, T);
+  // The output hidden state is the residual stream where the layer left it: read in place by
+  // whoever needs it before the next forward over this workspace (state rows, the next draft step).
+  out_hidden_ = a.residual;
   const TensorView logits = rows(ws.logits, R);
   if (R == 0) return logits;
   // The rows that want logits: every row in order (draft steps) needs no gather.

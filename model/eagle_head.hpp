@@ -88,7 +88,8 @@ class EagleHead {
   const LlamaConfig& local_layer() const { return local_; }
   // One forward over a ragged batch. in_hidden: [tokens, input_width()] (the target's
   // captured states) or [tokens, H] (the head's own output, EAGLE3 draft steps). Returns
-  // logits [logit_rows, vocab of the head] f32; out_hidden() then holds [tokens, H].
+  // logits [logit_rows, vocab of the head] f32; out_hidden() then holds [tokens, H], in the
+  // workspace's residual stream: valid until the next forward over the same workspace.
   TensorView forward(const ForwardBatch& batch, const TensorView& in_hidden, KvCache& kv);
   // A workspace for run() (graph runners keep their own, at fixed addresses).
   std::unique_ptr<ForwardWorkspace> make_workspace(const ForwardCapacity& capacity) const;
@@ -100,9 +101,9 @@ class EagleHead {
   int64_t vocab() const;
 
  private:
-  // The head's own scratch for forwards over one workspace (the concatenated inputs, its output).
+  // The head's own scratch for forwards over one workspace (the concatenated inputs).
   struct Scratch {
-    Buffer fc_in, attn_in, out_hidden;
+    Buffer fc_in, attn_in;
   };
   Scratch& scratch_for(const ForwardWorkspace& ws);
   // The products' fp8 copies and row scales (EagleHeadConfig::fp8_weights).
@@ -120,7 +121,7 @@ class EagleHead {
   std::unique_ptr<ForwardWorkspace> ws_;
   std::unique_ptr<parallel::Communicator> solo_;  // a replicated hot-token head's "group"
   std::map<const ForwardWorkspace*, Scratch> scratch_;
-  TensorView out_hidden_;  // the last forward's [tokens, H] output, in its workspace's scratch
+  TensorView out_hidden_;  // the last forward's [tokens, H] output, in its workspace's residual rows
 };
 
 }  // namespace aerie::model
