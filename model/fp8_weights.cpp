@@ -9,7 +9,7 @@
 
 namespace aerie::model {
 
-void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales) {
+void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales, int64_t first_row) {
   for (int64_t r = 0; r < n; ++r) {
     const float* row = w + r * k;
     float amax = 0.0f;
@@ -18,7 +18,7 @@ void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, flo
       finite = finite && std::isfinite(row[c]);
       amax = std::max(amax, std::fabs(row[c]));
     }
-    AERIE_CHECK(finite, "fp8 quantization: row " << r << " holds a non-finite weight");
+    AERIE_CHECK(finite, "fp8 quantization: row " << first_row + r << " holds a non-finite weight");
     const float scale = amax > 0.0f ? amax / kF8E4M3Max : 1.0f;
     scales[r] = scale;
     for (int64_t c = 0; c < k; ++c) codes[r * k + c] = float_to_f8e4m3(row[c] / scale);
@@ -37,7 +37,7 @@ Fp8Rows quantize_fp8_rows(const Buffer& w) {
   const size_t es = dtype_size(v.dtype);
   for (int64_t r = 0; r < n; ++r) {  // a row at a time: no float copy of the whole weight
     convert_to_float(raw.data() + static_cast<size_t>(r * k) * es, v.dtype, k, row.data());
-    quantize_fp8_rows(row.data(), 1, k, codes.data() + r * k, scales.data() + r);
+    quantize_fp8_rows(row.data(), 1, k, codes.data() + r * k, scales.data() + r, r);
   }
   out.values.copy_from_host(codes.data(), out.values.nbytes());
   out.scales.copy_from_host(scales.data(), out.scales.nbytes());

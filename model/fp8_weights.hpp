@@ -19,8 +19,9 @@ struct Fp8Rows {
 // Quantizes a [n, k] floating weight on the CPU or the GPU (the work is done on the host).
 Fp8Rows quantize_fp8_rows(const Buffer& w);
 
-// The host core: n rows of k floats into n * k codes and n scales. A row of zeros gets scale 1.
-void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales);
+// The host core: n rows of k floats into n * k codes and n scales. A row of zeros gets scale 1;
+// a non-finite weight throws, naming its row (counted from first_row, for callers that go in blocks).
+void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales, int64_t first_row = 0);
 
 // --speculative-draft-model-quantization: true for "fp8", false for "" (weights as loaded);
 // anything else throws, naming the accepted values.

@@ -44,8 +44,13 @@ TEST(Fp8Weights, EachRowSpansTheRangeAndRoundTripsWithinHalfAStep) {
       EXPECT_EQ(qmax, 448.0f) << "row " << r << " does not reach the top of the range";
     }
   }
-  std::vector<float> bad = {1.0f, NAN};
-  EXPECT_THROW(quantize_fp8_rows(bad.data(), 1, 2, codes.data(), scales.data()), Error);
+  std::vector<float> bad = {1.0f, 2.0f, 3.0f, NAN};
+  try {
+    quantize_fp8_rows(bad.data(), 2, 2, codes.data(), scales.data(), 10);
+    FAIL() << "a NaN weight was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 11"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Fp8Weights, ABufferQuantizesAsTheHostCoreAndOptionsParse) {
