@@ -489,7 +489,9 @@ TEST(OverlapSchedule, TheModelsTokensEqualWithOverlapOnAndOffAndAlone) {
 
 // A worker on the tiny model, and one request's prompt batch with, planned before its
 // result, the decode that names the prompt's token by its future slot.
-struct WorkerWithBatchesAhead {
+class WorkerWithBatchesAhead : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(plan()); }
   TinyModel f;
   model::KvCache kv{f.config, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32};
   TargetWorkerCore worker{f.model, kv, {}};
@@ -508,13 +510,7 @@ struct WorkerWithBatchesAhead {
   }
 };
 
-TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
-  WorkerWithBatchesAhead a;
-  ASSERT_NO_FATAL_FAILURE(a.plan());
-  TinyModel& f = a.f;
-  TargetWorkerCore& worker = a.worker;
-  auto& b1 = a.b1;
-  auto& b2 = a.b2;
+TEST_F(WorkerWithBatchesAhead, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
   const auto r1 = worker.execute(*b1);
   ASSERT_EQ(r1.error, "");
   // The same decode with the token written out gives the same token.
@@ -543,13 +539,7 @@ TEST(OverlapSchedule, TheWorkerResolvesFutureTokensAndRefusesMissingOnes) {
 // result is collected (the actor does so under overlap scheduling): the token is resolved
 // from the device table, and the results come back in launch order, equal to running the
 // batches one at a time with the token written out.
-TEST(OverlapSchedule, TheWorkerLaunchesTheNextBatchBeforeCollectingTheLast) {
-  WorkerWithBatchesAhead a;
-  ASSERT_NO_FATAL_FAILURE(a.plan());
-  TinyModel& f = a.f;
-  TargetWorkerCore& worker = a.worker;
-  auto& b1 = a.b1;
-  auto& b2 = a.b2;
+TEST_F(WorkerWithBatchesAhead, TheWorkerLaunchesTheNextBatchBeforeCollectingTheLast) {
   worker.launch(*b1);
   worker.launch(*b2);
   EXPECT_EQ(worker.in_flight(), 2u);
