@@ -14,6 +14,9 @@ namespace aerie::kernels {
 /// without fp8 GEMMs. Both backends follow this rule. The CUDA backend reads the fp8 bytes in
 /// its GEMVs for bf16 x (other dtypes: tiles dequantized for cuBLAS); the CPU its reference loop.
 inline constexpr int64_t kFp8MaxRows = 16;
+/// The rule itself, for every backend and every op taking an fp8 copy: a product of `rows` rows
+/// of x reads w_fp8 when it is given and rows <= kFp8MaxRows.
+inline bool fp8_copy_serves(const TensorView& w_fp8, int64_t rows) { return w_fp8.defined() && rows <= kFp8MaxRows; }
 struct MatmulParams {
   TensorView x;          // [m, k]
   TensorView w;          // [n, k]

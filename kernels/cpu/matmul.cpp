@@ -81,7 +81,7 @@ Status matmul(const MatmulParams& p) {
   // The fast paths only for f32 weights: converting a bf16 weight on every call would cost
   // more than the product saves. A few rows (decode, verify) stream the weights once through
   // the small-batch kernel; more rows (prefill) go to oneDNN.
-  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;  // the fp8 copy's rule (kernels/matmul.hpp)
+  const bool fp8 = fp8_copy_serves(p.w_fp8, m);
   const bool fast = !fp8 && !reference_gemm.load() && p.w.dtype == DType::kF32;
   if (fp8) {
     reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);

@@ -516,7 +516,6 @@ bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& b
 // GEMVs take bf16 input 8 rows per launch, each launch reading the fp8 bytes once, so 16 rows
 // still read no more than one bf16 pass. f16/f32 inputs and odd shapes dequantize (below).
 static_assert(kFp8MaxRows <= 2 * kGemvMaxM, "the fp8 GEMVs serve two launches of 8 rows");
-bool fp8_copy_serves(const MatmulParams& p) { return p.w_fp8.defined() && p.x.dim(0) <= kFp8MaxRows; }
 bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const TensorView& bias, int64_t k) {
   return max_gemv_rows > 0 && x.dtype == DType::kBF16 && k % 16 == 0 && aligned16(x.data) && aligned16(w_fp8.data) &&
          (!bias.defined() || bias.dtype == x.dtype);
@@ -614,7 +613,7 @@ Status matmul_fp8_tiles(const MatmulParams& p, cudaStream_t stream) {
 }  // namespace
 
 Status matmul(const MatmulParams& p, void* stream) {
-  const bool fp8 = fp8_copy_serves(p);
+  const bool fp8 = fp8_copy_serves(p.w_fp8, p.x.dim(0));
   if (!fp8 && p.x.dtype != p.w.dtype)
     return Status::error("matmul (cuda): x and w must share a dtype, got " + p.x.describe() + " and " + p.w.describe());
   if (p.y.dtype != p.x.dtype && p.y.dtype != DType::kF32)
@@ -670,7 +669,7 @@ Status matmul(const MatmulParams& p, void* stream) {
 Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;
+  const bool fp8 = fp8_copy_serves(p.w_fp8, m);
   if (fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k};
@@ -698,7 +697,7 @@ Status qkv_rope(const QkvRopeParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0) return Status::ok();
   const bool same = p.q_out.dtype == p.x.dtype && p.k_cache.dtype == p.x.dtype;
-  const bool fp8 = p.w_fp8.defined() && m <= kFp8MaxRows;
+  const bool fp8 = fp8_copy_serves(p.w_fp8, m);
   if (fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
