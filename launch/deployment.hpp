@@ -70,8 +70,8 @@ struct DeploymentOptions {
   // vLLM's draft_tensor_parallel_size: 0 or tp_size: the draft sharded like the target; 1: an
   // EAGLE head's layer and LM head whole on every rank (model/eagle_head.hpp).
   int64_t speculative_draft_tp_size = 0;
-  // sglang's --speculative-draft-model-quantization: "" (as loaded) or "fp8" (an EAGLE head's
-  // products read FP8 weights with a scale per row: half the bytes per draft forward).
+  // sglang's --speculative-draft-model-quantization: "" (as loaded) or "fp8" (FP8 copies of an
+  // EAGLE head's weights with a scale per row, read by products of up to 16 rows).
   std::string speculative_draft_model_quantization;
 };
 

@@ -91,8 +91,6 @@ void check_deployment_flags(DeploymentOptions& d) {
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");
-  AERIE_CHECK(d.speculative_draft_model_quantization.empty() || d.speculative_algorithm != "STANDALONE",
-              "--speculative-draft-model-quantization is for EAGLE and EAGLE3 heads, not a STANDALONE draft");
   AERIE_CHECK(d.speculative_token_map.empty() || d.speculative_algorithm == "EAGLE",
               "--speculative-token-map is for --speculative-algorithm EAGLE (an EAGLE3 head carries its own d2t map)");
   const int64_t S = d.speculative_num_steps, K = d.speculative_eagle_topk;

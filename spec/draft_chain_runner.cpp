@@ -98,8 +98,7 @@ void DraftChainRunner::enqueue(int64_t bs) {
         in = TensorView(in_hidden_.data(), act_, {bs, h}, dev);
         AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = state_pool_, .out = in}, stream_));
       } else {
-        // The previous step's output, read in place: the head reads its input before it
-        // writes this forward's output there.
+        // The previous step's output, read in place in its own workspace (each step has one).
         in = net_.head->out_hidden();
       }
     }
