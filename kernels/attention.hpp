@@ -60,14 +60,19 @@ int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t grou
                                    int forced = attention_forced_tokens_per_block());
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
 // A split count that fills the GPU for `query_blocks` blocks of query tokens (tokens /
-// tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM (all of
-// them resident at once: a block's tiles are a chain of memory round trips, so more, shorter
-// blocks finish sooner), at least 32 keys per split.
+// tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM, at least
+// 32 keys per split. blocks_per_sm = 0: the measured policy (H200, 8B, 544-token contexts,
+// docs/performance.md): kAttentionBlocksPerSm while the query blocks (x KV heads) are fewer
+// than the SMs (all resident at once: a block's tiles are a chain of memory round trips, so
+// more, shorter blocks finish sooner), kAttentionBlocksPerSmFull once they fill them (both
+// kernels then read the cache fastest with fewer, longer splits: batch 32 in 3 splits
+// against 5, batch 128 in 1 against 2).
 constexpr int kAttentionBlocksPerSm = 8;
-// kAttentionBlocksPerSm, or AERIE_ATTN_BLOCKS_PER_SM (for measuring).
-int attention_blocks_per_sm();
+constexpr int kAttentionBlocksPerSmFull = 4;
+// AERIE_ATTN_BLOCKS_PER_SM (for measuring; 0 when unset): the default of `blocks_per_sm`.
+int attention_forced_blocks_per_sm();
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms,
-                         int blocks_per_sm = attention_blocks_per_sm());
+                         int blocks_per_sm = attention_forced_blocks_per_sm());
 Status attention(const AttentionParams& p, const Stream& stream);
 /// CUDA: whether attention() takes this batch to the tensor-core prefill kernel
 /// (kernels/cuda/ops_attention_prefill.cu): q, cache and out all bf16 or all f16, head dim a
@@ -78,6 +83,15 @@ Status attention(const AttentionParams& p, const Stream& stream);
 constexpr int64_t kAttentionPrefillMaxDim = 128;
 constexpr int64_t kAttentionPrefillMinTokensPerSequence = 16;
 bool attention_prefill_on_tensor_cores(const AttentionParams& p);
+/// CUDA: whether attention() takes this batch (one the prefill kernel does not) to the
+/// tensor-core decode kernel (kernels/cuda/ops_attention_decode.cu): q, cache and out all bf16
+/// or all f16, head dim 64 or 128, the GQA group at most kAttentionMaxGroup and group x
+/// tokens_per_block at most kAttentionDecodeTcMaxRows (one mma tile of rows). Masks and
+/// splits as the other kernel. AERIE_ATTN_DECODE_TC: -1 never (for measuring), 1 for every
+/// such batch; unset, for those whose blocks (tokens / tokens_per_block x KV heads) fill the
+/// `num_sms` multiprocessors, as measured on the H200 (docs/performance.md).
+constexpr int kAttentionDecodeTcMaxRows = 16;
+bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].
 struct KvWriteParams {

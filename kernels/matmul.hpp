@@ -43,8 +43,9 @@ struct GateUpSiluParams {
 };
 Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);
 
-/// Tuning knob of the CUDA backend: products with at most this many rows of x (<= 8) use
-/// Aerie's GEMV kernel instead of cuBLAS (bf16/f16). 0 sends everything to cuBLAS.
+/// Tuning knob of the CUDA backend: products with at most this many rows of x (<= 16; 9-16
+/// when K is a multiple of 32) use Aerie's GEMVs instead of cuBLAS (bf16/f16). 0 sends
+/// everything to cuBLAS.
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
 

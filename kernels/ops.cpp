@@ -296,11 +296,8 @@ int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t grou
   return attention_tokens_per_block_fits(2, group, q_lens) ? 2 : 1;
 }
 
-int attention_blocks_per_sm() {
-  static const int blocks = [] {
-    const int v = env_knob("AERIE_ATTN_BLOCKS_PER_SM");
-    return v > 0 ? v : kAttentionBlocksPerSm;
-  }();
+int attention_forced_blocks_per_sm() {
+  static const int blocks = std::max(0, env_knob("AERIE_ATTN_BLOCKS_PER_SM"));
   return blocks;
 }
 
@@ -314,6 +311,18 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p) {
          p.q.dim(0) >= kAttentionPrefillMinTokensPerSequence * batch;
 }
 
+bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
+  static const int knob = env_knob("AERIE_ATTN_DECODE_TC");
+  if (knob < 0 || p.q.device != Device::kCuda) return false;
+  const DType t = p.q.dtype;
+  const int64_t dim = p.q.dim(2), kv_heads = p.k_cache.dim(1), group = p.q.dim(1) / kv_heads;
+  const int tpb = p.tokens_per_block;
+  const bool fits = (t == DType::kBF16 || t == DType::kF16) && p.k_cache.dtype == t && p.v_cache.dtype == t && p.out.dtype == t &&
+                    (dim == 64 || dim == 128) && group <= kAttentionMaxGroup && tpb >= 1 && group * tpb <= kAttentionDecodeTcMaxRows;
+  if (!fits) return false;
+  return knob > 0 || (p.q.dim(0) / tpb) * kv_heads >= num_sms;
+}
+
 int attention_forced_tokens_per_block() {
   static const int forced = env_knob("AERIE_ATTN_TOKENS_PER_BLOCK");
   return forced;
@@ -321,6 +330,7 @@ int attention_forced_tokens_per_block() {
 
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms, int blocks_per_sm) {
   const int64_t blocks = std::max<int64_t>(1, query_blocks * kv_heads);
+  if (blocks_per_sm <= 0) blocks_per_sm = blocks >= num_sms ? kAttentionBlocksPerSmFull : kAttentionBlocksPerSm;
   int64_t splits = (static_cast<int64_t>(blocks_per_sm) * num_sms + blocks - 1) / blocks;
   splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);  // at least 32 keys per split
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));

@@ -98,6 +98,18 @@ inline Status launch_status(const char* op) {
   return Status::error(std::string(op) + ": " + cudaGetErrorString(e));
 }
 
+// The sequence of a ragged batch that query token t belongs to: the last b < batch with
+// qo_indptr[b] <= t (binary search).
+__device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch, int t) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (qo_indptr[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 // Asynchronous 16-byte copies from global to shared memory (sm_80+), grouped: a group is
 // committed, and wait<N> returns once at most N groups are still in flight. valid = false
 // fills the 16 bytes with zeros instead of reading.

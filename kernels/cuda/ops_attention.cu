@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/device_runtime.hpp"
@@ -34,16 +35,6 @@ constexpr int kLoadBatch = 4;   // 16-byte loads of q in flight per thread
 struct Geometry {
   int q_heads, kv_heads, dim, group, head_chunks;
 };
-
-__device__ __forceinline__ int find_sequence(const int32_t* qo_indptr, int batch, int t) {
-  int lo = 0, hi = batch - 1;  // the last b with qo_indptr[b] <= t
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (qo_indptr[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
 
 // Shared memory of one block: q (fp32, pre-scaled), `stages` buffers of a K tile (rows padded
 // by 16 bytes so that lanes reading different rows hit different banks) and a V tile (with
@@ -373,8 +364,14 @@ Status attention(const AttentionParams& p, void* stream) {
   const dim3 grid(static_cast<unsigned>(tokens / tpb), static_cast<unsigned>(g.kv_heads * g.head_chunks), static_cast<unsigned>(p.num_splits));
   float* partial = p.num_splits > 1 ? p.workspace.ptr<float>() : nullptr;
   const float scale = p.scale;
-  AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&] {
-    AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
+  static const int num_sms = cuda_runtime::sm_count();
+  // Decode and verify batches that fit one mma tile of rows on the tensor cores
+  // (ops_attention_decode.cu); the rest, and f32, on the kernel above.
+  const bool tensor_cores = attention_decode_on_tensor_cores(p, num_sms);
+  return AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&]() -> Status {
+    if (tensor_cores) {
+      if (Status st = attention_decode_tc(p, partial, stream); !st.is_ok()) return st;
+    } else AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
       auto launch = [&](auto kernel, int block_rows, int stages) {
         const size_t smem = Smem<TC>::bytes(g.dim, block_rows, stages);
         if (smem > 48 * 1024)  // f32 caches, large heads or many rows: opt in to more shared memory
@@ -398,7 +395,6 @@ Status attention(const AttentionParams& p, void* stream) {
       // each (H200: batch 8 decode lost 1 ms per step with two).
       // Three buffers were measured too (H200, 8B decode at batch 32-256): no faster end to
       // end, so two. AERIE_ATTN_STAGES=1 (for measuring) gives large batches one buffer too.
-      static const int num_sms = cuda_runtime::sm_count();
       static const int forced_stages = env_knob("AERIE_ATTN_STAGES");
       const bool large = (tokens / tpb) * g.kv_heads * g.head_chunks >= num_sms;
       const int stages = large && forced_stages != 1 ? 2 : 1;
@@ -412,8 +408,8 @@ Status attention(const AttentionParams& p, void* stream) {
     if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
                  static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits);
+    return launch_status("attention");
   });
-  return launch_status("attention");
 }
 
 }  // namespace aerie::kernels::cuda

@@ -58,7 +58,12 @@ __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
 // split K; every 16-byte weight chunk is loaded once (several in flight per thread) and
 // applied to all M (<= 8) input rows, and every x chunk to all R rows, so L2 traffic for x
 // stays at M/R of the weight traffic. Partial sums meet in a block reduction.
-constexpr int kGemvMaxM = 8;
+// Rows of x the GEMVs serve (9-16: the tensor-core GEMV only). At 32 rows it measured slower
+// than cuBLAS on the H200 (8B gate/up 118 us against 73: every block reads all of x, and x
+// grows with the rows), at 16 faster (8B decode at batch 16: 5.25 ms a step against 5.59).
+constexpr int kGemvMaxM = 16;
+constexpr int kGemvCudaCoreMaxM = 8;  // rows of x the CUDA-core GEMV serves
+constexpr int kGemvFp8ChunkM = 8;     // rows of x per fp8 GEMV launch
 
 template <class T>
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
@@ -128,6 +133,7 @@ struct GemvArgs {
   int64_t q_heads, kv_heads, head_dim, num_slots;
   float rope_scaling;
   const float* w_scale = nullptr;  // fp8 weights: one scale per output row
+  int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
 };
 
 enum class Epilogue { kStore, kSiluPairs, kRope };
@@ -148,7 +154,7 @@ __device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64
     for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
       const int j = idx / M, m = idx % M;
       const int64_t first = row0 + 2 * j;
-      if (first >= n) continue;
+      if (first >= n || m >= a.rows) continue;
       // Round as the unfused path stores the projection (in T).
       const float v0 = to_float(from_float<T>(row_sum(2 * j, m))), v1 = to_float(from_float<T>(row_sum(2 * j + 1, m)));
       if constexpr (EPI == Epilogue::kSiluPairs) {
@@ -184,7 +190,7 @@ __device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64
     // An else branch, not an early return: nvcc warns of an unreachable loop otherwise.
     for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
       const int r = idx / M, m = idx % M;
-      if (row0 + r >= n) continue;
+      if (row0 + r >= n || m >= a.rows) continue;
       a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
     }
   }
@@ -273,8 +279,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
   gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
 }
 
-// Tensor-core GEMV for 3-8 input rows (a verify's draft tokens): one m16n8k16 MMA takes 16
-// weight rows (A) against the input rows as the 8 columns of B, so the FMAs cost nothing
+// Tensor-core GEMV for 3-16 input rows (verify batches, decode batches): one m16n8k16 MMA takes 16
+// weight rows (A) against 8 input rows as the 8 columns of B, so the FMAs cost nothing
 // next to the weight stream, which the CUDA-core GEMV above cannot say past two rows.
 // The dot product does not care in which order k is visited, so each thread loads 16 bytes
 // (8 consecutive k) of its two weight rows and of its input row and uses them as the
@@ -306,27 +312,38 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
   // little faster than one set of 4 loaded after its MMAs; 8 steps in flight were slower:
   // registers). A set holds 2 / kVec steps, so the bytes in flight do not depend on kVec.
   // fp8: two steps per set, so that as many bytes are in flight as with 16-bit weights.
-  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = kIsFp8<W> ? 2 : 2 / kVec;
+  // NT: tiles of 8 input rows (B columns); each weight fragment serves all of them, so 9-16
+  // rows read the weights once as 1-8 do. M > 8 is a bucket: a.rows of them are real.
+  constexpr int R = 16, THREADS = kMmaWarps * 32, kUnroll = kIsFp8<W> ? 2 : 2 / kVec, NT = (M + 7) / 8;
   static_assert(kVec == 1 || kVec == 2, "1 or 2 chunks per row and step");
   static_assert(!kIsFp8<W> || kVec == 2, "fp8 weights: 16 per row and step");
-  __shared__ float partial[kMmaWarps][R * 8];
+  __shared__ float partial[kMmaWarps][R * 8 * NT];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n = a.n, k = a.k;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int64_t steps = k / (32 * kVec), per = (steps + kMmaWarps - 1) / kMmaWarps;
   const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
-  const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n, ok_x = g < M;
+  const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n;
+  const int live = M <= 8 ? M : static_cast<int>(a.rows);
   // 16-byte units of a weight row per thread and step: kVec of T, or one of fp8.
   constexpr int kWUnits = kIsFp8<W> ? 1 : kVec;
   const uint4* wg = reinterpret_cast<const uint4*>(a.w + (ok_g ? row0 + g : 0) * k) + t * kWUnits;
   const uint4* wh = reinterpret_cast<const uint4*>(a.w + (ok_h ? row0 + g + 8 : 0) * k) + t * kWUnits;
-  const uint4* xg = reinterpret_cast<const uint4*>(a.x + (ok_x ? g : 0) * k) + t * kVec;
+  bool ok_x[NT];
+  const uint4* xg[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    ok_x[nt] = g + 8 * nt < live;
+    xg[nt] = reinterpret_cast<const uint4*>(a.x + (ok_x[nt] ? g + 8 * nt : 0) * k) + t * kVec;
+  }
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float c[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
   // Steps past the warp's range load zeros, so every MMA of a set runs unconditionally and
   // the compiler can keep all of a set's loads in flight together.
-  using Set = uint4[kUnroll][kVec];
+  using Set = uint4[kUnroll][NT][kVec];
   using WSet = uint4[kUnroll][kWUnits];  // raw weight loads, widened (fp8) only when used
   auto load_weights = [&](WSet& rows_g, WSet& rows_h, int64_t base) {
 #pragma unroll
@@ -344,7 +361,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t st = base + u;
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) xs[u][v] = (st < s1 && ok_x) ? __ldg(xg + st * 4 * kVec + v) : zero;
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) xs[u][nt][v] = (st < s1 && ok_x[nt]) ? __ldg(xg[nt] + st * 4 * kVec + v) : zero;
     }
   };
   auto compute = [&](const WSet& raw_g, const WSet& raw_h, const Set& xs) {
@@ -362,10 +381,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
         }
       }
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        mma_16x8x16<T>(c, rows_g[v].x, rows_h[v].x, rows_g[v].y, rows_h[v].y, xs[u][v].x, xs[u][v].y);
-        mma_16x8x16<T>(c, rows_g[v].z, rows_h[v].z, rows_g[v].w, rows_h[v].w, xs[u][v].z, xs[u][v].w);
-      }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          mma_16x8x16<T>(c[nt], rows_g[v].x, rows_h[v].x, rows_g[v].y, rows_h[v].y, xs[u][nt][v].x, xs[u][nt][v].y);
+          mma_16x8x16<T>(c[nt], rows_g[v].z, rows_h[v].z, rows_g[v].w, rows_h[v].w, xs[u][nt][v].z, xs[u][nt][v].w);
+        }
     }
   };
   WSet ag, ah, bg, bh;
@@ -383,23 +404,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
     load_weights(bg, bh, base + 3 * kUnroll);
     load_inputs(bx, base + 3 * kUnroll);
   }
-  // c0, c1: row g, input rows 2t, 2t + 1; c2, c3: row g + 8.
-  partial[warp][g * 8 + 2 * t] = c[0];
-  partial[warp][g * 8 + 2 * t + 1] = c[1];
-  partial[warp][(g + 8) * 8 + 2 * t] = c[2];
-  partial[warp][(g + 8) * 8 + 2 * t + 1] = c[3];
+  // c[nt]: c0, c1: row g, input rows 8 nt + 2t, + 1; c2, c3: row g + 8.
+  constexpr int kCols = 8 * NT;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    partial[warp][g * kCols + 8 * nt + 2 * t] = c[nt][0];
+    partial[warp][g * kCols + 8 * nt + 2 * t + 1] = c[nt][1];
+    partial[warp][(g + 8) * kCols + 8 * nt + 2 * t] = c[nt][2];
+    partial[warp][(g + 8) * kCols + 8 * nt + 2 * t + 1] = c[nt][3];
+  }
   __syncthreads();
   auto row_sum = [&](int r, int m) {
     float v = 0.0f;
 #pragma unroll
-    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][r * 8 + m];
+    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][r * kCols + m];
     if constexpr (kIsFp8<W>) v *= a.w_scale[row0 + r];
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
   gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
 }
 
-// The tensor-core path serves 3-8 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
+// The tensor-core path serves 3-16 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
 // it off, for measuring).
 // Whether environment variable `name` turns a path off (set to 0, for measuring).
 bool turned_off(const char* name) {
@@ -486,8 +511,15 @@ void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 }
 
 template <class T, class TO, Epilogue EPI, class W>
-void launch_gemv(int64_t m, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
+  a.rows = m;
+  // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
+  if (m > kGemvCudaCoreMaxM) {
+    static_assert(kGemvMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
+    if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);  // fp8 launches hold kGemvFp8ChunkM rows
+    return;
+  }
   switch (m) {
     case 1: launch_gemv_few<T, TO, W, 1, kR1, EPI>(a, s); break;
     case 2: launch_gemv_few<T, TO, W, 2, 2, EPI>(a, s); break;
@@ -502,20 +534,27 @@ void launch_gemv(int64_t m, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 }
 
 // Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
-// two rows, its tensor-core GEMV up to eight.
-int max_gemv_rows = 8;
+// two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
+// for measuring).
+int default_gemv_rows() {
+  const char* e = std::getenv("AERIE_GEMV_MAX_ROWS");
+  if (!e) return kGemvMaxM;
+  const int v = std::atoi(e);
+  return v < 0 ? 0 : (v > kGemvMaxM ? kGemvMaxM : v);
+}
+int max_gemv_rows = default_gemv_rows();
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  return x.dim(0) <= max_gemv_rows && x.dtype != DType::kF32 && x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) &&
-         aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
+  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&
+         x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
 
 // An fp8 copy of the weight (kernels/matmul.hpp) serves up to kFp8MaxRows (2 x 8) rows: the
 // GEMVs take bf16 input 8 rows per launch, each launch reading the fp8 bytes once, so 16 rows
 // still read no more than one bf16 pass. f16/f32 inputs and odd shapes dequantize (below).
-static_assert(kFp8MaxRows <= 2 * kGemvMaxM, "the fp8 GEMVs serve two launches of 8 rows");
+static_assert(kFp8MaxRows <= 2 * kGemvFp8ChunkM, "the fp8 GEMVs serve two launches of 8 rows");
 bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const TensorView& bias, int64_t k) {
   return max_gemv_rows > 0 && x.dtype == DType::kBF16 && k % 16 == 0 && aligned16(x.data) && aligned16(w_fp8.data) &&
          (!bias.defined() || bias.dtype == x.dtype);
@@ -537,8 +576,8 @@ GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
 
 template <class T, class TO, Epilogue EPI>
 void launch_fp8_gemv(int64_t m, const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
-  for (int64_t m0 = 0; m0 < m; m0 += kGemvMaxM)
-    launch_gemv<T, TO, EPI>(std::min<int64_t>(kGemvMaxM, m - m0), from_input_row<T, TO, Fp8, EPI>(a, m0), s);
+  for (int64_t m0 = 0; m0 < m; m0 += kGemvFp8ChunkM)
+    launch_gemv<T, TO, EPI>(std::min<int64_t>(kGemvFp8ChunkM, m - m0), from_input_row<T, TO, Fp8, EPI>(a, m0), s);
 }
 
 // Dequantized tiles for cuBLAS: out[r, c] = w[r, c] * scale[r], rounded to T.

@@ -84,9 +84,9 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       };
       const double bytes = static_cast<double>(wbytes + bs * g.k * 2 + bs * g.n * (g.f32_out ? 4 : 2));
       report(g.name, bs, gemm_ms(), bytes);
-      if (bs <= 8) {  // both paths, for the GEMV threshold
+      if (bs <= 16) {  // both paths, for the GEMV threshold
         const int saved = kernels::gemv_max_rows();
-        kernels::set_gemv_max_rows(8);
+        kernels::set_gemv_max_rows(16);
         report((std::string(g.name) + "/gemv").c_str(), bs, gemm_ms(), bytes);
         kernels::set_gemv_max_rows(0);
         report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
@@ -110,7 +110,7 @@ int run_kernel_bench(const KernelBenchOptions& o) {
     Buffer dqo = upload(qo), dkvp = upload(kvp), dkvi = upload(kvi);
     Buffer q = random_device({bs, c.num_heads, c.head_dim}, bf, 4, s), out(Device::kCuda, bf, {bs, c.num_heads, c.head_dim});
     // Split counts for about 2, 4 and 8 blocks per SM and the most the keys allow (32 per
-    // split); * marks the engine's choice.
+    // split); * marks the engine's choice (attention_splits_for's policy).
     const int sms = cuda_runtime::sm_count();
     auto split_choices = [&](int64_t query_blocks) {
       std::vector<int> out;

@@ -102,14 +102,15 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
   }
 }
 
-TEST_F(CudaOps, GemvMatchesCpuForUpToEightRows) {
-  // Aerie's GEMV serves up to 8 rows when allowed (verify batches of draft tokens); a short K
-  // over many rows (an LM head like SmolLM2's, 576 wide) takes the tensor-core path from one row on.
+TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
+  // Aerie's GEMVs serve up to 16 rows when allowed (verify and decode batches): 9-16 on the
+  // tensor cores in a bucket of 16 rows, partly filled here; a short K over many rows (an LM head
+  // like SmolLM2's, 576 wide) takes the tensor-core path from one row on.
   std::mt19937 rng(21);
   const int saved = gemv_max_rows();
-  set_gemv_max_rows(8);
+  set_gemv_max_rows(16);
   for (DType t : {DType::kBF16, DType::kF16})
-    for (int64_t m = 1; m <= 8; ++m)
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17})  // 17: past the GEMVs, cuBLAS
     for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}}) {  // n: not a multiple of the rows per block
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
       for (DType out : {t, DType::kF32}) {
@@ -225,8 +226,9 @@ TEST_F(CudaOps, RmsNormPairEqualsTwoNormsOnTheGpu) {
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV, 5 the tensor-core one.
-    for (int64_t m : {1, 2, 5})
+    // 1 and 2 rows run the fused CUDA-core GEMV, 5-16 the tensor-core one (13: a partly filled
+    // bucket), 32 cuBLAS and silu_mul.
+    for (int64_t m : {1, 2, 5, 13, 16, 32})
     for (const int64_t k : {512, 2048}) {
       const int64_t inter = 384;
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {2 * inter, k}), bias = random_buffer(rng, t, {2 * inter});
@@ -242,10 +244,10 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
 TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(10);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV epilogue, 5 the tensor-core one.
-    for (int64_t m : {1, 2, 5})
+    // 1 and 2 rows run the fused CUDA-core GEMV epilogue, 5-16 the tensor-core one, 32 cuBLAS.
+    for (int64_t m : {1, 2, 5, 13, 16, 32})
     for (const int64_t hidden : {512, 2048}) {
-      const int64_t qh = 8, kh = 2, dim = 64, slots = 16, width = (qh + 2 * kh) * dim;
+      const int64_t qh = 8, kh = 2, dim = 64, slots = 100, width = (qh + 2 * kh) * dim;
       Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
       const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 7, 1000);
       Buffer qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
@@ -337,7 +339,7 @@ struct AttentionCase {
 };
 
 void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, const Stream& gpu) {
-  const int64_t slots = 1100;
+  const int64_t slots = std::max<int64_t>(1100, std::accumulate(c.kv_lens.begin(), c.kv_lens.end(), int64_t{0}));
   std::vector<int32_t> perm(slots);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -403,6 +405,36 @@ TEST_F(CudaOps, PrefillAttentionOnTensorCoresMatchesCpu) {
       // A prompt of 130, 64 new over 100, a prompt of 17, 200 new over 456.
       expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, false, 1, 1, {130, 64, 17, 200}, {130, 100, 17, 456}}, gpu());
     }
+}
+
+// Decode and verify batches whose blocks fill the GPU run on the tensor cores
+// (ops_attention_decode.cu): one token or 2-4 tokens per block (rows = group x tokens <= 16),
+// causal or a tree mask, splits, GQA groups 1-8, head dims 64 and 128, bf16 and f16; the
+// contexts are ragged (empty splits, partial last tiles, a sequence that sees one key).
+TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
+  std::mt19937 rng(15);
+  const int num_sms = cuda_runtime::sm_count();
+  struct Shape { int64_t qh, kh, dim; };
+  for (Shape s : {Shape{32, 8, 128}, Shape{9, 3, 64}, Shape{4, 4, 64}, Shape{24, 4, 128}})
+    for (DType t : {DType::kBF16, DType::kF16})
+      for (int tpb : {1, 2, 4}) {
+        if ((s.qh / s.kh) * tpb > kAttentionDecodeTcMaxRows) continue;
+        // Enough sequences of 4 query tokens (1 for one token per block) that the blocks fill the SMs.
+        const int q_len = tpb == 1 ? 1 : 4;
+        const int seqs = static_cast<int>((num_sms * tpb + s.kh * q_len - 1) / (s.kh * q_len)) + 3;
+        std::vector<int32_t> q_lens(static_cast<size_t>(seqs), q_len), kv_lens;
+        for (int i = 0; i < seqs; ++i) kv_lens.push_back(i == 0 ? q_len : q_len + static_cast<int32_t>(rng() % 600));
+        const int64_t tokens = static_cast<int64_t>(seqs) * q_len;
+        AttentionParams probe{.q = TensorView(nullptr, t, {tokens, s.qh, s.dim}, Device::kCuda),
+                              .k_cache = TensorView(nullptr, t, {1100, s.kh, s.dim}, Device::kCuda),
+                              .v_cache = TensorView(nullptr, t, {1100, s.kh, s.dim}, Device::kCuda),
+                              .out = TensorView(nullptr, t, {tokens, s.qh, s.dim}, Device::kCuda),
+                              .qo_indptr = TensorView(nullptr, DType::kI32, {seqs + 1}, Device::kCuda), .tokens_per_block = tpb};
+        ASSERT_TRUE(attention_decode_on_tensor_cores(probe, num_sms)) << "the tensor-core decode path must take this batch";
+        for (bool masked : {false, true})
+          for (int splits : {1, 3, 16})
+            expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, q_lens, kv_lens}, gpu());
+      }
 }
 
 TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {

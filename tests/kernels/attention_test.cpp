@@ -224,3 +224,41 @@ TEST(AttentionPlan, TokensPerBlockFollowTheMeasuredPolicyAndTheKernelsLimits) {
   EXPECT_TRUE(attention_tokens_per_block_fits(1, 64, V{7}));
   EXPECT_FALSE(attention_tokens_per_block_fits(0, 4, V{8}));
 }
+
+// Which CUDA batches the tensor-core decode kernel takes (a host-side rule: no GPU needed).
+TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTileAndFillTheGpu) {
+  auto params = [](DType t, int64_t tokens, int64_t qh, int64_t kh, int64_t dim, int tpb, DType cache = DType::kF32) {
+    if (cache == DType::kF32) cache = t;
+    return AttentionParams{.q = TensorView(nullptr, t, {tokens, qh, dim}, Device::kCuda),
+                           .k_cache = TensorView(nullptr, cache, {4096, kh, dim}, Device::kCuda),
+                           .v_cache = TensorView(nullptr, cache, {4096, kh, dim}, Device::kCuda),
+                           .out = TensorView(nullptr, t, {tokens, qh, dim}, Device::kCuda), .tokens_per_block = tpb};
+  };
+  const int sms = 132;
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 32, 32, 8, 128, 1), sms));   // 32 x 8 blocks
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kF16, 128, 32, 8, 128, 4), sms));   // 4 x 4 = 16 rows
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 9, 3, 64, 1), sms));     // SmolLM2's heads
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 8, 32, 8, 128, 1), sms));   // 64 blocks < 132 SMs
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 256, 32, 8, 128, 8), sms)); // 32 rows
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 32, 2, 128, 1), sms));  // a group of 16
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 8, 8, 256, 1), sms));   // head dim 256
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kF32, 64, 32, 8, 128, 1), sms));   // f32
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 32, 8, 128, 1, DType::kF16), sms));  // mixed
+  AttentionParams cpu = params(DType::kBF16, 64, 32, 8, 128, 1);
+  cpu.q.device = Device::kCpu;
+  EXPECT_FALSE(attention_decode_on_tensor_cores(cpu, sms));
+}
+
+// The split policy (blocks_per_sm = 0): about 8 blocks per SM while the query blocks are fewer
+// than the SMs, 4 once they fill them; at least 32 keys a split; forced counts as given.
+TEST(AttentionPlan, SplitsAimAtEightBlocksPerSmForSmallBatchesAndFourForFullOnes) {
+  const int sms = 132;
+  EXPECT_EQ(attention_splits_for(1, 8, 544, sms, 0), 17);    // 8 blocks: capped by 544 / 32 keys
+  EXPECT_EQ(attention_splits_for(8, 8, 544, sms, 0), 17);    // 64 blocks: ceil(8 x 132 / 64)
+  EXPECT_EQ(attention_splits_for(32, 8, 544, sms, 0), 3);    // 256 blocks fill 132 SMs: ceil(4 x 132 / 256)
+  EXPECT_EQ(attention_splits_for(128, 8, 544, sms, 0), 1);
+  EXPECT_EQ(attention_splits_for(16, 8, 544, sms, 0), 9);    // 128 blocks < 132: ceil(8 x 132 / 128)
+  EXPECT_EQ(attention_splits_for(1, 8, 40, sms, 0), 2);      // 40 keys: two splits at most
+  EXPECT_EQ(attention_splits_for(1, 1, 1 << 20, sms, 0), kMaxAttentionSplits);
+  EXPECT_EQ(attention_splits_for(32, 8, 544, sms, 8), 5);    // forced 8 blocks per SM
+}
