@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # On one H200 (device kind nvidia-h200), with .device.tgz from tools/device_pack.sh carried
 # (BINS="launch/aerie-bench tests/gpu_test" is enough): the tensor-core decode attention
-# (kernels/cuda/ops_attention_decode.cu) against the CUDA-core kernel, in one call.
+# (kernels/cuda/ops_attention_decode.cu), the split policy and the 9-16-row GEMV against the
+# engine without them, in one call.
 #  - tests:   every gpu test (CudaOps.DecodeAttentionOnTensorCoresMatchesCpu among them)
-#  - kernels: aerie-bench kernels, 8B shape, context 544, batch 1/8/32/128/256: the attention
-#             rows with the tensor-core kernel off (AERIE_ATTN_DECODE_TC=-1), as the default
-#             picks, and forced for every batch that fits (=1)
-#  - decode:  aerie-bench one-batch, 8B batch 1/8/32/128/256 and 1B batch 1 (graphs on, 512-token
-#             prompts), the same three settings: % of the HBM floor
+#  - kernels: aerie-bench kernels, 8B shape, context 544, batch 1/8/32/128/256, once per
+#             KERNEL_SETTINGS entry name:AERIE_ATTN_DECODE_TC (default: off -1, auto 0, forced 1)
+#  - decode:  aerie-bench one-batch, 8B batch 1-256 and 1B batch 1/32 (graphs on, 512-token
+#             prompts), once per DECODE_SETTINGS entry (below): % of the HBM floor
+# Results and logs go to $OUT/logs.tgz (one file: the device tool brings back only a few).
 #   device run (carry [".device.tgz"]): bash tools/gpu_decode_attention_check.sh [tests|kernels|decode|all]
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-decode-attention}

@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/attention_fragments.cuh"
 
 namespace aerie::kernels::cuda {
 
@@ -38,8 +38,6 @@ struct DecodeSmem {
   static constexpr size_t bytes = static_cast<size_t>(kWarps) * per_warp * sizeof(T);
   static_assert(static_cast<size_t>(kWarps) * 16 * D * sizeof(float) <= bytes, "the merge reuses the tiles' memory");
 };
-
-__device__ __forceinline__ uint32_t load_pair(const void* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
 
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
@@ -87,17 +85,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   pdl_wait();
 
   uint32_t qa[kSteps][4];  // Q as A fragments, in the input dtype (the scale applies to S)
-  {
-    const T* q_lo = q + (static_cast<int64_t>(t0 + g / group) * q_heads + head0 + g % group) * D + c;
-    const T* q_hi = q + (static_cast<int64_t>(t0 + (g + 8) / group) * q_heads + head0 + (g + 8) % group) * D + c;
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk) {
-      qa[kk][0] = lo_ok ? load_pair(q_lo + kk * 16) : 0u;
-      qa[kk][1] = hi_ok ? load_pair(q_hi + kk * 16) : 0u;
-      qa[kk][2] = lo_ok ? load_pair(q_lo + kk * 16 + 8) : 0u;
-      qa[kk][3] = hi_ok ? load_pair(q_hi + kk * 16 + 8) : 0u;
-    }
-  }
+  load_a_rows<T, kSteps>(qa, q + (static_cast<int64_t>(t0 + g / group) * q_heads + head0 + g % group) * D + c,
+                         q + (static_cast<int64_t>(t0 + (g + 8) / group) * q_heads + head0 + (g + 8) % group) * D + c, lo_ok, hi_ok);
 
   T* wbase = reinterpret_cast<T*>(smem_raw) + warp * Smem::per_warp;
   // Starts copying the K and V rows of the keys whose slots lanes 0..15 hold into buffer
@@ -122,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   float o[2 * kSteps][4];  // output fragments: 8 dims each
 #pragma unroll
   for (int n = 0; n < 2 * kSteps; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;  // l: this lane's columns only
+  RowPairSoftmax softmax;
   unsigned have_cur = 0, have_next = 0;
   if (my_tiles > 0) {
     have_cur = issue(0, next_slot);
@@ -155,7 +144,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     }
     // Element e of half h: row lo (e < 2) or hi, key h * 8 + c + (e & 1) of the tile.
     const int base = tile_base(t);
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -164,44 +152,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
         const bool hi = e >= 2;
         bool seen = ((have_cur >> kj) & 1u) && (hi ? hi_ok && j < vis_hi : lo_ok && j < vis_lo);
         if (seen && mask_b) seen = mask_b[static_cast<int64_t>(hi ? qi_hi : qi_lo) * kv_len + j] != 0;
-        const float v = seen ? s[h][e] * scale : -INFINITY;
-        s[h][e] = v;
-        if (hi) mx_hi = fmaxf(mx_hi, v);
-        else mx_lo = fmaxf(mx_lo, v);
+        s[h][e] = seen ? s[h][e] * scale : -INFINITY;
       }
-    // A row's 16 columns lie on the four lanes of a quad.
-    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-    const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-    const float corr_lo = mn_lo == -INFINITY ? 1.0f : __expf(m_lo - mn_lo);
-    const float corr_hi = mn_hi == -INFINITY ? 1.0f : __expf(m_hi - mn_hi);
-    m_lo = mn_lo;
-    m_hi = mn_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool hi = e >= 2;
-        const float p = s[h][e] == -INFINITY ? 0.0f : __expf(s[h][e] - (hi ? mn_hi : mn_lo));
-        s[h][e] = p;
-        if (hi) sum_hi += p;
-        else sum_lo += p;
-      }
-    l_lo = l_lo * corr_lo + sum_lo;
-    l_hi = l_hi * corr_hi + sum_hi;
-#pragma unroll
-    for (int n = 0; n < 2 * kSteps; ++n) {
-      o[n][0] *= corr_lo;
-      o[n][1] *= corr_lo;
-      o[n][2] *= corr_hi;
-      o[n][3] *= corr_hi;
-    }
+    float corr_lo, corr_hi;
+    softmax.step(s, corr_lo, corr_hi);
+    scale_rows(o, corr_lo, corr_hi);
     // P (16 rows x 16 keys) is already in the A layout: S's accumulators, two halves.
-    const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]), pack2<T>(s[1][0], s[1][1]),
-                            pack2<T>(s[1][2], s[1][3])};
+    uint32_t pa[4];
+    p_fragment<T>(s, 0, pa);
     // O += P V, 16 dims per ldmatrix.trans: lanes 0-7 address keys 0-7 at dims d..d+7, 8-15
     // keys 8-15 there, 16-31 the same keys at dims d+8..d+15.
     const T* v_row = vt + ((lane & 7) + ((lane >> 3) & 1) * 8) * Smem::ld + (lane >> 4) * 8;
@@ -215,10 +173,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     __syncwarp();  // this buffer is consumed before the next iteration copies into it
     have_cur = have_next;
   }
-  l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
-  l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
-  l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
-  l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+  softmax.finish();
 
   // Merge the four warps' (max, sum, output) per row, as the combine kernel merges splits.
   __syncthreads();  // every warp is done with its tiles: their memory holds the outputs now
@@ -230,10 +185,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     if (hi_ok) *reinterpret_cast<float2*>(mine + (g + 8) * D + n * 8 + c) = make_float2(o[n][2], o[n][3]);
   }
   if ((lane & 3) == 0) {
-    m_w[warp][g] = m_lo;
-    l_w[warp][g] = l_lo;
-    m_w[warp][g + 8] = m_hi;
-    l_w[warp][g + 8] = l_hi;
+    m_w[warp][g] = softmax.m_lo;
+    l_w[warp][g] = softmax.l_lo;
+    m_w[warp][g + 8] = softmax.m_hi;
+    l_w[warp][g + 8] = softmax.l_hi;
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {

@@ -1,46 +1,43 @@
-// Prefill attention on the tensor cores (FlashAttention-2's tiling with WMMA): a block takes
-// 128 query tokens of one sequence and one query head, eight warps of 16 query rows each, and
-// walks the keys the block can see in tiles of 64 gathered from the paged cache, in one pass
-// with an online softmax: S = Q K^T (Q's fragments stay in registers), each row's running max
-// and sum, P = exp(S - max) in the input dtype, O = O * correction + P V in fp32 fragments.
-// Key and value tiles arrive by cp.async into two buffers, the next tile's copy in flight
-// while this one computes; in the softmax a lane owns two columns of every row of its warp
-// (conflict-free shared reads).
+// Prefill attention on the tensor cores (FlashAttention-2's tiling, mma.sync m16n8k16): a block
+// takes 128 query tokens of one sequence and one query head, eight warps of 16 query rows
+// each, and walks the keys the block can see in tiles of 64 gathered from the paged cache, in
+// one pass with an online softmax. Everything a warp computes stays in registers: Q as A
+// fragments loaded once, S = Q K^T as fp32 accumulators, P = exp(S - max) re-packed in the
+// input dtype as the A fragments of P V (the accumulator layout of S is the A layout of P), O
+// as fp32 accumulators. K and V tiles arrive by cp.async into three buffers, the next two
+// tiles' copies in flight while this one computes, and reach the MMAs by ldmatrix (V
+// transposed). The blocks of a sequence start with its last query tile (it sees the most keys).
 //
-// The per-row correction of O needs each accumulator element's row: for sm_80+ m16n16k16 f32
-// accumulators, element e of lane l sits in row l / 4 + 8 * ((e / 2) % 2) (the layout of
-// mma.sync m16n8k16, twice). WMMA does not document it; CudaOps.PrefillAttentionOnTensorCores
-// MatchesCpu (sequences of several key tiles) fails if it ever differs.
-#include <mma.h>
-
+// Why: the WMMA version (fragments through shared memory: S stored, read back for the
+// softmax, P stored, read back as A) ran attention at ~50 TFLOP/s on the H200, 42% MFU for a
+// 4096-token prompt (docs/performance.md).
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/attention_fragments.cuh"
 
 namespace aerie::kernels::cuda {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kRowsPerBlock = 128;  // query tokens per block
 constexpr int kKeysPerTile = 64;
-constexpr int kWarps = 8;          // 16 query rows each
+constexpr int kWarps = 8;  // 16 query rows each (4 warps of 64 queries, two blocks per SM: 52% MFU at 4096 against 55%)
 constexpr int kThreads = kWarps * 32;
+// Tile buffers: two copies in flight while one tile computes (two buffers measured the same
+// within noise on the H200: 56.1% against 56.3% MFU at 4096 tokens).
+constexpr int kStages = 3;
 static_assert(kAttentionPrefillMaxDim == 128, "the kernel instantiates head dims 16..128");
 
-// Shared memory: Q [128][D], two K and two V tile buffers [64][D] (input dtype, rows padded by
-// 8 elements against bank conflicts), per warp S [16][64] fp32 and P [16][64] in the input
-// dtype. The output is staged through the K buffers at the end.
+// Shared memory: kStages K and kStages V tile buffers [64][D] (input dtype, rows padded by 8
+// elements: the eight rows an ldmatrix reads fall in distinct banks). A block holds one SM
+// (registers), so there is room for kStages - 1 tiles in flight while one computes.
 template <class T>
 struct PrefillSmem {
   static constexpr int pad = 8;
-  static size_t bytes(int dim) {
-    const size_t ld = static_cast<size_t>(dim + pad);
-    return (kRowsPerBlock + 4 * kKeysPerTile) * ld * sizeof(T) + kWarps * 16 * kKeysPerTile * (sizeof(float) + sizeof(T));
-  }
+  static size_t bytes(int dim) { return 2 * kStages * kKeysPerTile * static_cast<size_t>(dim + pad) * sizeof(T); }
 };
 
 // Starts copying the cache rows of keys [j0, j0 + 64) of a sequence into a tile (ld = dim +
@@ -57,55 +54,32 @@ __device__ __forceinline__ void load_tile_async(T* tile, int ld, const T* cache,
   }
 }
 
-template <class T>
-using QFragment = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-
-// S_w [16][64] = Q_w [16][D] K^T for this warp's rows (Q as kDimBlocks fragments), scaled.
 template <class T, int kDimBlocks>
-__device__ __forceinline__ void scores(const QFragment<T>* qa, const T* k_tile, int ld, float* s_w, float scale) {
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kKeysPerTile / 16];
-#pragma unroll
-  for (int n = 0; n < kKeysPerTile / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-  for (int kb = 0; kb < kDimBlocks; ++kb) {
-#pragma unroll
-    for (int n = 0; n < kKeysPerTile / 16; ++n) {
-      // K^T as a column-major [D][keys] matrix is K row-major [keys][D].
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-      wmma::load_matrix_sync(b, k_tile + n * 16 * ld + kb * 16, ld);
-      wmma::mma_sync(acc[n], qa[kb], b, acc[n]);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < kKeysPerTile / 16; ++n) {
-#pragma unroll
-    for (int e = 0; e < acc[n].num_elements; ++e) acc[n].x[e] *= scale;
-    wmma::store_matrix_sync(s_w + n * 16, acc[n], kKeysPerTile, wmma::mem_row_major);
-  }
-}
-
-template <class T, int kDimBlocks>
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q, const T* k_cache, const T* v_cache, T* out,
-                                                                     const int32_t* qo_indptr, const int32_t* kv_indptr,
-                                                                     const int32_t* kv_indices, int batch, int q_heads,
-                                                                     int kv_heads, float scale) {
+__global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const T* q, const T* k_cache, const T* v_cache, T* out,
+                                                                        const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                                                        const int32_t* kv_indices, int batch, int q_heads,
+                                                                        int kv_heads, float scale) {
   constexpr int D = kDimBlocks * 16;
   constexpr int ld = D + PrefillSmem<T>::pad;
+  constexpr int kKeyTiles = kKeysPerTile / 8;  // S accumulators: 8 keys each
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* kv_s = q_s + kRowsPerBlock * ld;  // K buffers 0 and 1, then V buffers 0 and 1, kKeysPerTile rows each
-  T* k_buf[2] = {kv_s, kv_s + kKeysPerTile * ld};
-  T* v_buf[2] = {kv_s + 2 * kKeysPerTile * ld, kv_s + 3 * kKeysPerTile * ld};
-  float* s_all = reinterpret_cast<float*>(kv_s + 4 * kKeysPerTile * ld);
-  T* p_all = reinterpret_cast<T*>(s_all + kWarps * 16 * kKeysPerTile);
+  // K buffers 0 .. kStages - 1, then the V buffers, kKeysPerTile rows each (arithmetic, not an
+  // array of pointers: indexed at run time, that would live in local memory).
+  T* kv_s = reinterpret_cast<T*>(smem_raw);
+  auto k_buf = [&](int i) { return kv_s + i * kKeysPerTile * ld; };
+  auto v_buf = [&](int i) { return kv_s + (kStages + i) * kKeysPerTile * ld; };
 
   pdl_begin();
   // Which sequence and which 128 of its tokens: blocks are numbered over every sequence's
-  // ceil(q_len / 128) tiles in order; blocks past the last tile have nothing to do.
+  // ceil(q_len / 128) tiles, its last tile first (it sees the most keys: the longest blocks
+  // start first and the short ones fill the end); blocks past the last tile have nothing to do.
   int b = 0, tile = blockIdx.x;
   for (; b < batch; ++b) {
     const int tiles = (qo_indptr[b + 1] - qo_indptr[b] + kRowsPerBlock - 1) / kRowsPerBlock;
-    if (tile < tiles) break;
+    if (tile < tiles) {
+      tile = tiles - 1 - tile;
+      break;
+    }
     tile -= tiles;
   }
   if (b == batch) return;
@@ -119,106 +93,96 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const T* q,
   const int visible = min(kv_len, first_pos + rows);
   const int num_tiles = (visible + kKeysPerTile - 1) / kKeysPerTile;
 
-  // Q rows (missing rows: zeros) travel with the first K tile.
-  const int chunks = D * static_cast<int>(sizeof(T)) / 16;
-  for (int idx = threadIdx.x; idx < kRowsPerBlock * chunks; idx += kThreads) {
-    const int r = idx / chunks, c = idx % chunks;
-    const bool valid = r < rows;
-    cp_async16(q_s + r * ld + c * (16 / sizeof(T)), valid ? q + ((row0 + r) * q_heads + h) * D + c * (16 / sizeof(T)) : q, valid);
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* s_w = s_all + warp * 16 * kKeysPerTile;
-  T* p_w = p_all + warp * 16 * kKeysPerTile;
-  // Lane owns columns lane and lane + 32 of each of its warp's 16 rows; row r's last visible
-  // key is limit0 + r.
-  const int limit0 = first_pos + warp * 16;
-  float m_run[16], l_run[16];
-#pragma unroll
-  for (int r = 0; r < 16; ++r) m_run[r] = -INFINITY, l_run[r] = 0.0f;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[kDimBlocks];
-#pragma unroll
-  for (int d = 0; d < kDimBlocks; ++d) wmma::fill_fragment(o[d], 0.0f);
-  QFragment<T> qa[kDimBlocks];
-  // The accumulator rows this lane holds (see the top of the file).
-  const int row_lo = lane / 4, row_hi = row_lo + 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = 2 * (lane & 3);
+  // This lane's rows of the warp's 16: lo = g, hi = g + 8; a row sees keys up to its position.
+  const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
+  const bool lo_ok = r_lo < rows, hi_ok = r_hi < rows;
+  const int last_lo = min(first_pos + r_lo, visible - 1), last_hi = min(first_pos + r_hi, visible - 1);
+  // The warp's last row sees the most; a tile past it has nothing for this warp.
+  const int warp_last = min(first_pos + warp * 16 + 15, visible - 1);
+  const bool warp_has_rows = warp * 16 < rows;
 
-  load_tile_async(k_buf[0], ld, k_cache, seq_slots, 0, visible, kv_heads, kvh, D);
-  load_tile_async(v_buf[0], ld, v_cache, seq_slots, 0, visible, kv_heads, kvh, D);
-  cp_async_commit();
+  auto start_tile = [&](int t) {  // copies tile t into buffer t % kStages, as one group
+    load_tile_async(k_buf(t % kStages), ld, k_cache, seq_slots, t * kKeysPerTile, visible, kv_heads, kvh, D);
+    load_tile_async(v_buf(t % kStages), ld, v_cache, seq_slots, t * kKeysPerTile, visible, kv_heads, kvh, D);
+    cp_async_commit();
+  };
+  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t) start_tile(t);
+
+  uint32_t qa[kDimBlocks][4];  // Q as A fragments (missing rows: zeros)
+  load_a_rows<T, kDimBlocks>(qa, q + ((row0 + r_lo) * q_heads + h) * D + c, q + ((row0 + r_hi) * q_heads + h) * D + c, lo_ok, hi_ok);
+  float o[2 * kDimBlocks][4];
+#pragma unroll
+  for (int n = 0; n < 2 * kDimBlocks; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  RowPairSoftmax softmax;
+  // ldmatrix row addresses within a tile: K (keys 0-7 / 8-15 of a 16-key pair, dims +0 / +8),
+  // V transposed (keys 0-7 / 8-15 at dims +0, then the same at dims +8).
+  const int k_row = (lane & 7) + ((lane >> 4) << 3), k_col = ((lane >> 3) & 1) * 8;
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+
   for (int t = 0; t < num_tiles; ++t) {
     const int j0 = t * kKeysPerTile;
-    if (t + 1 < num_tiles) {
-      load_tile_async(k_buf[(t + 1) % 2], ld, k_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
-      load_tile_async(v_buf[(t + 1) % 2], ld, v_cache, seq_slots, j0 + kKeysPerTile, visible, kv_heads, kvh, D);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile t (and q) landed for every thread
-    if (t == 0) {
+    // Tile t + kStages - 1 goes into the buffer tile t - 1 left (freed by the barrier that
+    // ended the last iteration); the copies started after tile t's may stay in flight.
+    if (t + kStages - 1 < num_tiles) start_tile(t + kStages - 1);
+    const int after = min(kStages - 1, num_tiles - 1 - t);
+    if (after >= 2) cp_async_wait<2>();
+    else if (after == 1) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    __syncthreads();  // tile t landed for every thread
+    if (warp_has_rows && j0 <= warp_last) {
+      const T* kt = k_buf(t % kStages);
+      const T* vt = v_buf(t % kStages);
+      float s[kKeyTiles][4];
 #pragma unroll
-      for (int kb = 0; kb < kDimBlocks; ++kb) wmma::load_matrix_sync(qa[kb], q_s + warp * 16 * ld + kb * 16, ld);
-    }
-    scores<T, kDimBlocks>(qa, k_buf[t % 2], ld, s_w, scale);
-    __syncwarp();
-    float corr_lo = 1.0f, corr_hi = 1.0f;
+      for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      const int limit = min(limit0 + r, visible - 1);
-      const bool see0 = j0 + lane <= limit, see1 = j0 + lane + 32 <= limit;
-      const float s0 = s_w[r * kKeysPerTile + lane], s1 = s_w[r * kKeysPerTile + lane + 32];
-      const float m_new = fmaxf(m_run[r], warp_max(fmaxf(see0 ? s0 : -INFINITY, see1 ? s1 : -INFINITY)));
-      // m_new is the same in every lane; -inf: nothing visible yet, P row stays 0.
-      const float p0 = see0 && m_new != -INFINITY ? __expf(s0 - m_new) : 0.0f;
-      const float p1 = see1 && m_new != -INFINITY ? __expf(s1 - m_new) : 0.0f;
-      const float corr = m_run[r] == -INFINITY ? 0.0f : __expf(m_run[r] - m_new);
-      l_run[r] = l_run[r] * corr + warp_sum(p0 + p1);
-      m_run[r] = m_new;
-      p_w[r * kKeysPerTile + lane] = from_float<T>(p0);
-      p_w[r * kKeysPerTile + lane + 32] = from_float<T>(p1);
-      if (r == row_lo) corr_lo = corr;
-      if (r == row_hi) corr_hi = corr;
-    }
-    __syncwarp();
+      for (int kk = 0; kk < kDimBlocks; ++kk)
 #pragma unroll
-    for (int d = 0; d < kDimBlocks; ++d)
+        for (int np = 0; np < kKeyTiles / 2; ++np) {
+          uint32_t kb[4];
+          ldmatrix_x4<false>(kb, kt + (np * 16 + k_row) * ld + kk * 16 + k_col);
+          mma_m16n8k16<T>(s[2 * np], qa[kk], kb[0], kb[1]);
+          mma_m16n8k16<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
+        }
+      // Scale; mask keys past each row's position (the diagonal tile, the sequence's end).
+      const bool full = j0 + kKeysPerTile - 1 <= min(first_pos + warp * 16, visible - 1);
 #pragma unroll
-      for (int e = 0; e < o[d].num_elements; ++e) o[d].x[e] *= ((e / 2) % 2) ? corr_hi : corr_lo;
-    const T* v_tile = v_buf[t % 2];
+      for (int n = 0; n < kKeyTiles; ++n)
 #pragma unroll
-    for (int k = 0; k < kKeysPerTile; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-      wmma::load_matrix_sync(a, p_w + k, kKeysPerTile);
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + n * 8 + c + (e & 1);
+          const bool seen = full || j <= (e >= 2 ? last_hi : last_lo);
+          s[n][e] = seen ? s[n][e] * scale : -INFINITY;
+        }
+      float corr_lo, corr_hi;
+      softmax.step(s, corr_lo, corr_hi);
+      scale_rows(o, corr_lo, corr_hi);
+      // O += P V, 16 keys (two S accumulators, already in the A layout) per step.
 #pragma unroll
-      for (int d = 0; d < kDimBlocks; ++d) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(bv, v_tile + k * ld + d * 16, ld);
-        wmma::mma_sync(o[d], a, bv, o[d]);
+      for (int ks = 0; ks < kKeysPerTile / 16; ++ks) {
+        uint32_t pa[4];
+        p_fragment<T>(s, ks, pa);
+#pragma unroll
+        for (int dn = 0; dn < kDimBlocks; ++dn) {
+          uint32_t vb[4];
+          ldmatrix_x4<true>(vb, vt + (ks * 16 + v_row) * ld + dn * 16 + v_col);
+          mma_m16n8k16<T>(o[2 * dn], pa, vb[0], vb[1]);
+          mma_m16n8k16<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+        }
       }
     }
-    __syncthreads();  // buffers t % 2 consumed before the copy two tiles ahead lands there
+    __syncthreads();  // buffer t % kStages consumed before a later copy lands there
   }
   // Each row's sum divides at the end; rows that saw nothing give zeros.
-  float inv_lo = 0.0f, inv_hi = 0.0f;
+  softmax.finish();
+  const float inv_lo = softmax.l_lo > 0.0f ? 1.0f / softmax.l_lo : 0.0f, inv_hi = softmax.l_hi > 0.0f ? 1.0f / softmax.l_hi : 0.0f;
+  T* out_lo = out + ((row0 + r_lo) * q_heads + h) * D + c;
+  T* out_hi = out + ((row0 + r_hi) * q_heads + h) * D + c;
 #pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    const float inv = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
-    if (r == row_lo) inv_lo = inv;
-    if (r == row_hi) inv_hi = inv;
-  }
-#pragma unroll
-  for (int d = 0; d < kDimBlocks; ++d)
-#pragma unroll
-    for (int e = 0; e < o[d].num_elements; ++e) o[d].x[e] *= ((e / 2) % 2) ? inv_hi : inv_lo;
-  // Out: each warp stages its 16 x D fp32 rows through the (now free) K and V buffers.
-  float* o_w = reinterpret_cast<float*>(k_buf[0]) + warp * 16 * D;
-#pragma unroll
-  for (int d = 0; d < kDimBlocks; ++d) wmma::store_matrix_sync(o_w + d * 16, o[d], D, wmma::mem_row_major);
-  __syncwarp();
-  for (int idx = lane; idx < 16 * D; idx += 32) {
-    const int r = idx / D, c = idx % D, br = warp * 16 + r;
-    if (br < rows) out[((row0 + br) * q_heads + h) * D + c] = from_float<T>(o_w[idx]);
+  for (int n = 0; n < 2 * kDimBlocks; ++n) {
+    if (lo_ok) *reinterpret_cast<uint32_t*>(out_lo + n * 8) = pack2<T>(o[n][0] * inv_lo, o[n][1] * inv_lo);
+    if (hi_ok) *reinterpret_cast<uint32_t*>(out_hi + n * 8) = pack2<T>(o[n][2] * inv_hi, o[n][3] * inv_hi);
   }
 }
 

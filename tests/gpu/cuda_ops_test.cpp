@@ -390,11 +390,11 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
 
 // Prefill-shaped batches (16 or more new tokens per sequence on average) run on the tensor
 // cores (ops_attention_prefill.cu): whole prompts, extend chunks over cached tokens, tiles
-// of 64 queries cut anywhere, GQA groups, head dims 64 and 128, bf16 and f16.
+// of 128 queries cut anywhere, GQA groups, head dims 64, 96 and 128, bf16 and f16.
 TEST_F(CudaOps, PrefillAttentionOnTensorCoresMatchesCpu) {
   std::mt19937 rng(14);
   struct Shape { int64_t qh, kh, dim; };
-  for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{32, 2, 128}, Shape{9, 3, 64}})
+  for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{32, 2, 128}, Shape{9, 3, 64}, Shape{6, 2, 96}})
     for (DType t : {DType::kBF16, DType::kF16}) {
       AttentionParams probe{.q = TensorView(nullptr, t, {411, s.qh, s.dim}, Device::kCuda),
                             .k_cache = TensorView(nullptr, t, {1100, s.kh, s.dim}, Device::kCuda),
