@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
@@ -94,21 +95,14 @@ __device__ __forceinline__ void unpack16_fp8(const uint4& v, float* f) {
 // The 16 weights of an fp8 chunk as the two 16-byte chunks of T the tensor-core GEMV's
 // fragments take (exact: E4M3 values are representable in bf16 and f16).
 template <class T>
-__device__ __forceinline__ uint32_t pack2(float2 f) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    return *reinterpret_cast<const uint32_t*>(&b);
-  } else {
-    const __half2 h = __floats2half2_rn(f.x, f.y);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
-template <class T>
 __device__ __forceinline__ void widen_fp8(const uint4& v, uint4& lo, uint4& hi) {
   const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&v);
   uint32_t w[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) w[i] = pack2<T>(fp8x2_to_float2(pairs[i]));
+  for (int i = 0; i < 8; ++i) {
+    const float2 f = fp8x2_to_float2(pairs[i]);
+    w[i] = pack2<T>(f.x, f.y);
+  }
   lo = make_uint4(w[0], w[1], w[2], w[3]);
   hi = make_uint4(w[4], w[5], w[6], w[7]);
 }
@@ -287,20 +281,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
 // fragments of two MMAs: with lane = 4g + t, thread t of group g holds A rows g and g + 8
 // and B column g at k = 8t..8t+7 of a 32-wide step; MMA 1 takes k 8t+0..3 as the fragment
 // columns {2t, 2t+1, 2t+8, 2t+9}, MMA 2 takes k 8t+4..7. The warps of a block split K; their
-// 16 x 8 partial sums meet in shared memory and go through the usual epilogue.
-template <class T>
-__device__ __forceinline__ void mma_16x8x16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
+// 16 x 8 partial sums meet in shared memory and go through the usual epilogue
+// (kernels/cuda/mma.cuh: the MMA and its fragment layouts).
 // kVec: 16-byte chunks each thread loads per row and step (a step covers 32 x kVec of k),
 // so that the 4 threads of a row read 64 x kVec contiguous bytes of it per instruction pair.
 // FP8 weights (W = Fp8, kVec 2 only): one 16-byte load holds the 16 weights of a row the
@@ -384,8 +366,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
-          mma_16x8x16<T>(c[nt], rows_g[v].x, rows_h[v].x, rows_g[v].y, rows_h[v].y, xs[u][nt][v].x, xs[u][nt][v].y);
-          mma_16x8x16<T>(c[nt], rows_g[v].z, rows_h[v].z, rows_g[v].w, rows_h[v].w, xs[u][nt][v].z, xs[u][nt][v].w);
+          mma_m16n8k16<T>(c[nt], rows_g[v].x, rows_h[v].x, rows_g[v].y, rows_h[v].y, xs[u][nt][v].x, xs[u][nt][v].y);
+          mma_m16n8k16<T>(c[nt], rows_g[v].z, rows_h[v].z, rows_g[v].w, rows_h[v].w, xs[u][nt][v].z, xs[u][nt][v].w);
         }
     }
   };
