@@ -120,6 +120,13 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+// cp_async_wait for a count known at run time (0, 1, or 2 and more: the tile pipelines keep
+// at most three buffers): waits until at most `pending` groups are in flight.
+__device__ __forceinline__ void cp_async_wait_at_most(int pending) {
+  if (pending >= 2) cp_async_wait<2>();
+  else if (pending == 1) cp_async_wait<1>();
+  else cp_async_wait<0>();
+}
 
 }  // namespace aerie::kernels::cuda
 

@@ -184,10 +184,7 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
     // previous iteration ended with a barrier), in flight while this tile computes.
     if (kStages > 1 && t + kStages - 1 < num_tiles) start_tile(t + kStages - 1);
     // Wait for tile t: the copies started after it may stay in flight.
-    const int after = min(kStages - 1, num_tiles - 1 - t);
-    if (after >= 2) cp_async_wait<2>();
-    else if (after == 1) cp_async_wait<1>();
-    else cp_async_wait<0>();
+    cp_async_wait_at_most(min(kStages - 1, num_tiles - 1 - t));
     __syncthreads();  // the tile (and q) are in shared memory
     // Scores: warp w takes rows w, w + 4, ...; lane = key. Each K chunk is read once for
     // all of the warp's rows.

@@ -61,9 +61,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
   // which), else causally. The block's range is its last token's.
   auto visible_of = [&](int i) { return mask ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1)); };
-  const int chunk = (visible_of(i0 + tokens_per_block - 1) + num_splits - 1) / num_splits;
-  const int j_begin = min(visible_of(i0 + tokens_per_block - 1), split * chunk);
-  const int j_end = min(visible_of(i0 + tokens_per_block - 1), j_begin + chunk);
+  const int visible = visible_of(i0 + tokens_per_block - 1);
+  const int chunk = (visible + num_splits - 1) / num_splits;
+  const int j_begin = min(visible, split * chunk), j_end = min(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
   const int num_tiles = (j_end - j_begin + kKeys - 1) / kKeys;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWarps - 1) / kWarps : 0;

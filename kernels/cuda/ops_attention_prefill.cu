@@ -125,10 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const T*
     // Tile t + kStages - 1 goes into the buffer tile t - 1 left (freed by the barrier that
     // ended the last iteration); the copies started after tile t's may stay in flight.
     if (t + kStages - 1 < num_tiles) start_tile(t + kStages - 1);
-    const int after = min(kStages - 1, num_tiles - 1 - t);
-    if (after >= 2) cp_async_wait<2>();
-    else if (after == 1) cp_async_wait<1>();
-    else cp_async_wait<0>();
+    cp_async_wait_at_most(min(kStages - 1, num_tiles - 1 - t));
     __syncthreads();  // tile t landed for every thread
     if (warp_has_rows && j0 <= warp_last) {
       const T* kt = k_buf(t % kStages);

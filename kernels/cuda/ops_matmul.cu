@@ -60,8 +60,8 @@ __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
 // applied to all M (<= 8) input rows, and every x chunk to all R rows, so L2 traffic for x
 // stays at M/R of the weight traffic. Partial sums meet in a block reduction.
 // Rows of x the GEMVs serve (9-16: the tensor-core GEMV only). At 32 rows it measured slower
-// than cuBLAS on the H200 (8B gate/up 118 us against 73: every block reads all of x, and x
-// grows with the rows), at 16 faster (8B decode at batch 16: 5.25 ms a step against 5.59).
+// than cuBLAS on the H200 (8B gate/up 118 us against 73; with 32 weight rows per block, half
+// the L2 traffic for x, still 121), at 16 faster (8B decode at batch 16: 5.29 ms against 5.64).
 constexpr int kGemvMaxM = 16;
 constexpr int kGemvCudaCoreMaxM = 8;  // rows of x the CUDA-core GEMV serves
 constexpr int kGemvFp8ChunkM = 8;     // rows of x per fp8 GEMV launch
