@@ -608,6 +608,34 @@ TEST(CompletionWaiter, NotifiesOnceForEachMarkInOrder) {
   EXPECT_EQ(notified, 5);
 }
 
+// The owner may be destroyed by the waiter's own thread (the worker actor's last reference is
+// the one notify() holds for its send): that must end the thread, not throw from a self-join.
+TEST(CompletionWaiter, MayBeDestroyedFromItsOwnNotify) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool destroyed = false;
+  std::unique_ptr<CompletionWaiter> waiter;
+  std::unique_lock<std::mutex> hold(mu);  // notify() runs only once `waiter` is set
+  waiter = std::make_unique<CompletionWaiter>([&] {
+    std::unique_ptr<CompletionWaiter> mine;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      mine = std::move(waiter);
+    }
+    mine.reset();  // ~CompletionWaiter on the waiter's own thread
+    std::lock_guard<std::mutex> lock(mu);
+    destroyed = true;
+    cv.notify_all();
+  });
+  for (int i = 0; i < 3; ++i) {  // marks after the first are dropped with the waiter
+    auto e = std::make_shared<StreamEvent>(Device::kCpu);
+    e->record(Stream::cpu());
+    waiter->watch(e);
+  }
+  ASSERT_TRUE(cv.wait_for(hold, std::chrono::seconds(10), [&] { return destroyed; }));
+  EXPECT_EQ(waiter, nullptr);
+}
+
 TEST(DpStepCoordinator, OverlapRunsTwoStepsAndHandsResultsBackInOrder) {
   DpStepCoordinator c({.dp_size = 2, .bucket_sizes = {1, 2, 4}, .depth = 2});
   auto decode = [](int n) {
