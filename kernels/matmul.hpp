@@ -49,8 +49,9 @@ Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
 
-/// CPU backend: f32 products go to OpenBLAS when the build has it (AERIE_WITH_OPENBLAS);
-/// `true` sends them to the blocked reference loop instead (tests compare the two).
+/// CPU backend: f32 products go to the small-batch kernel (1-16 rows) and oneDNN's sgemm
+/// (more rows, when the build has it: AERIE_WITH_ONEDNN); `true` sends them to the blocked
+/// reference loop instead (tests compare the paths).
 void set_cpu_gemm_reference(bool on);
 /// Whether f32 products on the CPU go to BLAS now.
 bool cpu_gemm_uses_blas();

@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   specb->add_option("--draft-vocab", spb.draft_vocab,
                     "EAGLE3: the random head's draft vocabulary (published Llama-3.1-8B heads: 32000; 0: the target's)")
       ->check(aerie::launch::kNonNegative);
-  specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in)")
-      ->check(CLI::Range(0, 8));
+  specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in, 16)")
+      ->check(CLI::Range(0, 16));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
   specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run verifies (chains and trees) eagerly instead of replaying captured graphs");
   specb->add_option("--draft-runner,--draft-chain", spb.draft_chain,
@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
   specb->add_option("--speculative-draft-model-quantization", spb.draft_quantizations,
                     "EAGLE heads' weights, each a variant of the run: none (as loaded) and/or fp8 (FP8 E4M3, a scale per row)")
       ->check(CLI::IsMember({"none", "fp8"}))
+      ->capture_default_str();
+  specb->add_option("--cpu-head-dtype", spb.cpu_head_dtype,
+                    "CPU: the random EAGLE heads' weights, bf16 (as a shipped bf16 head is kept; widened exactly in the product) or f32")
+      ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
   specb->add_option("--speculative-draft-tensor-parallel-size", spb.draft_tp_size,
                     "EAGLE heads under TP: 1 keeps the head whole on every rank (default: sharded like the target)")

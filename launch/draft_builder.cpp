@@ -31,6 +31,11 @@ model::LlamaConfig draft_local_config(const DraftShape& shape, const model::TpSh
   return shape.head && shape.head->replicated ? shape.config : shard.attention_only().local(shape.config);
 }
 
+DType head_weight_dtype(const DraftChoice& c, const DraftShape& shape, Device device, DType weight_dtype) {
+  if (device == Device::kCpu && !c.dummy && shape.head && shape.config.dtype == DType::kBF16) return DType::kBF16;
+  return weight_dtype;
+}
+
 DraftModel load_draft(const DraftChoice& c, const DraftShape& shape, model::LlamaModel& target, const model::TpShard& shard,
                       std::shared_ptr<parallel::Communicator> tp, Device device, DType weight_dtype, DType act_dtype, Stream stream) {
   DraftModel out;
@@ -44,8 +49,9 @@ DraftModel load_draft(const DraftChoice& c, const DraftShape& shape, model::Llam
     return out;
   }
   const model::TpShard head_shard = shape.head->replicated ? model::TpShard{} : shard.attention_only();
-  auto hw = c.dummy ? model::random_eagle_head(*shape.head, c.seed, device, weight_dtype, head_shard)
-                    : model::load_eagle_head(c.path, *shape.head, device, weight_dtype, head_shard);
+  const DType head_dtype = head_weight_dtype(c, shape, device, weight_dtype);
+  auto hw = c.dummy ? model::random_eagle_head(*shape.head, c.seed, device, head_dtype, head_shard)
+                    : model::load_eagle_head(c.path, *shape.head, device, head_dtype, head_shard);
   out.head = std::make_unique<model::EagleHead>(*shape.head, std::move(hw), target);
   return out;
 }

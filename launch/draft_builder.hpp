@@ -50,6 +50,13 @@ struct DraftModel {
   std::unique_ptr<model::LlamaModel> model;  // STANDALONE
 };
 
+// The dtype an EAGLE head's weights are kept in: `weight_dtype` (the target's), except that on
+// the CPU a head whose checkpoint is bf16 stays bf16. The CPU computes in f32 whatever the
+// weights are and widens bf16 exactly in the product's registers (kernels/cpu/small_batch_gemm.hpp),
+// so the head's outputs are the same bits as from an f32 copy, and a draft step reads half the
+// bytes (the shipped SmolLM2 head: 19 MB of LM head instead of 38).
+DType head_weight_dtype(const DraftChoice& choice, const DraftShape& shape, Device device, DType weight_dtype);
+
 // This rank's draft: in the target's attention-TP group (`shard`'s attention part), sharing
 // the target's embeddings (EAGLE) or a model of its own (STANDALONE; with dummy weights and no
 // other folder, the target's seed: a self-draft that accepts everything).

@@ -2,7 +2,8 @@
 // The CPU backend's fast path for f32 products: oneDNN's sgemm (JIT kernels picked for the
 // CPU at run time, AVX-512 where there is one; what PyTorch's CPU path uses), when Aerie was
 // built with it (AERIE_WITH_ONEDNN). The blocked loop in matmul.cpp stays as the reference
-// that tests compare against (set_cpu_gemm_reference) and as the path for bf16/f16 weights.
+// that tests compare against (set_cpu_gemm_reference); 16-bit weights reach oneDNN widened
+// to f32 a block of rows at a time (kernels/cpu/matmul.cpp).
 #include <cstdint>
 
 #include "kernels/status.hpp"

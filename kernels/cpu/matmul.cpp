@@ -61,6 +61,21 @@ void reference_matmul(const MatmulParams& p, const TensorView& wv, const float* 
   });
 }
 
+// y = x w^T through oneDNN for a 16-bit weight: blocks of rows widened to f32 (about 1 MB
+// each, so a block stays in cache for the product that reads it).
+Status widened_blas_matmul(const TensorView& wv, int64_t m, int64_t n, int64_t k, const float* x, float* y) {
+  const int64_t block = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(k, 1));
+  thread_local std::vector<float> w;
+  w.resize(static_cast<size_t>(std::min(block, n) * k));
+  const size_t es = dtype_size(wv.dtype);
+  for (int64_t j0 = 0; j0 < n; j0 += block) {
+    const int64_t rows = std::min(block, n - j0);
+    convert_to_float(static_cast<const char*>(wv.data) + j0 * k * static_cast<int64_t>(es), wv.dtype, rows * k, w.data());
+    if (Status st = blas_sgemm(true, m, rows, k, x, k, w.data(), k, y + j0, n); !st.is_ok()) return st;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status matmul(const MatmulParams& p) {
@@ -78,17 +93,23 @@ Status matmul(const MatmulParams& p) {
     y_copy.resize(static_cast<size_t>(m * n));
     y = y_copy.data();
   }
-  // The fast paths only for f32 weights: converting a bf16 weight on every call would cost
-  // more than the product saves. A few rows (decode, verify) stream the weights once through
-  // the small-batch kernel; more rows (prefill) go to oneDNN.
+  // A few rows (decode, verify) stream the weights once through the small-batch kernel, f32
+  // or bf16 weights (bf16 widened in registers: the draft heads ship in bf16, and keeping them
+  // so halves what a draft step reads); more rows (prefill) go to oneDNN, a bf16/f16 weight
+  // widened a block of rows at a time.
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
-  const bool fast = !fp8 && !reference_gemm.load() && p.w.dtype == DType::kF32;
+  const bool fast = !fp8 && !reference_gemm.load();
+  const bool small = m <= kSmallBatchMaxRows && small_batch_gemm_available();
   if (fp8) {
     reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);
-  } else if (fast && m <= kSmallBatchMaxRows && small_batch_gemm_available()) {
+  } else if (fast && small && p.w.dtype == DType::kF32) {
     small_batch_gemm(m, n, k, x, p.w.ptr<float>(), y);
-  } else if (fast && blas_available()) {
+  } else if (fast && small && p.w.dtype == DType::kBF16) {
+    small_batch_gemm(m, n, k, x, static_cast<const uint16_t*>(p.w.data), y);
+  } else if (fast && blas_available() && p.w.dtype == DType::kF32) {
     if (Status st = blas_sgemm_nt(m, n, k, x, p.w.ptr<float>(), y); !st.is_ok()) return st;
+  } else if (fast && blas_available() && (p.w.dtype == DType::kBF16 || p.w.dtype == DType::kF16)) {
+    if (Status st = widened_blas_matmul(p.w, m, n, k, x, y); !st.is_ok()) return st;
   } else {
     reference_matmul(p, p.w, nullptr, x, y);
   }

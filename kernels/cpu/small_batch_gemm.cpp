@@ -16,38 +16,77 @@ namespace aerie::kernels::cpu {
 
 namespace {
 
-constexpr int kWeightRows = 4;           // weight rows per tile: 4 x M accumulators in registers
-constexpr int64_t kPrefetchFloats = 256;  // 1 KB ahead in each weight row (measured best of 64-1024)
+constexpr int kWeightRows = 4;            // weight rows per tile: 4 x M accumulators in registers
+constexpr int64_t kPrefetchBytes = 1024;  // ahead in each weight row (measured best of 256 B - 4 KB for f32)
+
+// Weights are f32 or bf16 (uint16_t: the top half of an f32). A bf16 weight widens to f32
+// exactly, so both give the same products and, summed in the same order, the same bits;
+// bf16 halves the bytes a product streams (the draft heads ship in bf16).
+template <class W>
+constexpr int64_t prefetch_ahead = kPrefetchBytes / static_cast<int64_t>(sizeof(W));
+
+__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) {
+  // The all-lanes masked forms: GCC 12's unmasked ones warn about their undefined source.
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, wide, 16));
+}
+__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma"))) inline __m256 load8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// The k tail (< 16 columns) copied into zero-padded blocks, so the tiles read it with full
+// loads; the zeros add nothing to the lane sums (as masked loads would not).
+template <int M, int R, class W>
+struct TailBlocks {
+  alignas(64) W w[R][16] = {};
+  alignas(64) float x[M][16] = {};
+  TailBlocks(const float* xs, int64_t k, const W* const* wr, int64_t c) {
+    for (int r = 0; r < R; ++r)
+      for (int64_t l = 0; c + l < k; ++l) w[r][l] = wr[r][c + l];
+    for (int i = 0; i < M; ++i)
+      for (int64_t l = 0; c + l < k; ++l) x[i][l] = xs[i * k + c + l];
+  }
+};
+
+// Sixteen columns of M x rows (row stride ldx) against kWeightRows weight rows.
+template <int M, class W>
+__attribute__((target("avx512f"), always_inline)) inline void step16(__m512 (&acc)[M][kWeightRows], const W* const* wp, const float* xp,
+                                                                     int64_t ldx) {
+  __m512 wv[kWeightRows];
+  for (int r = 0; r < kWeightRows; ++r) wv[r] = load16(wp[r]);
+  for (int i = 0; i < M; ++i) {
+    const __m512 xv = _mm512_loadu_ps(xp + i * ldx);
+    for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+  }
+}
 
 // M rows of x against `rows` (<= 4) consecutive weight rows; y row i, column r at
-// y[i * ldy + r]. One 16-wide accumulator per (x row, weight row); the k tail is masked.
-template <int M>
-__attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const float* w, int rows, float* y, int64_t ldy) {
+// y[i * ldy + r]. One 16-wide accumulator per (x row, weight row).
+template <int M, class W>
+__attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const W* w, int rows, float* y, int64_t ldy) {
   __m512 acc[M][kWeightRows];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_setzero_ps();
-  const float* wr[kWeightRows];
+  const W* wr[kWeightRows];
   for (int r = 0; r < kWeightRows; ++r) wr[r] = w + (r < rows ? r : 0) * k;  // missing rows repeat row 0, unused
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
-    __m512 wv[kWeightRows];
+    const W* wp[kWeightRows];
     for (int r = 0; r < kWeightRows; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c + kPrefetchFloats), _MM_HINT_T0);
-      wv[r] = _mm512_loadu_ps(wr[r] + c);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c + prefetch_ahead<W>), _MM_HINT_T0);
+      wp[r] = wr[r] + c;
     }
-    for (int i = 0; i < M; ++i) {
-      const __m512 xv = _mm512_loadu_ps(x + i * k + c);
-      for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
-    }
+    step16<M>(acc, wp, x + c, k);
   }
   if (c < k) {
-    const auto mask = static_cast<__mmask16>((1u << (k - c)) - 1);
-    __m512 wv[kWeightRows];
-    for (int r = 0; r < kWeightRows; ++r) wv[r] = _mm512_maskz_loadu_ps(mask, wr[r] + c);
-    for (int i = 0; i < M; ++i) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + c);
-      for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
-    }
+    const TailBlocks<M, kWeightRows, W> t(x, k, wr, c);
+    const W* wp[kWeightRows];
+    for (int r = 0; r < kWeightRows; ++r) wp[r] = t.w[r];
+    step16<M>(acc, wp, &t.x[0][0], 16);
   }
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < rows; ++r) {
@@ -60,15 +99,6 @@ __attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const fl
     }
 }
 
-void tile_rows(int64_t m, const float* x, int64_t k, const float* w, int rows, float* y, int64_t ldy) {
-  switch (m) {
-    case 1: return tile<1>(x, k, w, rows, y, ldy);
-    case 2: return tile<2>(x, k, w, rows, y, ldy);
-    case 3: return tile<3>(x, k, w, rows, y, ldy);
-    default: return tile<4>(x, k, w, rows, y, ldy);
-  }
-}
-
 // The AVX2 + FMA tile (CPUs without AVX-512, e.g. AMD Zen 2/3): each output keeps the
 // sixteen lane sums of the AVX-512 tile as two 8-wide halves, fed the same products in the
 // same order and summed by the same tree, so both ISAs give the same bits. Sixteen ymm
@@ -77,46 +107,45 @@ void tile_rows(int64_t m, const float* x, int64_t k, const float* w, int rows, f
 // 70 ms against 98 and 93; oneDNN 84), and 8 x rows spill (74 ms).
 constexpr int kAvx2WeightRows = 1;
 
-template <int M, int R>
-__attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, const float* w, int rows, float* y, int64_t ldy) {
+// Sixteen columns (two 8-wide halves) of M x rows against R weight rows.
+template <int M, int R, class W>
+__attribute__((target("avx2,fma"), always_inline)) inline void step16_avx2(__m256 (&lo)[M][R], __m256 (&hi)[M][R], const W* const* wp,
+                                                                           const float* xp, int64_t ldx) {
+  __m256 wl[R], wh[R];
+  for (int r = 0; r < R; ++r) {
+    wl[r] = load8(wp[r]);
+    wh[r] = load8(wp[r] + 8);
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m256 xl = _mm256_loadu_ps(xp + i * ldx), xh = _mm256_loadu_ps(xp + i * ldx + 8);
+    for (int r = 0; r < R; ++r) {
+      lo[i][r] = _mm256_fmadd_ps(xl, wl[r], lo[i][r]);
+      hi[i][r] = _mm256_fmadd_ps(xh, wh[r], hi[i][r]);
+    }
+  }
+}
+
+template <int M, int R, class W>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, const W* w, int rows, float* y, int64_t ldy) {
   __m256 lo[M][R], hi[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) lo[i][r] = hi[i][r] = _mm256_setzero_ps();
-  const float* wr[R];
+  const W* wr[R];
   for (int r = 0; r < R; ++r) wr[r] = w + (r < rows ? r : 0) * k;
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
-    __m256 wl[R], wh[R];
+    const W* wp[R];
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c + kPrefetchFloats), _MM_HINT_T0);
-      wl[r] = _mm256_loadu_ps(wr[r] + c);
-      wh[r] = _mm256_loadu_ps(wr[r] + c + 8);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c + prefetch_ahead<W>), _MM_HINT_T0);
+      wp[r] = wr[r] + c;
     }
-    for (int i = 0; i < M; ++i) {
-      const __m256 xl = _mm256_loadu_ps(x + i * k + c), xh = _mm256_loadu_ps(x + i * k + c + 8);
-      for (int r = 0; r < R; ++r) {
-        lo[i][r] = _mm256_fmadd_ps(xl, wl[r], lo[i][r]);
-        hi[i][r] = _mm256_fmadd_ps(xh, wh[r], hi[i][r]);
-      }
-    }
+    step16_avx2<M, R>(lo, hi, wp, x + c, k);
   }
-  if (c < k) {  // masked tail: lanes past k load zeros, as the AVX-512 tile's masked loads
-    alignas(32) int32_t bits[16];
-    for (int l = 0; l < 16; ++l) bits[l] = c + l < k ? -1 : 0;
-    const __m256i ml = _mm256_load_si256(reinterpret_cast<const __m256i*>(bits));
-    const __m256i mh = _mm256_load_si256(reinterpret_cast<const __m256i*>(bits + 8));
-    __m256 wl[R], wh[R];
-    for (int r = 0; r < R; ++r) {
-      wl[r] = _mm256_maskload_ps(wr[r] + c, ml);
-      wh[r] = _mm256_maskload_ps(wr[r] + c + 8, mh);
-    }
-    for (int i = 0; i < M; ++i) {
-      const __m256 xl = _mm256_maskload_ps(x + i * k + c, ml), xh = _mm256_maskload_ps(x + i * k + c + 8, mh);
-      for (int r = 0; r < R; ++r) {
-        lo[i][r] = _mm256_fmadd_ps(xl, wl[r], lo[i][r]);
-        hi[i][r] = _mm256_fmadd_ps(xh, wh[r], hi[i][r]);
-      }
-    }
+  if (c < k) {
+    const TailBlocks<M, R, W> t(x, k, wr, c);
+    const W* wp[R];
+    for (int r = 0; r < R; ++r) wp[r] = t.w[r];
+    step16_avx2<M, R>(lo, hi, wp, &t.x[0][0], 16);
   }
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < rows; ++r) {
@@ -131,8 +160,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
 
 // Runs `tile(x_rows, x, w_tile, rows, y)` over tiles of `weight_rows` weight rows and groups
 // of up to `x_group` x rows (the weight tile stays in L1 between groups).
-template <class Tile>
-void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, int weight_rows, int64_t x_group, Tile tile) {
+template <class W, class Tile>
+void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y, int weight_rows, int64_t x_group, Tile tile) {
   const int64_t tiles = (n + weight_rows - 1) / weight_rows;
   parallel_for(tiles, m * k * weight_rows, [&](int64_t t) {
     const int64_t j = t * weight_rows;
@@ -147,6 +176,30 @@ bool cpu_has(SmallBatchIsa isa) {
   return isa == SmallBatchIsa::kAvx512 ? avx512 : isa == SmallBatchIsa::kAvx2 ? avx2 : false;
 }
 
+template <class W>
+void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
+  if (!cpu_has(isa)) std::abort();  // callers check small_batch_gemm_supports() first
+  if (isa == SmallBatchIsa::kAvx512) {
+    for_each_tile(m, n, k, x, w, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
+      switch (rows_x) {
+        case 1: return tile<1>(xs, k, ws, rows, ys, n);
+        case 2: return tile<2>(xs, k, ws, rows, ys, n);
+        case 3: return tile<3>(xs, k, ws, rows, ys, n);
+        default: return tile<4>(xs, k, ws, rows, ys, n);
+      }
+    });
+    return;
+  }
+  for_each_tile(m, n, k, x, w, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
+    switch (rows_x) {
+      case 1: return tile_avx2<1, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+      case 2: return tile_avx2<2, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+      case 3: return tile_avx2<3, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+      default: return tile_avx2<4, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+    }
+  });
+}
+
 }  // namespace
 
 SmallBatchIsa small_batch_gemm_isa() {
@@ -159,21 +212,10 @@ SmallBatchIsa small_batch_gemm_isa() {
 bool small_batch_gemm_supports(SmallBatchIsa isa) { return cpu_has(isa); }
 
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
-  if (!cpu_has(isa)) std::abort();  // callers check small_batch_gemm_supports() first
-  if (isa == SmallBatchIsa::kAvx512) {
-    for_each_tile(m, n, k, x, w, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const float* ws, int rows, float* ys) {
-      tile_rows(rows_x, xs, k, ws, rows, ys, n);
-    });
-    return;
-  }
-  for_each_tile(m, n, k, x, w, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const float* ws, int rows, float* ys) {
-    switch (rows_x) {
-      case 1: return tile_avx2<1, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      case 2: return tile_avx2<2, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      case 3: return tile_avx2<3, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      default: return tile_avx2<4, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-    }
-  });
+  run_on(isa, m, n, k, x, w, y);
+}
+void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y) {
+  run_on(isa, m, n, k, x, w_bf16, y);
 }
 
 #else
@@ -183,6 +225,7 @@ bool small_batch_gemm_supports(SmallBatchIsa) { return false; }
 void small_batch_gemm_on(SmallBatchIsa, int64_t, int64_t, int64_t, const float*, const float*, float*) {
   std::abort();  // callers check small_batch_gemm_supports() first
 }
+void small_batch_gemm_on(SmallBatchIsa, int64_t, int64_t, int64_t, const float*, const uint16_t*, float*) { std::abort(); }
 
 #endif
 
@@ -190,6 +233,9 @@ bool small_batch_gemm_available() { return small_batch_gemm_isa() != SmallBatchI
 
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
   small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w, y);
+}
+void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y) {
+  small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w_bf16, y);
 }
 
 }  // namespace aerie::kernels::cpu

@@ -4,7 +4,8 @@
 // weights first at these shapes and streams them at half the bandwidth (measured on the
 // CI machine: 8 rows over 566 MB of f32 weights, 52 ms in oneDNN, 31 ms here).
 // AVX-512, or AVX2 + FMA (the same sums, so the same bits); elsewhere the caller uses the
-// general path.
+// general path. Weights in f32, or in bf16 (widened exactly in registers: the same bits as
+// the f32 copy of the weight, from half the bytes).
 #include <cstdint>
 
 namespace aerie::kernels::cpu {
@@ -21,11 +22,15 @@ SmallBatchIsa small_batch_gemm_isa();
 bool small_batch_gemm_supports(SmallBatchIsa isa);
 /// small_batch_gemm with a given instruction set (tests compare them); isa must be supported.
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
+void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y);
 
 /// y[m, n] = x[m, k] w[n, k]^T, f32, m <= kSmallBatchMaxRows. Each output is summed in the
 /// same order whatever m is and whichever instruction set runs it: sixteen lane sums, lane l
 /// fused-multiply-adding the products of columns c = l (mod 16) in order (zeros past k), then
 /// lanes u += u + w for w = 8, 4, 2, 1. So a row's result does not depend on its batch.
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
+/// The same with bf16 weights (raw bits): equal, bit for bit, to small_batch_gemm on the
+/// weight widened to f32.
+void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y);
 
 }  // namespace aerie::kernels::cpu

@@ -87,6 +87,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                 static_cast<long long>(S), static_cast<long long>(K), static_cast<long long>(N), static_cast<double>(o.temperature), o.draft_actor ? "behind its actor" : "in-process",
                 verify_graphs ? "graphs" : "eager", kernels::gemv_max_rows(), static_cast<long long>(eagle3_vocab),
                 static_cast<long long>(o.tp_size), o.tp_size == 1 ? "" : replicated_head ? " (EAGLE heads whole on every rank)" : " (heads sharded)");
+    if (device == Device::kCpu) std::printf("CPU: EAGLE heads' weights in %s, products by %s\n", o.cpu_head_dtype.c_str(), kernels::cpu_gemm_name());
     std::printf("%-16s %5s %10s %10s %10s %10s %10s %9s %11s %9s %8s\n", "algorithm", "batch", "plain(ms)", "draft(ms)", "extend(ms)",
                 "verify(ms)", "round(ms)", "verify/pl", "round/parts", "tok/round", "tok/s x");
   }
@@ -130,7 +131,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
                                .dummy = true, .seed = o.seed, .replicated = replicated_head,
                                .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab, .fp8_weights = fp8};
       const DraftShape draft_shape = resolve_draft(choice, config);
-      DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, wdt, wdt, stream.get());
+      const DType head_wdt = device == Device::kCpu && draft_shape.head ? parse_dtype(o.cpu_head_dtype) : wdt;
+      DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, head_wdt, wdt, stream.get());
       model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
       auto draft = std::make_shared<spec::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
                                                            draft_kv, target, B, K);
@@ -248,7 +250,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
       out.push_back({{"algorithm", alg_name}, {"draft_runner", draft_runner}, {"draft_fp8", fp8}, {"draft_graphs", draft_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"temperature", o.temperature}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
-                     {"eagle3_draft_vocab", eagle3_vocab},
+                     {"eagle3_draft_vocab", eagle3_vocab}, {"device", device == Device::kCpu ? "cpu" : "cuda"}, {"cpu_head_dtype", device == Device::kCpu ? o.cpu_head_dtype : std::string()},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
                      {"draft_forward_ms", draft_ms}, {"draft_extend_ms", extend_ms}, {"verify_ms", verify_ms}, {"round_ms", round_ms}, {"verify_over_plain", verify_ms / plain_ms},
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},

@@ -45,6 +45,9 @@ struct SpecBenchOptions {
   // EAGLE heads' weights, each a variant of the same run: "none" (as loaded) and/or "fp8"
   // (--speculative-draft-model-quantization fp8, labelled +fp8).
   std::vector<std::string> draft_quantizations = {"none"};
+  // CPU: the random EAGLE heads' weight dtype: "bf16" (how a shipped bf16 head is kept on the
+  // CPU, launch/draft_builder.hpp) or "f32".
+  std::string cpu_head_dtype = "bf16";
 };
 
 int run_spec_bench(const SpecBenchOptions& options);

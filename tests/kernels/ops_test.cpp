@@ -150,6 +150,49 @@ TEST(CpuMatmul, SmallBatchKernelSumsInTheDocumentedOrderOnEveryIsa) {
   if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 + FMA nor AVX-512";
 }
 
+// bf16 weights with f32 activations (the CPU keeps a bf16 draft head so): up to 16 rows the
+// small-batch kernel widens them in registers and gives exactly the bits of the f32 copy of
+// the weight, on every instruction set; more rows reach oneDNN widened a block at a time and
+// agree with double precision. Odd k and n: the column tail and partial weight tiles.
+TEST(CpuMatmul, Bf16WeightsGiveTheProductsOfTheirF32Widening) {
+  std::mt19937 rng(24);
+  const int64_t k = 595, n = 4100;  // n over one widened block (2^18 / k rows)
+  Buffer w16 = random_buffer(rng, DType::kBF16, {n, k});
+  Buffer w32(Device::kCpu, DType::kF32, {n, k});
+  convert_to_float(w16.view().data, DType::kBF16, n * k, w32.view().ptr<float>());
+  for (int64_t m : {1, 4, 7, 16}) {
+    Buffer x = random_buffer(rng, DType::kF32, {m, k});
+    Buffer want(Device::kCpu, DType::kF32, {m, n}), got(Device::kCpu, DType::kF32, {m, n});
+    ASSERT_TRUE(matmul({.x = x.view(), .w = w32.view(), .y = want.view()}, kCpu).is_ok());
+    ASSERT_TRUE(matmul({.x = x.view(), .w = w16.view(), .y = got.view()}, kCpu).is_ok());
+    if (cpu::small_batch_gemm_available()) {
+      EXPECT_EQ(to_double(got.view()), to_double(want.view())) << m << " rows";
+    } else {
+      EXPECT_LT(rel_error(to_double(got.view()), to_double(want.view())), 1e-5) << m << " rows";
+    }
+    for (auto isa : {cpu::SmallBatchIsa::kAvx2, cpu::SmallBatchIsa::kAvx512}) {
+      if (!cpu::small_batch_gemm_supports(isa)) continue;
+      std::vector<float> on_isa(static_cast<size_t>(m * n), -1.0f);
+      cpu::small_batch_gemm_on(isa, m, n, k, x.view().ptr<float>(), static_cast<const uint16_t*>(w16.view().data), on_isa.data());
+      std::vector<double> as_double(on_isa.begin(), on_isa.end());
+      EXPECT_EQ(as_double, to_double(want.view())) << m << " rows, " << (isa == cpu::SmallBatchIsa::kAvx2 ? "AVX2" : "AVX-512");
+    }
+  }
+  const int64_t m = 40;  // a prefill's rows
+  Buffer x = random_buffer(rng, DType::kF32, {m, k});
+  auto xd = to_double(x.view()), wd = to_double(w32.view());
+  std::vector<double> ref(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += xd[static_cast<size_t>(i * k + c)] * wd[static_cast<size_t>(j * k + c)];
+      ref[static_cast<size_t>(i * n + j)] = acc;
+    }
+  Buffer y(Device::kCpu, DType::kF32, {m, n});
+  ASSERT_TRUE(matmul({.x = x.view(), .w = w16.view(), .y = y.view()}, kCpu).is_ok());
+  EXPECT_LT(rel_error(to_double(y.view()), ref), 1e-5);
+}
+
 TEST_P(OpsByDType, RmsNormWithAndWithoutResidual) {
   std::mt19937 rng(12);
   const int64_t rows = 5, hidden = 48;
