@@ -9,10 +9,12 @@ namespace aerie::kernels {
 
 /// Logits processing and sampling, one row per request:
 ///  - temperature == 0: greedy (argmax; ties go to the lowest id, as torch.argmax).
-///  - otherwise probs = softmax(logits / temperature), then keep the top_k most likely
-///    (top_k <= 0: all), then the smallest prefix whose mass reaches top_p, then drop
-///    tokens with p < min_p * p_max, renormalise and draw one token with a uniform number
-///    from philox_uniform(seed, step): the same (seed, step) gives the same token.
+///  - otherwise probs = softmax(logits / temperature); the kept tokens are those with
+///    p >= tau, tau the largest of the top_k-th probability (top_k <= 0: none), the top-p
+///    set's smallest probability (the smallest most-likely-first prefix whose mass reaches
+///    top_p) and min_p * p_max; one token is drawn from them, renormalised, walking them in
+///    id order with u = philox_uniform(seed, step): the same (seed, step) gives the same
+///    token. CPU and CUDA filter and draw by this rule, and so does speculative acceptance.
 struct SampleParams {
   TensorView logits;       // [batch, vocab] f32 (not modified)
   TensorView temperature;  // [batch] f32

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/cpu/parallel_for.hpp"
+#include "kernels/cpu/row_filter.hpp"
 #include "kernels/philox.hpp"
 
 namespace aerie::kernels {
@@ -14,63 +16,30 @@ float philox_uniform(uint64_t seed, uint64_t step) { return philox_uniform_inlin
 
 namespace cpu {
 
-namespace {
-int32_t argmax(const float* row, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t v = 1; v < vocab; ++v)
-    if (row[v] > row[best]) best = v;
-  return static_cast<int32_t>(best);
-}
-}  // namespace
-
+// Each row: the shared filter (row_filter.hpp: softmax with temperature, top-k / top-p /
+// min-p as one threshold) and a draw in id order with u = Philox(seed, step), as the CUDA
+// kernel and speculative acceptance draw. Rows run in parallel, each on its own buffer.
 Status sample(const SampleParams& p) {
   const int64_t batch = p.logits.dim(0), vocab = p.logits.dim(1);
-  std::vector<float> probs(static_cast<size_t>(vocab));
-  std::vector<int32_t> order(static_cast<size_t>(vocab));
   for (int64_t b = 0; b < batch; ++b) {
-    const float* row = p.logits.ptr<float>() + b * vocab;
-    const float temp = p.temperature.ptr<float>()[b];
-    const float top_p = p.top_p.ptr<float>()[b];
-    const float min_p = p.min_p.ptr<float>()[b];
-    const int32_t top_k = p.top_k.ptr<int32_t>()[b];
+    const float temp = p.temperature.ptr<float>()[b], top_p = p.top_p.ptr<float>()[b], min_p = p.min_p.ptr<float>()[b];
     if (!(temp >= 0.0f) || !std::isfinite(temp)) return Status::error("temperature must be a finite number >= 0");
     if (!(top_p > 0.0f && top_p <= 1.0f)) return Status::error("top_p must be in (0, 1]");
     if (!(min_p >= 0.0f && min_p <= 1.0f)) return Status::error("min_p must be in [0, 1]");
+  }
+  parallel_for(batch, 8 * vocab, [&](int64_t b) {
+    thread_local std::vector<float> probs;
+    const float* row = p.logits.ptr<float>() + b * vocab;
+    const float temp = p.temperature.ptr<float>()[b];
+    const RowFilter f = row_filter(row, vocab, temp, p.top_p.ptr<float>()[b], p.top_k.ptr<int32_t>()[b], p.min_p.ptr<float>()[b], probs);
     int32_t& out = p.out.ptr<int32_t>()[b];
     if (temp == 0.0f) {
-      out = argmax(row, vocab);
-      continue;
+      out = f.argmax;
+      return;
     }
-    // Softmax in fp32 with the max subtracted.
-    const float mx = row[argmax(row, vocab)];
-    double total = 0.0;
-    for (int64_t v = 0; v < vocab; ++v) {
-      probs[static_cast<size_t>(v)] = std::exp((row[v] - mx) / temp);
-      total += probs[static_cast<size_t>(v)];
-    }
-    for (auto& x : probs) x = static_cast<float>(x / total);
-    // Most likely first; equal probabilities keep id order, so the result is deterministic.
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(c)]; });
-    int64_t keep = (top_k > 0 && top_k < vocab) ? top_k : vocab;
-    double cum = 0.0;
-    for (int64_t i = 0; i < keep; ++i) {  // smallest prefix whose mass reaches top_p
-      cum += probs[static_cast<size_t>(order[static_cast<size_t>(i)])];
-      if (cum >= top_p) { keep = i + 1; break; }
-    }
-    const float floor = min_p * probs[static_cast<size_t>(order[0])];
-    while (keep > 1 && probs[static_cast<size_t>(order[static_cast<size_t>(keep - 1)])] < floor) --keep;
-    double kept = 0.0;
-    for (int64_t i = 0; i < keep; ++i) kept += probs[static_cast<size_t>(order[static_cast<size_t>(i)])];
-    const double u = static_cast<double>(kernels::philox_uniform(static_cast<uint64_t>(p.seed.ptr<int64_t>()[b]),
-                                                                 static_cast<uint64_t>(p.step.ptr<int64_t>()[b]))) * kept;
-    double run = 0.0;
-    out = order[static_cast<size_t>(keep - 1)];  // guards against rounding at the top end
-    for (int64_t i = 0; i < keep; ++i) {
-      run += probs[static_cast<size_t>(order[static_cast<size_t>(i)])];
-      if (u < run) { out = order[static_cast<size_t>(i)]; break; }
-    }
-  }
+    const float u = kernels::philox_uniform(static_cast<uint64_t>(p.seed.ptr<int64_t>()[b]), static_cast<uint64_t>(p.step.ptr<int64_t>()[b]));
+    out = draw_in_id_order(probs, f, {}, u, f.kept);
+  });
   return Status::ok();
 }
 

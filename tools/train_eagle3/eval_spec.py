@@ -2,7 +2,7 @@
 """Speculative decoding with a trained EAGLE-3 head against plain decoding, on held-out prompts
 (prompts.py's held-out topics), through `aerie-generate --chat`: for each batch size
 (--max-running-requests), temperature (0 and 0.7, seeded) and configuration (plain; EAGLE3
-chain 3 and 5 steps; tree topk 4 with 8 draft tokens; with --configs also larger trees), the output tokens per second of prefill
+chain 3 and 5 steps; tree topk 4 with 8 draft tokens; with --configs also chain 2 and larger trees), the output tokens per second of prefill
 + decode (aerie-generate's summary line; loading excluded) and the accept length (output tokens
 per verify forward). In f32 greedy outputs must equal plain decoding's, token for token (a
 difference fails the run); in bf16 how many equal is reported (near-ties may flip).
@@ -21,6 +21,9 @@ import prompts as prompt_sets  # noqa: E402
 
 CONFIGS = {
     "plain": [],
+    # Chain 2 (3-row verifies): on a 2-core CPU each further draft step costs a verify row
+    # and a head forward, and 2 steps paid best there (docs/performance.md).
+    "chain-2": ["--speculative-num-steps", "2", "--speculative-eagle-topk", "1"],
     "chain-3": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"],
     "chain-5": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
     "tree-4x3-8": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
