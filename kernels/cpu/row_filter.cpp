@@ -29,25 +29,23 @@ float top_p_threshold(std::vector<float> probs, float top_p) {
 
 }  // namespace
 
-float RowFilter::prob(float x) const { return std::exp((x - mx) * inv_t) * inv_z; }
-
 RowFilter row_filter(const float* row, int64_t vocab, float temperature, float top_p, int32_t top_k, float min_p, std::vector<float>& probs) {
   RowFilter f;
   for (int64_t v = 1; v < vocab; ++v)
     if (row[v] > row[f.argmax]) f.argmax = static_cast<int32_t>(v);
   f.mx = row[f.argmax];
   if (!(temperature > 0.0f)) return f;
-  f.inv_t = 1.0f / temperature;
+  const float inv_t = 1.0f / temperature;
   probs.resize(static_cast<size_t>(vocab));
   double z = 0.0;
   for (int64_t v = 0; v < vocab; ++v) {
-    const float e = std::exp((row[v] - f.mx) * f.inv_t);
+    const float e = std::exp((row[v] - f.mx) * inv_t);
     probs[static_cast<size_t>(v)] = e;
     z += e;
   }
-  f.inv_z = static_cast<float>(1.0 / z);
-  for (auto& p : probs) p *= f.inv_z;  // as prob(): expf(...) * inv_z
-  const float p_max = f.inv_z;
+  const float inv_z = static_cast<float>(1.0 / z);
+  for (auto& p : probs) p *= inv_z;
+  const float p_max = inv_z;  // the argmax's e is 1
   f.tau = min_p * p_max;
   if (top_k > 0 && top_k < vocab) {
     std::vector<float> copy(probs);

@@ -11,17 +11,15 @@
 namespace aerie::kernels::cpu {
 
 struct RowFilter {
-  float mx = 0.0f;       // the row's maximum
-  int32_t argmax = 0;    // its lowest index
-  float inv_t = 0.0f, inv_z = 0.0f;
-  float tau = 0.0f;      // kept: p >= tau (at most the largest p: the argmax always survives)
-  float kept = 0.0f;     // the kept mass
-  // p(x) = expf((x - mx) * inv_t) * inv_z: the same bits as the entries of `probs` below.
-  float prob(float x) const;
+  float mx = 0.0f;     // the row's maximum
+  int32_t argmax = 0;  // its lowest index
+  float tau = 0.0f;    // kept: p >= tau (at most the largest p: the argmax always survives)
+  float kept = 0.0f;   // the kept mass
 };
 
 // The filter of one logits row. Greedy rows (temperature <= 0) get only mx and argmax. Other
-// rows also leave every token's probability in `probs` (resized to vocab).
+// rows also leave every token's probability, expf((x - mx) / temperature) / sum, in `probs`
+// (resized to vocab).
 RowFilter row_filter(const float* row, int64_t vocab, float temperature, float top_p, int32_t top_k, float min_p, std::vector<float>& probs);
 
 // A draw in id order from the kept tokens not in `removed`: the first whose running mass

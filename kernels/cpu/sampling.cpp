@@ -1,7 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numeric>
 #include <string>
 #include <vector>
 

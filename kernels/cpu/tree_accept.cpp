@@ -2,7 +2,6 @@
 // filter (maximum, normaliser, kept threshold and mass: row_filter.hpp, as plain sampling)
 // computed only for the rows the walk visits.
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "kernels/backends.hpp"
