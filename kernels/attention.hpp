@@ -40,9 +40,6 @@ struct AttentionParams {
   // a multiple, the GQA group at most kAttentionMaxGroup (when > 1) and group x
   // tokens_per_block <= kAttentionMaxRows. The CPU reference ignores it.
   int tokens_per_block = 1;
-  // Optional: the weights the next op reads (o_proj), asked of L2 while attention runs
-  // (kernels/l2_prefetch.hpp). Changes no result.
-  TensorView prefetch = {};
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;

@@ -34,11 +34,6 @@ void check_rows_match(const TensorView& a, const char* fa, const TensorView& b, 
                                           << " disagree on rows");
 }
 
-// An L2 prefetch hint (kernels/l2_prefetch.hpp) must lie on the op's device.
-void check_prefetch(const TensorView& t, Device d) {
-  AERIE_CHECK(!t.defined() || t.device == d, "prefetch " << t.describe() << " is not on " << device_name(d));
-}
-
 }  // namespace
 
 void EmbeddingParams::validate() const {
@@ -129,7 +124,6 @@ void RmsNormParams::validate() const {
                 "residual " << residual.describe() << " does not match x " << x.describe());
   }
   AERIE_CHECK(eps > 0.0f, "eps must be positive");
-  check_prefetch(prefetch, x.device);
 }
 Status rms_norm(const RmsNormParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::rms_norm,
@@ -236,7 +230,6 @@ Status silu_mul(const SiluMulParams& p, const Stream& s) {
 
 void AttentionParams::validate() const {
   Device d = q.device;
-  check_prefetch(prefetch, d);
   check_tensor(q, "q", 3, d);
   check_floating(q, "q");
   check_tensor(k_cache, "k_cache", 3, d);

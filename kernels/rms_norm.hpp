@@ -13,9 +13,6 @@ struct RmsNormParams {
   TensorView residual = {};  // [rows, hidden], optional, in/out
   TensorView y;              // [rows, hidden], out (may alias x)
   float eps = 1e-5f;
-  // Optional: the weights the next op reads, asked of L2 while the norm runs
-  // (kernels/l2_prefetch.hpp). Changes no result.
-  TensorView prefetch = {};
   void validate() const;
 };
 Status rms_norm(const RmsNormParams& p, const Stream& stream);

@@ -4,24 +4,12 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/error.hpp"
-#include "kernels/l2_prefetch.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rope_kv_write.hpp"
 
 namespace aerie::model {
 
 namespace ops = aerie::kernels;
-
-namespace {
-
-// The bytes of a product's weight that `rows` input rows read: its fp8 copy where that serves.
-// (The L2 prefetch hints below name them: attention asks for all of o_proj, as it runs long
-// enough at small batch; each norm for the leading bytes of the product after it.)
-TensorView read_weight(const TensorView& w, const TensorView& w_fp8, int64_t rows) {
-  return ops::fp8_copy_serves(w_fp8, rows) ? w_fp8 : w;
-}
-
-}  // namespace
 
 void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                          const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
@@ -34,14 +22,12 @@ void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, con
   AERIE_CHECK_STATUS(ops::attention({.q = a.q, .k_cache = k_cache, .v_cache = v_cache, .out = a.attn, .qo_indptr = at.qo_indptr,
                                      .kv_indptr = at.kv_indptr, .kv_indices = at.kv_indices, .custom_mask = at.custom_mask,
                                      .mask_indptr = at.mask_indptr, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                                     .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block,
-                                     .prefetch = ops::l2_prefetch_hint(read_weight(w.o_proj, w.o_proj_fp8, T), T)},
+                                     .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block},
                                     s));
   // Row-parallel: each rank's heads give a partial o_proj; the bias rides on one rank. The
   // all-reduce and the post-attention norm are one step (fused by the IPC communicator).
   AERIE_CHECK_STATUS(ops::matmul({.x = a.attn.reshape({T, c.q_size()}), .w = w.o_proj, .bias = w.o_bias, .w_fp8 = w.o_proj_fp8, .w_scale = w.o_proj_scale, .y = a.hidden}, s));
-  tp.all_reduce_residual_rms_norm(a.hidden, a.residual, w.post_norm, a.normed, c.rms_norm_eps, s,
-                                  ops::l2_prefetch_hint(read_weight(w.gate_up, w.gate_up_fp8, T), T, ops::kL2NormPrefetchBytes));
+  tp.all_reduce_residual_rms_norm(a.hidden, a.residual, w.post_norm, a.normed, c.rms_norm_eps, s);
 }
 
 void run_mlp_block(const DecoderLayerWeights& w, const TensorView& x, const TensorView& gate_up, const TensorView& act, const TensorView& out,
@@ -52,12 +38,11 @@ void run_mlp_block(const DecoderLayerWeights& w, const TensorView& x, const Tens
 
 void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                       const Stream& s, const TensorView& next_norm, const TensorView& next_weight) {
+                       const Stream& s, const TensorView& next_norm) {
   run_attention_block(c, w, attn_input, a, at, k_cache, v_cache, tp, s);
   run_mlp_block(w, a.normed, a.gate_up, a.act, a.hidden, s);
   if (next_norm.defined()) {
-    tp.all_reduce_residual_rms_norm(a.hidden, a.residual, next_norm, a.normed, c.rms_norm_eps, s,
-                                    ops::l2_prefetch_hint(next_weight, a.hidden.dim(0), ops::kL2NormPrefetchBytes));
+    tp.all_reduce_residual_rms_norm(a.hidden, a.residual, next_norm, a.normed, c.rms_norm_eps, s);
   } else {
     tp.all_reduce_sum(a.hidden, s);
   }

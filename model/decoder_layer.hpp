@@ -46,12 +46,10 @@ struct LayerAttention {
 // next_norm [hidden]: the norm that reads this layer's output (the next layer's input norm,
 // a final norm), optional; when given it is applied here, fused with the MLP's all-reduce
 // (Communicator::all_reduce_residual_rms_norm): residual += hidden, normed =
-// next_norm(residual), as the caller would have done. next_weight: the weight of the product
-// that reads `normed` next (the next layer's q/k/v, the LM head), optional: a hint for that norm
-// (kernels/l2_prefetch.hpp).
+// next_norm(residual), as the caller would have done.
 void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                       const Stream& stream, const TensorView& next_norm = {}, const TensorView& next_weight = {});
+                       const Stream& stream, const TensorView& next_norm = {});
 
 // The two halves of run_decoder_layer, for DP attention (model/dp_attention.hpp), where the
 // MLP runs on other rows than attention. Attention: K/V into the caches, residual +=

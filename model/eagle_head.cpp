@@ -315,12 +315,6 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                           .kv_indptr = ws.kv_indptr(dims.seqs), .kv_indices = ws.kv_indices(),
                           .custom_mask = masked ? ws.mask() : TensorView(), .mask_indptr = masked ? ws.mask_indptr(dims.seqs) : TensorView(),
                           .workspace = ws.attn_partial.view(), .num_splits = splits, .tokens_per_block = tpb};
-  // The product after the layer is the LM head (a hint for the norm before it).
-  const bool own_head = e3 || !config_.hot_tokens.empty();
-  const TensorView head_weight =
-      R == 0 ? TensorView()
-             : !own_head ? tw.lm_head_view()
-                         : (ops::fp8_copy_serves(w_.lm_head_fp8.values.view(), R) ? w_.lm_head_fp8.values.view() : w_.lm_head.view());
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
                      .down = w_.down.view(), .qkv_fp8 = w_.qkv_fp8.values.view(), .qkv_scale = w_.qkv_fp8.scales.view(),
@@ -330,7 +324,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                     attn_input, a, at, kv.k(0), kv.v(0), layer_group(), stream_,
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
-                    e3 ? w_.norm.view() : w_.post_norm.view(), head_weight);
+                    e3 ? w_.norm.view() : w_.post_norm.view());
   // The output hidden state is the residual stream where the layer left it: read in place by
   // whoever needs it before the next forward over this workspace (state rows, the next draft step).
   out_hidden_ = a.residual;
@@ -342,6 +336,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
     selected = rows(ws.selected, R);
     AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = e3 ? a.normed : a.residual, .out = selected}, stream_));
   }
+  const bool own_head = e3 || !config_.hot_tokens.empty();
   vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
                         {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},
                         lm_head_group(), stream_, own_head ? w_.lm_head_fp8.values.view() : TensorView(),

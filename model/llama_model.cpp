@@ -7,7 +7,6 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
-#include "kernels/l2_prefetch.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope_kv_write.hpp"
@@ -207,8 +206,7 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
   vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);
   // Layer 0's input norm reads the embeddings; every later norm (the next layer's input
   // norm, the final norm) is applied by the layer before it, fused with its all-reduce.
-  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps,
-                                    .prefetch = ops::l2_prefetch_hint(layer_views(0).qkv, T, ops::kL2NormPrefetchBytes)},
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
                                    stream_));
   AERIE_CHECK(!dp_ || dp_plan_, "a DP-attention forward needs the step's padding plan; a captured graph cannot hold one");
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -217,9 +215,8 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
       if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
     const TensorView next_norm =
         l + 1 < c.num_layers ? weights_.layers[static_cast<size_t>(l + 1)].input_norm.view() : weights_.final_norm.view();
-    const TensorView next_weight = l + 1 < c.num_layers ? layer_views(l + 1).qkv : (R > 0 ? weights_.lm_head_view() : TensorView());
     if (!dp_) {
-      run_decoder_layer(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm, next_weight);
+      run_decoder_layer(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
       continue;
     }
     // DP attention: attention on this group's rows, the MLP on every group's, then the

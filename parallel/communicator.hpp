@@ -35,10 +35,9 @@ class Communicator {
   // What follows a row-parallel layer: x = sum of x over ranks; residual += x;
   // y = rmsnorm(residual) * weight (kernels/rms_norm.hpp's numbers). x, residual, y
   // [rows, hidden], weight [hidden]. By default all_reduce_sum then the rms_norm op; the IPC
-  // communicator fuses them into one kernel. prefetch: the next op's weights, a hint for the
-  // norm (kernels/l2_prefetch.hpp; the fused IPC kernel does not take it).
+  // communicator fuses them into one kernel.
   virtual void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y,
-                                            float eps, const Stream& stream, const TensorView& prefetch = {});
+                                            float eps, const Stream& stream);
   // Gives up on the group after a fault: pending and later collectives fail instead of
   // waiting for a lost peer (NCCL: ncclCommAbort). Idempotent.
   virtual void abort() {}

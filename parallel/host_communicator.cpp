@@ -15,9 +15,9 @@
 namespace aerie::parallel {
 
 void Communicator::all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y,
-                                                float eps, const Stream& stream, const TensorView& prefetch) {
+                                                float eps, const Stream& stream) {
   all_reduce_sum(x, stream);
-  AERIE_CHECK_STATUS(kernels::rms_norm({.x = x, .weight = weight, .residual = residual, .y = y, .eps = eps, .prefetch = prefetch}, stream));
+  AERIE_CHECK_STATUS(kernels::rms_norm({.x = x, .weight = weight, .residual = residual, .y = y, .eps = eps}, stream));
 }
 
 void Communicator::check_all_gather(const TensorView& in, const TensorView& out) const {

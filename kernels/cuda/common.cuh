@@ -128,43 +128,6 @@ __device__ __forceinline__ void cp_async_wait_at_most(int pending) {
   else cp_async_wait<0>();
 }
 
-// Weights the next kernel reads, asked of L2 while a kernel that reads little memory runs
-// (attention at small batch, a norm), so that HBM keeps streaming between a step's weight
-// products (kernels/l2_prefetch.hpp). mode 1: Hopper's bulk prefetch (no registers, nothing
-// to wait for); 2: one prefetch instruction per 128-byte line; 0: none.
-struct L2Hint {
-  const char* data = nullptr;
-  int64_t bytes = 0;
-  int mode = 0;
-};
-
-// Share `part` of `parts` of the hinted bytes, issued by this block's threads; returns at
-// once (the lines arrive while the block goes on, and stay for the next kernel).
-__device__ __forceinline__ void l2_prefetch_share(const L2Hint& h, int64_t part, int64_t parts) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (h.mode == 0 || h.bytes < 128) return;
-  const int64_t lines = h.bytes / 128;  // whole lines (the hinted bytes are 16-byte aligned)
-  const int64_t per = (lines + parts - 1) / parts;
-  const int64_t l0 = part * per, l1 = min(lines, l0 + per);
-  if (h.mode == 1) {
-    constexpr int64_t kPieceLines = 256;  // 32 KB per bulk prefetch
-    for (int64_t l = l0 + threadIdx.x * kPieceLines; l < l1; l += static_cast<int64_t>(blockDim.x) * kPieceLines) {
-      const auto size = static_cast<uint32_t>(min(kPieceLines, l1 - l) * 128);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(h.data + l * 128), "r"(size) : "memory");
-    }
-  } else {
-    for (int64_t l = l0 + threadIdx.x; l < l1; l += blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(h.data + l * 128));
-  }
-#endif
-}
-
-// The hint for a tensor (its leading bytes), as the launches pass it. For measuring: off with
-// AERIE_L2_PREFETCH=0 (2: line prefetches), only some sites with AERIE_L2_PREFETCH_SITES (a
-// mask of L2Site), capped at AERIE_L2_PREFETCH_MB (default: three quarters of this GPU's L2,
-// so that the lines survive until they are read).
-enum class L2Site { kAttention = 1, kNorm = 2 };
-L2Hint l2_hint(const TensorView& t, L2Site site);
-
 }  // namespace aerie::kernels::cuda
 
 // Calls FN<T>(args...) with T the CUDA element type of a floating DType.

@@ -57,11 +57,9 @@ template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int64_t num_slots, int tokens_per_block, L2Hint hint) {
+    int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
-  l2_prefetch_share(hint, blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z),
-                    static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z);
   const int D = g.dim;
   constexpr int kPad = Smem<TC>::kPad;
   constexpr int kPS = Smem<TC>::prob_stride(kRows);
@@ -380,7 +378,7 @@ Status attention(const AttentionParams& p, void* stream) {
             p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
             p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
-            p.k_cache.dim(0), tpb, l2_hint(p.prefetch, L2Site::kAttention));
+            p.k_cache.dim(0), tpb);
       };
       auto by_stages = [&](auto dims_per_thread, auto stages) {
         constexpr int kDimPer = decltype(dims_per_thread)::value, kStages = decltype(stages)::value;

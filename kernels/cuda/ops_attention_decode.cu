@@ -43,15 +43,13 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     const T* q, const T* kc, const T* vc, T* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, int q_heads, int kv_heads,
-    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block, L2Hint hint) {
+    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   using Smem = DecodeSmem<T, D>;
   constexpr int kSteps = D / 16;                       // k-steps of Q K^T, dim pairs of P V
   constexpr int kChunks = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per cache row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ float m_w[kWarps][16], l_w[kWarps][16];
   pdl_trigger();
-  l2_prefetch_share(hint, blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z),
-                    static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = 2 * (lane & 3);  // this lane's fragment row and column pair
   const int t0 = blockIdx.x * tokens_per_block, kvh = blockIdx.y, split = blockIdx.z;
@@ -233,8 +231,7 @@ Status launch(const AttentionParams& p, float* partial, void* stream) {
              p.out.ptr<T>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
              p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),
-             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb,
-             l2_hint(p.prefetch, L2Site::kAttention));
+             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb);
   return launch_status("attention (tensor-core decode)");
 }
 

@@ -92,9 +92,6 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int
 // of the row in registers between the two passes, so the row is read once.
 constexpr int kNormThreads = 512;
 constexpr int kNormMaxChunks = 4;
-// Blocks that issue an L2 prefetch hint beside the norm rows (a norm is a few microseconds:
-// the hint's bytes must be asked for from many SMs at once).
-constexpr int64_t kNormPrefetchBlocks = 32;
 
 // The norm weight's chunks of this thread: they never depend on the previous kernel, so they
 // are fetched while that kernel ends.
@@ -155,19 +152,12 @@ __device__ __forceinline__ void norm_row_vec(const T* x_row, const uint4 (&wv)[k
   }
 }
 
-// Blocks past `rows` only ask L2 for the next op's weights (hint), each its share; they touch
-// nothing the previous kernel writes, so they neither wait for it nor hold up the norm rows.
 template <class T, class TW>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t rows, int64_t hidden,
-                                                                    float eps, L2Hint hint) {
+__global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, const TW* w, T* residual, T* y, int64_t hidden, float eps) {
   static_assert(sizeof(TW) == sizeof(T), "weight chunks are read as 16-byte vectors");
   pdl_trigger();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  if (r >= rows) {
-    l2_prefetch_share(hint, r - rows, gridDim.x - rows);
-    return;
-  }
   uint4 wv[kNormMaxChunks];
   load_norm_weight(w, hidden / 8, wv);
   pdl_wait();
@@ -351,13 +341,10 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   const bool vec = p.x.dtype != DType::kF32 && p.weight.dtype == p.x.dtype && hidden % 8 == 0 &&
                    hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.x) && aligned(p.y) && aligned(p.residual);
   if (vec) {
-    const L2Hint hint = l2_hint(p.prefetch, L2Site::kNorm);
-    const int64_t blocks = rows + (hint.mode != 0 && hint.bytes > 0 ? kNormPrefetchBlocks : 0);
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_pdl(rms_norm_vec_kernel<T, T>, dim3(static_cast<unsigned>(blocks)), dim3(kNormThreads), 0, as_stream(stream),
-                 p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), rows, hidden, p.eps,
-                 hint);
+      launch_pdl(rms_norm_vec_kernel<T, T>, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, as_stream(stream),
+                 p.x.ptr<T>(), p.weight.ptr<T>(), p.residual.defined() ? p.residual.ptr<T>() : nullptr, p.y.ptr<T>(), hidden, p.eps);
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});

@@ -293,11 +293,11 @@ class IpcCommunicator final : public Communicator {
   }
 
   void all_reduce_residual_rms_norm(const TensorView& x, const TensorView& residual, const TensorView& weight, const TensorView& y, float eps,
-                                    const Stream& stream, const TensorView& prefetch = {}) override {
+                                    const Stream& stream) override {
     if (!fits(x) || x.ndim != 2 || residual.dtype != x.dtype || weight.dtype != x.dtype || y.dtype != x.dtype ||
         residual.numel() != x.numel() || y.numel() != x.numel() || weight.numel() != x.dim(1) || (x.dim(1) * 2) % 16 != 0 ||
         !aligned(residual) || !aligned(weight) || !aligned(y)) {
-      Communicator::all_reduce_residual_rms_norm(x, residual, weight, y, eps, stream, prefetch);
+      Communicator::all_reduce_residual_rms_norm(x, residual, weight, y, eps, stream);
       return;
     }
     const int64_t rows = x.dim(0), hidden = x.dim(1), row_vecs = hidden * 2 / 16;

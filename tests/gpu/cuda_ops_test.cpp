@@ -336,7 +336,6 @@ struct AttentionCase {
   int splits;
   int tokens_per_block;
   std::vector<int32_t> q_lens, kv_lens;
-  TensorView prefetch = {};  // given: a second GPU run with this L2 hint must give the same bits
 };
 
 void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, const Stream& gpu) {
@@ -372,15 +371,6 @@ void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, con
                          .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(), .custom_mask = c.masked ? dmask.view() : TensorView(),
                          .mask_indptr = c.masked ? dmi.view() : TensorView(), .scale = scale, .num_splits = c.splits,
                          .workspace = ws.view(), .tokens_per_block = c.tokens_per_block}, gpu).is_ok());
-  if (c.prefetch.defined()) {
-    Buffer hinted = like_gpu(out);
-    ASSERT_TRUE(attention({.q = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view(), .out = hinted.view(), .qo_indptr = dqo.view(),
-                           .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(), .custom_mask = c.masked ? dmask.view() : TensorView(),
-                           .mask_indptr = c.masked ? dmi.view() : TensorView(), .scale = scale, .num_splits = c.splits,
-                           .workspace = ws.view(), .tokens_per_block = c.tokens_per_block, .prefetch = c.prefetch}, gpu).is_ok());
-    const Buffer a = to_cpu(dout), b = to_cpu(hinted);
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<size_t>(a.nbytes())), 0) << "an L2 hint changed attention's output";
-  }
   EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), t == DType::kF32 ? 1e-5 : 1e-2)
       << "heads " << c.qh << "/" << c.kh << " dim " << c.dim << " " << dtype_name(t) << " masked " << c.masked << " splits " << c.splits
       << " tokens per block " << c.tokens_per_block;
@@ -445,39 +435,6 @@ TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
           for (int splits : {1, 3, 16})
             expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, q_lens, kv_lens}, gpu());
       }
-}
-
-// L2 prefetch hints (kernels/l2_prefetch.hpp) change no result: attention on both decode
-// kernels and a norm give the same bits with a hint as without, and the hinted bytes (a
-// 40 MB buffer with a tail of less than a line) stay as they were.
-TEST_F(CudaOps, L2PrefetchHintsChangeNoResult) {
-  std::mt19937 rng(16);
-  const int64_t n = (int64_t{40} << 20) / 2 + 24;
-  std::vector<uint16_t> pattern(static_cast<size_t>(n));
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
-  Buffer hint(Device::kCuda, DType::kBF16, {n});
-  hint.copy_from_host(pattern.data(), hint.nbytes());
-  // The CUDA-core decode kernel (three sequences), then enough sequences for the tensor cores.
-  expect_attention_matches_cpu(rng, {32, 8, 128, DType::kBF16, false, 4, 1, {1, 1, 1}, {544, 37, 1000}, hint.view()}, gpu());
-  const int seqs = cuda_runtime::sm_count() / 8 + 3;
-  std::vector<int32_t> q_lens(static_cast<size_t>(seqs), 1), kv_lens;
-  for (int i = 0; i < seqs; ++i) kv_lens.push_back(1 + static_cast<int32_t>(rng() % 600));
-  expect_attention_matches_cpu(rng, {32, 8, 128, DType::kBF16, false, 3, 1, q_lens, kv_lens, hint.view()}, gpu());
-
-  const int64_t rows = 3, hidden = 4096;
-  Buffer x = random_buffer(rng, DType::kBF16, {rows, hidden}), w = random_buffer(rng, DType::kBF16, {hidden});
-  Buffer res = random_buffer(rng, DType::kBF16, {rows, hidden});
-  Buffer dx = to_gpu(x), dw = to_gpu(w), dres1 = to_gpu(res), dres2 = to_gpu(res), dy1 = like_gpu(x), dy2 = like_gpu(x);
-  ASSERT_TRUE(rms_norm({.x = dx.view(), .weight = dw.view(), .residual = dres1.view(), .y = dy1.view()}, gpu()).is_ok());
-  ASSERT_TRUE(rms_norm({.x = dx.view(), .weight = dw.view(), .residual = dres2.view(), .y = dy2.view(), .prefetch = hint.view()}, gpu()).is_ok());
-  for (auto [a, b] : {std::pair{&dy1, &dy2}, std::pair{&dres1, &dres2}}) {
-    const Buffer ha = to_cpu(*a), hb = to_cpu(*b);
-    EXPECT_EQ(std::memcmp(ha.data(), hb.data(), static_cast<size_t>(ha.nbytes())), 0) << "an L2 hint changed the norm";
-  }
-  std::vector<uint16_t> after(pattern.size());
-  cuda_runtime::device_synchronize();
-  hint.copy_to_host(after.data(), hint.nbytes());
-  EXPECT_EQ(after, pattern);
 }
 
 TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {

@@ -11,7 +11,6 @@
 #include "kernels/cpu/vector_exp.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/future_tokens.hpp"
-#include "kernels/l2_prefetch.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
@@ -403,34 +402,4 @@ TEST(Ops, ValidateNamesTheWrongField) {
     EXPECT_NE(std::string(e.what()).find("disagree on k"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = {}}, Stream::cpu()), Error);
-}
-
-// L2 prefetch hints (kernels/l2_prefetch.hpp): the leading rows of a weight covering the bytes
-// asked for, only for forwards of up to kL2PrefetchMaxRows rows; a hint elsewhere than the
-// op's device is refused by name, and on the CPU a hint changes nothing.
-TEST(Ops, L2PrefetchHintsAreLeadingRowsOfSmallForwards) {
-  Buffer w(Device::kCpu, DType::kBF16, {10, 64});  // 128 bytes a row
-  EXPECT_EQ(l2_prefetch_hint(w.view(), 1).nbytes(), w.nbytes());
-  EXPECT_EQ(l2_prefetch_hint(w.view(), kL2PrefetchMaxRows, 300).dim(0), 3);  // 300 bytes: three rows
-  EXPECT_EQ(l2_prefetch_hint(w.view(), 4, 256).dim(0), 2);
-  EXPECT_EQ(l2_prefetch_hint(w.view(), 4, 1).dim(0), 1);
-  EXPECT_EQ(l2_prefetch_hint(w.view(), 4, 1 << 20).dim(0), 10);
-  EXPECT_EQ(l2_prefetch_hint(w.view(), 4, 300).data, w.data());
-  EXPECT_FALSE(l2_prefetch_hint(w.view(), kL2PrefetchMaxRows + 1).defined());
-  EXPECT_FALSE(l2_prefetch_hint(TensorView(), 1).defined());
-
-  std::mt19937 rng(5);
-  Buffer x = aerie::testing::random_buffer(rng, DType::kF32, {2, 64}), nw = aerie::testing::random_buffer(rng, DType::kF32, {64});
-  Buffer y1(Device::kCpu, DType::kF32, {2, 64}), y2(Device::kCpu, DType::kF32, {2, 64});
-  ASSERT_TRUE(rms_norm({.x = x.view(), .weight = nw.view(), .y = y1.view()}, Stream::cpu()).is_ok());
-  ASSERT_TRUE(rms_norm({.x = x.view(), .weight = nw.view(), .y = y2.view(), .prefetch = w.view()}, Stream::cpu()).is_ok());
-  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), static_cast<size_t>(y1.nbytes())), 0);
-  TensorView elsewhere = w.view();
-  elsewhere.device = Device::kCuda;
-  try {
-    (void)rms_norm({.x = x.view(), .weight = nw.view(), .y = y2.view(), .prefetch = elsewhere}, Stream::cpu());
-    FAIL() << "a hint on another device accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("prefetch"), std::string::npos) << e.what();
-  }
 }
