@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/env_knob.hpp"
 
@@ -673,6 +674,8 @@ Status matmul(const MatmulParams& p, void* stream) {
   }
   if (fp8) {
     if (Status st = matmul_fp8_tiles(p, as_stream(stream)); !st.is_ok()) return st;
+  } else if (matmul_lt(p, as_stream(stream))) {
+    // decode / verify sizes: the tuned cuBLASLt algorithm (ops_matmul_lt.cu)
   } else if (Status st = cublas_rows(p, p.w.data, p.w.dtype, 0, n, as_stream(stream)); !st.is_ok()) {
     return st;
   }

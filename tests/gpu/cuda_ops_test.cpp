@@ -102,6 +102,46 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
   }
 }
 
+// Products of 17-256 rows go through cuBLASLt with the algorithm timed fastest on the first call
+// of each shape (kernels/cuda/matmul_lt.cuh): every candidate must give the product, a captured
+// graph replays what the eager call computed, bit for bit, and a shape first seen under capture
+// (no timing possible there) still gives the product.
+TEST_F(CudaOps, TunedCublasLtProductsMatchCpuAndTheirGraphs) {
+  std::mt19937 rng(24);
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int64_t m : {17, 32, 64, 256})
+      for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1024, 3000}, {1000, 517}}) {  // 1000: rows 16-byte aligned only
+        Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
+        for (DType out : {t, DType::kF32}) {
+          Buffer y(Device::kCpu, out, {m, n});
+          ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .y = y.view()}, Stream::cpu()).is_ok());
+          Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(y), dg = like_gpu(y);
+          ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .y = dy.view()}, gpu()).is_ok());
+          EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(out == DType::kF32 ? t : out))
+              << dtype_name(t) << " m=" << m << " k=" << k << " n=" << n;
+          cuda_runtime::begin_capture(gpu().handle());
+          ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .y = dg.view()}, gpu()).is_ok());
+          void* graph = cuda_runtime::end_capture(gpu().handle());
+          cuda_runtime::launch_graph(graph, gpu().handle());
+          const Buffer eager = to_cpu(dy), replayed = to_cpu(dg);
+          cuda_runtime::destroy_graph(graph);
+          EXPECT_EQ(std::memcmp(eager.data(), replayed.data(), static_cast<size_t>(eager.nbytes())), 0)
+              << "graph replay differs from the eager product: " << dtype_name(t) << " m=" << m << " k=" << k << " n=" << n;
+        }
+      }
+  // A shape whose first call is captured.
+  Buffer x = random_buffer(rng, DType::kBF16, {48, 768}), w = random_buffer(rng, DType::kBF16, {1536, 768}, 0.05f);
+  Buffer y(Device::kCpu, DType::kBF16, {48, 1536});
+  ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .y = y.view()}, Stream::cpu()).is_ok());
+  Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(y);
+  cuda_runtime::begin_capture(gpu().handle());
+  ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .y = dy.view()}, gpu()).is_ok());
+  void* graph = cuda_runtime::end_capture(gpu().handle());
+  cuda_runtime::launch_graph(graph, gpu().handle());
+  EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(DType::kBF16));
+  cuda_runtime::destroy_graph(graph);
+}
+
 TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
   // Aerie's GEMVs serve up to 16 rows when allowed (verify and decode batches): 9-16 on the
   // tensor cores in a bucket of 16 rows, partly filled here; a short K over many rows (an LM head
