@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "actors/core/target_worker_core.hpp"
+#include "actors/actor_pool.hpp"
 #include "actors/messages.hpp"
 #include "actors/dp_coordinator_actor.hpp"
 #include "actors/router_actor.hpp"
@@ -347,6 +348,7 @@ struct Deployment::Impl {
     step_watchdog = std::make_shared<core::StepWatchdog>(watchdog(), [this](const std::string& why) { fault->raise(why); });
     cfg = std::make_unique<caf::actor_system_config>();
     actors::register_message_types(*cfg);
+    actors::configure_actor_pool(*cfg, parse_device(o.device));
     sys = std::make_unique<caf::actor_system>(*cfg);
     start_draft_worker(*sys);
     std::vector<caf::actor> schedulers;
@@ -416,6 +418,7 @@ struct Deployment::Impl {
   void serve_other_rank() {
     caf::actor_system_config c;
     actors::register_message_types(c);
+    actors::configure_actor_pool(c, parse_device(o.device));
     caf::actor_system s{c};
     start_draft_worker(s);
     auto w = s.spawn<caf::detached>(actors::target_worker_actor, worker);

@@ -10,6 +10,7 @@
 
 #include "spec/draft_worker_core.hpp"
 #include "spec/verify_batch.hpp"
+#include "actors/actor_pool.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "actors/messages.hpp"
 #include "kernels/device_runtime.hpp"
@@ -78,6 +79,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
   if (o.gemv_max_rows >= 0) kernels::set_gemv_max_rows(o.gemv_max_rows);
   caf::actor_system_config actor_cfg;
   actors::register_message_types(actor_cfg);
+  actors::configure_actor_pool(actor_cfg, device);
   caf::actor_system actor_sys(actor_cfg);
   const auto shape = model::kv_shape_for_tokens(max_bs * per_request + 64, 1);
   model::KvCache kv(target.local_config(), shape, device, wdt);
