@@ -41,29 +41,49 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _start(serve, args, launcher, stderr, startup_s):
+    """One launch on a fresh port: (server, port), or None when the server could not listen on
+    it (another process took the port between free_port() and the server's bind: tests run in
+    parallel, and mpirun opens ports of its own)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
+                              stderr=stderr, text=True)
+    deadline = time.monotonic() + startup_s
+    while True:
+        try:
+            urllib.request.urlopen(base + "/health", timeout=5)
+            return server, port
+        except OSError:
+            if server.poll() is not None:
+                log = server.stderr.read() if server.stderr else open(stderr.name).read()
+                if "cannot listen on" in log:
+                    return None
+                raise AssertionError(f"server exited ({server.returncode}): {log[-3000:]}")
+            if time.monotonic() >= deadline:
+                server.kill()
+                raise AssertionError("server did not come up")
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def running_server(serve, args, startup_s=60, launcher=(), stderr=subprocess.PIPE):
     """Yields (base_url, port) of `[launcher...] serve --port P *args` once it answers /health
     (launcher: e.g. an mpirun command line). Under a launcher only a bounded exit is checked:
     Open MPI's mpirun answers SIGTERM by killing the job and exits 1 itself. stderr: a file to
-    keep the server's log in (default: read back for failure messages)."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
-                              stderr=stderr, text=True)
+    keep the server's log in (default: read back for failure messages). A port taken before the
+    server could bind it is replaced by another (three tries)."""
+    for _ in range(3):
+        started = _start(serve, args, launcher, stderr, startup_s)
+        if started:
+            break
+    assert started, "the server found no free port in three tries"
+    server, port = started
+
     def tail():
         return server.stderr.read()[-3000:] if server.stderr else "(see the server's stderr file)"
     try:
-        deadline = time.monotonic() + startup_s
-        while True:
-            try:
-                urllib.request.urlopen(base + "/health", timeout=5)
-                break
-            except OSError:
-                assert server.poll() is None, f"server exited ({server.returncode}): {tail()}"
-                assert time.monotonic() < deadline, "server did not come up"
-                time.sleep(0.05)
-        yield base, port
+        yield f"http://127.0.0.1:{port}", port
     finally:
         server.send_signal(signal.SIGTERM)
         rc = server.wait(timeout=60)
