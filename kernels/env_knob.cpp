@@ -9,4 +9,9 @@ int env_knob(const char* name) {
   return e ? std::atoi(e) : 0;
 }
 
+bool env_turned_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e && e[0] == '0';
+}
+
 }  // namespace aerie::kernels

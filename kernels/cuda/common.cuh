@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <library_types.h>
 
 #include <string>
 
@@ -126,6 +127,15 @@ __device__ __forceinline__ void cp_async_wait_at_most(int pending) {
   if (pending >= 2) cp_async_wait<2>();
   else if (pending == 1) cp_async_wait<1>();
   else cp_async_wait<0>();
+}
+
+// The cuBLAS type of a floating DType (f32 for anything but bf16 / f16).
+inline cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
 }
 
 }  // namespace aerie::kernels::cuda

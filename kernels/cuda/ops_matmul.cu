@@ -41,14 +41,6 @@ CublasHandle& thread_handle() {
   return h;
 }
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-  }
-}
-
 template <class T, class TB>
 __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < m * n;
@@ -409,13 +401,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
 
 // The tensor-core path serves 3-16 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
 // it off, for measuring).
-// Whether environment variable `name` turns a path off (set to 0, for measuring).
-bool turned_off(const char* name) {
-  const char* e = std::getenv(name);
-  return e && e[0] == '0';
-}
 bool gemv_mma_enabled() {
-  static const bool on = !turned_off("AERIE_GEMV_MMA");
+  static const bool on = !env_turned_off("AERIE_GEMV_MMA");
   return on;
 }
 
@@ -484,7 +471,7 @@ void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 // everywhere (for measuring).
 constexpr int64_t kShortK = 1024, kManyRows = 8192;
 bool short_k_mma_enabled() {
-  static const bool on = !turned_off("AERIE_GEMV_SHORT_K_MMA");
+  static const bool on = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
   return on;
 }
 template <class T, class TO, class W, int M, int R, Epilogue EPI>

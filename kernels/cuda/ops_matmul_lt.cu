@@ -1,9 +1,9 @@
 // Tuned cuBLASLt products for decode and verify batches (kernels/cuda/matmul_lt.cuh).
 //
 // cublasGemmEx takes the heuristic's first algorithm. At 17-256 rows of x against an 8B
-// layer's weights that choice reads the weights well below HBM speed (H200, 32 rows: q/k/v ~60%
-// of bandwidth, too few tiles for 132 SMs), while other algorithms of the same heuristic list
-// (other tiles, split-K) do better. So the first call of each shape times the list's candidates
+// layer's weights that choice reads them well below HBM speed (H200, 32 rows: q/k/v at ~42% of
+// copy bandwidth, o_proj ~32%: too few tiles for 132 SMs), and other algorithms of the same
+// heuristic list (other tiles, split-K) do somewhat better (docs/performance.md). So the first call of each shape times the list's candidates
 // on the real tensors and keeps the fastest, as sglang and vLLM's tuned GEMM configs do offline.
 #include <cublasLt.h>
 
@@ -27,11 +27,9 @@ constexpr int kLtCandidates = 16;  // heuristic results timed per shape
 constexpr int kLtTimedRuns = 5;
 
 bool lt_enabled() {
-  static const bool on = !std::getenv("AERIE_GEMM_LT") || env_knob("AERIE_GEMM_LT") != 0;
+  static const bool on = !env_turned_off("AERIE_GEMM_LT");
   return on;
 }
-
-cudaDataType_t lt_type(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : t == DType::kF16 ? CUDA_R_16F : CUDA_R_32F; }
 
 // The largest power of two up to 256 that divides the address: cuBLASLt's algorithms state
 // the alignment they need, and the preference says what the pointers guarantee.
@@ -99,11 +97,11 @@ bool describe(LtPlan& plan, const LtKey& key, DType xt, DType yt) {
   if (cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
   cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  return cublasLtMatrixLayoutCreate(&plan.a, lt_type(xt), static_cast<uint64_t>(key.k), static_cast<uint64_t>(key.n), key.k) ==
+  return cublasLtMatrixLayoutCreate(&plan.a, cuda_type(xt), static_cast<uint64_t>(key.k), static_cast<uint64_t>(key.n), key.k) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatrixLayoutCreate(&plan.b, lt_type(xt), static_cast<uint64_t>(key.k), static_cast<uint64_t>(key.m), key.k) ==
+         cublasLtMatrixLayoutCreate(&plan.b, cuda_type(xt), static_cast<uint64_t>(key.k), static_cast<uint64_t>(key.m), key.k) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatrixLayoutCreate(&plan.c, lt_type(yt), static_cast<uint64_t>(key.n), static_cast<uint64_t>(key.m), key.n) ==
+         cublasLtMatrixLayoutCreate(&plan.c, cuda_type(yt), static_cast<uint64_t>(key.n), static_cast<uint64_t>(key.m), key.n) ==
              CUBLAS_STATUS_SUCCESS;
 }
 

@@ -14,3 +14,13 @@ TEST(EnvKnob, ReadsAnIntegerAndZeroWhenUnsetOrNotANumber) {
   EXPECT_EQ(aerie::kernels::env_knob("AERIE_TEST_KNOB"), 0);
   ::unsetenv("AERIE_TEST_KNOB");
 }
+
+TEST(EnvKnob, TurnsAPathOffOnlyWhenSetToZero) {
+  ::unsetenv("AERIE_TEST_SWITCH");
+  EXPECT_FALSE(aerie::kernels::env_turned_off("AERIE_TEST_SWITCH"));
+  ::setenv("AERIE_TEST_SWITCH", "0", 1);
+  EXPECT_TRUE(aerie::kernels::env_turned_off("AERIE_TEST_SWITCH"));
+  ::setenv("AERIE_TEST_SWITCH", "1", 1);
+  EXPECT_FALSE(aerie::kernels::env_turned_off("AERIE_TEST_SWITCH"));
+  ::unsetenv("AERIE_TEST_SWITCH");
+}
