@@ -9,8 +9,10 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/skinny_gemm.cuh"
 #include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
@@ -52,10 +54,13 @@ __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
 // split K; every 16-byte weight chunk is loaded once (several in flight per thread) and
 // applied to all M (<= 8) input rows, and every x chunk to all R rows, so L2 traffic for x
 // stays at M/R of the weight traffic. Partial sums meet in a block reduction.
-// Rows of x the GEMVs serve (9-16: the tensor-core GEMV only). At 32 rows it measured slower
-// than cuBLAS on the H200 (8B gate/up 118 us against 73; with 32 weight rows per block, half
-// the L2 traffic for x, still 121), at 16 faster (8B decode at batch 16: 5.29 ms against 5.64).
-constexpr int kGemvMaxM = 16;
+// Rows of x the GEMV-shaped products serve: 9-16 the tensor-core GEMV only, 17-64 the skinny
+// tensor-core GEMM (ops_matmul_skinny.cu). The tensor-core GEMV stops at 16: at 32 rows it
+// measured slower than cuBLAS on the H200 (8B gate/up 118 us against 73; with 32 weight rows per
+// block, half the L2 traffic for x, still 121), at 16 faster (8B decode at batch 16: 5.29 ms
+// against 5.64).
+constexpr int kGemvMaxM = kSkinnyMaxRows;
+constexpr int kGemvMmaMaxM = 16;
 constexpr int kGemvCudaCoreMaxM = 8;  // rows of x the CUDA-core GEMV serves
 constexpr int kGemvFp8ChunkM = 8;     // rows of x per fp8 GEMV launch
 
@@ -98,89 +103,6 @@ __device__ __forceinline__ void widen_fp8(const uint4& v, uint4& lo, uint4& hi) 
   }
   lo = make_uint4(w[0], w[1], w[2], w[3]);
   hi = make_uint4(w[4], w[5], w[6], w[7]);
-}
-
-// What one GEMV launch reads and writes. The ROPE epilogue (the merged q/k/v projection)
-// also needs the token positions and cache slots and writes q_out and the KV cache
-// instead of y.
-template <class T, class TO, class W = T>
-struct GemvArgs {
-  const T* x;
-  const W* w;
-  const T* bias;
-  TO* y;
-  int64_t n, k;
-  // ROPE only:
-  const int32_t* positions;
-  const float* inv_freq;
-  const int32_t* slots;
-  T* q_out;
-  T* k_cache;
-  T* v_cache;
-  int64_t q_heads, kv_heads, head_dim, num_slots;
-  float rope_scaling;
-  const float* w_scale = nullptr;  // fp8 weights: one scale per output row
-  int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
-};
-
-enum class Epilogue { kStore, kSiluPairs, kRope };
-
-// kSiluPairs: rows come in interleaved (gate, up) pairs and the block writes
-// silu(gate) * up for each pair instead of the two products (each rounded to T first, as
-// matmul + silu_mul would store them): the MLP's gate/up projection with its activation.
-// kRope: rows are the merged q/k/v projection with each q/k rotation pair adjacent
-// (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
-// or copies its two V dims into the V cache: the projection with rope_kv_write fused.
-// The end of a GEMV block: R output rows x M input rows whose sums row_sum(r, m) gives,
-// stored (kStore) or through the pair epilogues.
-template <class T, class TO, int M, int R, int THREADS, Epilogue EPI, class W, class RowSum>
-__device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64_t row0, RowSum row_sum) {
-  const int64_t n = a.n;
-  if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
-    static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
-    for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
-      const int j = idx / M, m = idx % M;
-      const int64_t first = row0 + 2 * j;
-      if (first >= n || m >= a.rows) continue;
-      // Round as the unfused path stores the projection (in T).
-      const float v0 = to_float(from_float<T>(row_sum(2 * j, m))), v1 = to_float(from_float<T>(row_sum(2 * j + 1, m)));
-      if constexpr (EPI == Epilogue::kSiluPairs) {
-        a.y[m * (n / 2) + first / 2] = from_float<TO>(v0 / (1.0f + __expf(-v0)) * v1);
-      } else {
-        const int64_t D = a.head_dim, half = D / 2, head = first / D, within = first % D;
-        const int32_t slot = a.slots[m];
-        const bool slot_ok = slot >= 0 && slot < a.num_slots;
-        if (head < a.q_heads + a.kv_heads) {
-          const int64_t i = within / 2;  // the pair (dim i, dim i + half)
-          float sn, cs;
-          sincosf(static_cast<float>(a.positions[m]) * a.inv_freq[i], &sn, &cs);
-          cs *= a.rope_scaling;
-          sn *= a.rope_scaling;
-          const T o1 = from_float<T>(v0 * cs - v1 * sn), o2 = from_float<T>(v1 * cs + v0 * sn);
-          if (head < a.q_heads) {
-            T* q = a.q_out + (m * a.q_heads + head) * D;
-            q[i] = o1;
-            q[i + half] = o2;
-          } else if (slot_ok) {
-            T* kd = a.k_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads)) * D;
-            kd[i] = o1;
-            kd[i + half] = o2;
-          }
-        } else if (slot_ok) {
-          T* vd = a.v_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads - a.kv_heads)) * D;
-          vd[within] = from_float<T>(v0);
-          vd[within + 1] = from_float<T>(v1);
-        }
-      }
-    }
-  } else {
-    // An else branch, not an early return: nvcc warns of an unreachable loop otherwise.
-    for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
-      const int r = idx / M, m = idx % M;
-      if (row0 + r >= n || m >= a.rows) continue;
-      a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
-    }
-  }
 }
 
 template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI>
@@ -484,10 +406,16 @@ template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   a.rows = m;
-  // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
+  // 17-64 rows: the skinny GEMM; 9-16: the tensor-core GEMV with two tiles of 8 (gemv_eligible
+  // checked that K allows them). fp8 launches hold kGemvFp8ChunkM rows.
+  if (m > kGemvMmaMaxM) {
+    static_assert(kGemvMmaMaxM + 1 == kSkinnyMinRows, "the skinny GEMM takes over where the tensor-core GEMV stops");
+    if constexpr (!kIsFp8<W>) launch_skinny_gemm<T, TO, EPI>(a, s);
+    return;
+  }
   if (m > kGemvCudaCoreMaxM) {
-    static_assert(kGemvMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
-    if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);  // fp8 launches hold kGemvFp8ChunkM rows
+    static_assert(kGemvMmaMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
+    if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);
     return;
   }
   switch (m) {
@@ -504,8 +432,8 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
 }
 
 // Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
-// two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
-// for measuring).
+// two rows, its tensor-core GEMV from three to 16, the skinny GEMM from 17 to 64
+// (AERIE_GEMV_MAX_ROWS sets another default, for measuring: 16 hands 17-64 to cuBLASLt).
 int default_gemv_rows() {
   const char* e = std::getenv("AERIE_GEMV_MAX_ROWS");
   if (!e) return kGemvMaxM;
@@ -517,7 +445,8 @@ int max_gemv_rows = default_gemv_rows();
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&
+  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) &&
+         (x.dim(0) <= kGemvMmaMaxM || skinny_gemm_takes(k)) && x.dtype != DType::kF32 &&
          x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
 

@@ -1,0 +1,102 @@
+#pragma once
+// What the GEMV-shaped products (ops_matmul.cu: 1-16 input rows; ops_matmul_skinny.cu: 17-64)
+// read and write, and their epilogues: stored, SiLU-paired (the MLP's gate/up with its
+// activation) or RoPE + KV write (the merged q/k/v projection). CUDA-only header.
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace aerie::kernels::cuda {
+
+// What one GEMV launch reads and writes. The ROPE epilogue (the merged q/k/v projection)
+// also needs the token positions and cache slots and writes q_out and the KV cache
+// instead of y.
+template <class T, class TO, class W = T>
+struct GemvArgs {
+  const T* x;
+  const W* w;
+  const T* bias;
+  TO* y;
+  int64_t n, k;
+  // ROPE only:
+  const int32_t* positions;
+  const float* inv_freq;
+  const int32_t* slots;
+  T* q_out;
+  T* k_cache;
+  T* v_cache;
+  int64_t q_heads, kv_heads, head_dim, num_slots;
+  float rope_scaling;
+  const float* w_scale = nullptr;  // fp8 weights: one scale per output row
+  int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
+};
+
+enum class Epilogue { kStore, kSiluPairs, kRope };
+
+// kSiluPairs: rows come in interleaved (gate, up) pairs and the block writes
+// silu(gate) * up for each pair instead of the two products (each rounded to T first, as
+// matmul + silu_mul would store them): the MLP's gate/up projection with its activation.
+// kRope: rows are the merged q/k/v projection with each q/k rotation pair adjacent
+// (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
+// or copies its two V dims into the V cache: the projection with rope_kv_write fused.
+// One pair of output rows (first, first + 1) of input row m, whose sums (bias included) are
+// v0 and v1, through a pair epilogue.
+template <class T, class TO, class W, Epilogue EPI>
+__device__ __forceinline__ void gemv_write_pair(const GemvArgs<T, TO, W>& a, int64_t first, int m, float s0, float s1) {
+  // Round as the unfused path stores the projection (in T).
+  const float v0 = to_float(from_float<T>(s0)), v1 = to_float(from_float<T>(s1));
+  if constexpr (EPI == Epilogue::kSiluPairs) {
+    a.y[m * (a.n / 2) + first / 2] = from_float<TO>(v0 / (1.0f + __expf(-v0)) * v1);
+  } else {
+    static_assert(EPI == Epilogue::kRope, "a pair epilogue");
+    const int64_t D = a.head_dim, half = D / 2, head = first / D, within = first % D;
+    const int32_t slot = a.slots[m];
+    const bool slot_ok = slot >= 0 && slot < a.num_slots;
+    if (head < a.q_heads + a.kv_heads) {
+      const int64_t i = within / 2;  // the pair (dim i, dim i + half)
+      float sn, cs;
+      sincosf(static_cast<float>(a.positions[m]) * a.inv_freq[i], &sn, &cs);
+      cs *= a.rope_scaling;
+      sn *= a.rope_scaling;
+      const T o1 = from_float<T>(v0 * cs - v1 * sn), o2 = from_float<T>(v1 * cs + v0 * sn);
+      if (head < a.q_heads) {
+        T* q = a.q_out + (m * a.q_heads + head) * D;
+        q[i] = o1;
+        q[i + half] = o2;
+      } else if (slot_ok) {
+        T* kd = a.k_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads)) * D;
+        kd[i] = o1;
+        kd[i + half] = o2;
+      }
+    } else if (slot_ok) {
+      T* vd = a.v_cache + (static_cast<int64_t>(slot) * a.kv_heads + (head - a.q_heads - a.kv_heads)) * D;
+      vd[within] = from_float<T>(v0);
+      vd[within + 1] = from_float<T>(v1);
+    }
+  }
+}
+
+// The end of a GEMV block: R output rows x M input rows whose sums row_sum(r, m) gives,
+// stored (kStore) or through the pair epilogues.
+template <class T, class TO, int M, int R, int THREADS, Epilogue EPI, class W, class RowSum>
+__device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64_t row0, RowSum row_sum) {
+  const int64_t n = a.n;
+  if constexpr (EPI == Epilogue::kSiluPairs || EPI == Epilogue::kRope) {
+    static_assert(R % 2 == 0, "pair epilogues need an even number of rows per block");
+    for (int idx = threadIdx.x; idx < (R / 2) * M; idx += THREADS) {
+      const int j = idx / M, m = idx % M;
+      const int64_t first = row0 + 2 * j;
+      if (first >= n || m >= a.rows) continue;
+      gemv_write_pair<T, TO, W, EPI>(a, first, m, row_sum(2 * j, m), row_sum(2 * j + 1, m));
+    }
+  } else {
+    // An else branch, not an early return: nvcc warns of an unreachable loop otherwise.
+    for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
+      const int r = idx / M, m = idx % M;
+      if (row0 + r >= n || m >= a.rows) continue;
+      a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
+    }
+  }
+}
+
+}  // namespace aerie::kernels::cuda
