@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   specb->add_option("--draft-vocab", spb.draft_vocab,
                     "EAGLE3: the random head's draft vocabulary (published Llama-3.1-8B heads: 32000; 0: the target's)")
       ->check(aerie::launch::kNonNegative);
-  specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMVs (1-16) and skinny GEMM (17-64) instead of cuBLAS (default: built-in, 64)")
+  specb->add_option("--gemv-max-rows", spb.gemv_max_rows, "CUDA: rows up to which matmuls use Aerie's GEMV instead of cuBLAS (default: built-in, 16)")
       ->check(CLI::Range(0, 16));
   specb->add_flag("!--no-draft-actor", spb.draft_actor, "run the draft in-process instead of behind its DraftWorker actor");
   specb->add_flag("!--no-verify-graphs", spb.verify_graphs, "CUDA: run verifies (chains and trees) eagerly instead of replaying captured graphs");

@@ -1,7 +1,7 @@
 #pragma once
-// What the GEMV-shaped products (ops_matmul.cu: 1-16 input rows; ops_matmul_skinny.cu: 17-64)
-// read and write, and their epilogues: stored, SiLU-paired (the MLP's gate/up with its
-// activation) or RoPE + KV write (the merged q/k/v projection). CUDA-only header.
+// What the GEMVs (ops_matmul.cu: 1-16 input rows) read and write, and their epilogues: stored,
+// SiLU-paired (the MLP's gate/up with its activation) or RoPE + KV write (the merged q/k/v
+// projection), so that a GEMV-shaped kernel in another file can share them. CUDA-only header.
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"

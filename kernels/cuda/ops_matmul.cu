@@ -12,7 +12,6 @@
 #include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/skinny_gemm.cuh"
 #include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
@@ -54,13 +53,12 @@ __global__ void add_bias_kernel(T* y, const TB* b, int64_t m, int64_t n) {
 // split K; every 16-byte weight chunk is loaded once (several in flight per thread) and
 // applied to all M (<= 8) input rows, and every x chunk to all R rows, so L2 traffic for x
 // stays at M/R of the weight traffic. Partial sums meet in a block reduction.
-// Rows of x the GEMV-shaped products serve: 9-16 the tensor-core GEMV only, 17-64 the skinny
-// tensor-core GEMM (ops_matmul_skinny.cu). The tensor-core GEMV stops at 16: at 32 rows it
-// measured slower than cuBLAS on the H200 (8B gate/up 118 us against 73; with 32 weight rows per
-// block, half the L2 traffic for x, still 121), at 16 faster (8B decode at batch 16: 5.29 ms
-// against 5.64).
-constexpr int kGemvMaxM = kSkinnyMaxRows;
-constexpr int kGemvMmaMaxM = 16;
+// Rows of x the GEMVs serve (9-16: the tensor-core GEMV only). At 32 rows it measured slower
+// than cuBLAS on the H200 (8B gate/up 118 us against 73; with 32 weight rows per block, half
+// the L2 traffic for x, still 121), at 16 faster (8B decode at batch 16: 5.29 ms against 5.64).
+// A GEMM for 17-64 rows (weights streamed per warp, K split across a cluster) measured slower
+// than cuBLASLt too (docs/performance.md, "Tried and not kept").
+constexpr int kGemvMaxM = 16;
 constexpr int kGemvCudaCoreMaxM = 8;  // rows of x the CUDA-core GEMV serves
 constexpr int kGemvFp8ChunkM = 8;     // rows of x per fp8 GEMV launch
 
@@ -406,16 +404,10 @@ template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   a.rows = m;
-  // 17-64 rows: the skinny GEMM; 9-16: the tensor-core GEMV with two tiles of 8 (gemv_eligible
-  // checked that K allows them). fp8 launches hold kGemvFp8ChunkM rows.
-  if (m > kGemvMmaMaxM) {
-    static_assert(kGemvMmaMaxM + 1 == kSkinnyMinRows, "the skinny GEMM takes over where the tensor-core GEMV stops");
-    if constexpr (!kIsFp8<W>) launch_skinny_gemm<T, TO, EPI>(a, s);
-    return;
-  }
+  // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
   if (m > kGemvCudaCoreMaxM) {
-    static_assert(kGemvMmaMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
-    if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);
+    static_assert(kGemvMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
+    if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);  // fp8 launches hold kGemvFp8ChunkM rows
     return;
   }
   switch (m) {
@@ -432,8 +424,8 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
 }
 
 // Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
-// two rows, its tensor-core GEMV from three to 16, the skinny GEMM from 17 to 64
-// (AERIE_GEMV_MAX_ROWS sets another default, for measuring: 16 hands 17-64 to cuBLASLt).
+// two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
+// for measuring).
 int default_gemv_rows() {
   const char* e = std::getenv("AERIE_GEMV_MAX_ROWS");
   if (!e) return kGemvMaxM;
@@ -445,8 +437,7 @@ int max_gemv_rows = default_gemv_rows();
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) &&
-         (x.dim(0) <= kGemvMmaMaxM || skinny_gemm_takes(k)) && x.dtype != DType::kF32 &&
+  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&
          x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
 

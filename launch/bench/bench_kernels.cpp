@@ -84,9 +84,9 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       };
       const double bytes = static_cast<double>(wbytes + bs * g.k * 2 + bs * g.n * (g.f32_out ? 4 : 2));
       report(g.name, bs, gemm_ms(), bytes);
-      if (bs <= 64) {  // both paths, for the GEMV threshold (up to 16 rows the GEMVs, 17-64 the skinny GEMM)
+      if (bs <= 16) {  // both paths, for the GEMV threshold
         const int saved = kernels::gemv_max_rows();
-        kernels::set_gemv_max_rows(64);
+        kernels::set_gemv_max_rows(16);
         report((std::string(g.name) + "/gemv").c_str(), bs, gemm_ms(), bytes);
         kernels::set_gemv_max_rows(0);
         report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
