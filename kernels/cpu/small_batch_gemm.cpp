@@ -104,7 +104,9 @@ __attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const W*
 // same order and summed by the same tree, so both ISAs give the same bits. Sixteen ymm
 // registers hold up to 4 x rows x 2 halves accumulators for one weight row: measured on a
 // 2-core EPYC (SmolLM2 decode), 1 weight row x 4 x rows beat 2 x 2 and 4 x 1 (batch 8:
-// 70 ms against 98 and 93; oneDNN 84), and 8 x rows spill (74 ms).
+// 70 ms against 98 and 93; oneDNN 84), and 8 x rows spill (74 ms). Two weight rows for the
+// 2-3 x rows of a chain-2 verify (12 accumulators, each x load feeding two FMAs) were slower
+// too: SmolLM2 chain 2 at 31.6-36.3 tok/s against 36.4-40.9, interleaved (2026-12-02).
 constexpr int kAvx2WeightRows = 1;
 
 // Sixteen columns (two 8-wide halves) of M x rows against R weight rows.

@@ -122,32 +122,35 @@ TEST(CpuMatmul, SmallBatchRowsEqualTheSameRowsAlone) {
 // give exactly these bits, so AVX2 and AVX-512 machines decode alike.
 TEST(CpuMatmul, SmallBatchKernelSumsInTheDocumentedOrderOnEveryIsa) {
   std::mt19937 rng(23);
-  const int64_t m = 5, k = 595, n = 37;  // odd sizes: masked column tails, partial weight tiles
-  Buffer x = random_buffer(rng, DType::kF32, {m, k}), w = random_buffer(rng, DType::kF32, {n, k});
-  const float* xp = x.view().ptr<float>();
-  const float* wp = w.view().ptr<float>();
-  std::vector<float> want(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float lane[16] = {};
-      for (int64_t c = 0; c < (k + 15) / 16 * 16; ++c) {
-        const float a = c < k ? xp[i * k + c] : 0.0f, b = c < k ? wp[j * k + c] : 0.0f;
-        lane[c % 16] = std::fma(a, b, lane[c % 16]);
+  // Every x-row count a tile takes (5: tiles of 4 and 1 rows).
+  for (const int64_t m : {1, 2, 3, 5}) {
+    const int64_t k = 595, n = 37;  // odd sizes: masked column tails, partial weight tiles
+    Buffer x = random_buffer(rng, DType::kF32, {m, k}), w = random_buffer(rng, DType::kF32, {n, k});
+    const float* xp = x.view().ptr<float>();
+    const float* wp = w.view().ptr<float>();
+    std::vector<float> want(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float lane[16] = {};
+        for (int64_t c = 0; c < (k + 15) / 16 * 16; ++c) {
+          const float a = c < k ? xp[i * k + c] : 0.0f, b = c < k ? wp[j * k + c] : 0.0f;
+          lane[c % 16] = std::fma(a, b, lane[c % 16]);
+        }
+        for (int width = 8; width >= 1; width /= 2)
+          for (int u = 0; u < width; ++u) lane[u] += lane[u + width];
+        want[static_cast<size_t>(i * n + j)] = lane[0];
       }
-      for (int width = 8; width >= 1; width /= 2)
-        for (int u = 0; u < width; ++u) lane[u] += lane[u + width];
-      want[static_cast<size_t>(i * n + j)] = lane[0];
+    int ran = 0;
+    for (auto isa : {cpu::SmallBatchIsa::kAvx2, cpu::SmallBatchIsa::kAvx512}) {
+      if (!cpu::small_batch_gemm_supports(isa)) continue;
+      ++ran;
+      std::vector<float> got(static_cast<size_t>(m * n), -1.0f);
+      cpu::small_batch_gemm_on(isa, m, n, k, xp, wp, got.data());
+      for (size_t e = 0; e < got.size(); ++e)
+        ASSERT_EQ(got[e], want[e]) << (isa == cpu::SmallBatchIsa::kAvx2 ? "AVX2" : "AVX-512") << " output " << e << ", " << m << " rows";
     }
-  int ran = 0;
-  for (auto isa : {cpu::SmallBatchIsa::kAvx2, cpu::SmallBatchIsa::kAvx512}) {
-    if (!cpu::small_batch_gemm_supports(isa)) continue;
-    ++ran;
-    std::vector<float> got(static_cast<size_t>(m * n), -1.0f);
-    cpu::small_batch_gemm_on(isa, m, n, k, xp, wp, got.data());
-    for (size_t e = 0; e < got.size(); ++e)
-      ASSERT_EQ(got[e], want[e]) << (isa == cpu::SmallBatchIsa::kAvx2 ? "AVX2" : "AVX-512") << " output " << e;
+    if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 + FMA nor AVX-512";
   }
-  if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 + FMA nor AVX-512";
 }
 
 // bf16 weights with f32 activations (the CPU keeps a bf16 draft head so): up to 16 rows the
