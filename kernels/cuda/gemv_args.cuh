@@ -1,7 +1,7 @@
 #pragma once
 // What the GEMVs (ops_matmul.cu: 1-16 input rows) read and write, and their epilogues: stored,
 // SiLU-paired (the MLP's gate/up with its activation) or RoPE + KV write (the merged q/k/v
-// projection), so that a GEMV-shaped kernel in another file can share them. CUDA-only header.
+// projection). CUDA-only header.
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -40,7 +40,7 @@ enum class Epilogue { kStore, kSiluPairs, kRope };
 // (kernels/rope_kv_write.hpp); the block rotates its pair and writes q_out or the K cache,
 // or copies its two V dims into the V cache: the projection with rope_kv_write fused.
 // One pair of output rows (first, first + 1) of input row m, whose sums (bias included) are
-// v0 and v1, through a pair epilogue.
+// s0 and s1, through a pair epilogue.
 template <class T, class TO, class W, Epilogue EPI>
 __device__ __forceinline__ void gemv_write_pair(const GemvArgs<T, TO, W>& a, int64_t first, int m, float s0, float s1) {
   // Round as the unfused path stores the projection (in T).

@@ -3,8 +3,9 @@
 // cublasGemmEx takes the heuristic's first algorithm. At 17-256 rows of x against an 8B
 // layer's weights that choice reads them well below HBM speed (H200, 32 rows: q/k/v at ~42% of
 // copy bandwidth, o_proj ~32%: too few tiles for 132 SMs), and other algorithms of the same
-// heuristic list (other tiles, split-K) do somewhat better (docs/performance.md). So the first call of each shape times the list's candidates
-// on the real tensors and keeps the fastest, as sglang and vLLM's tuned GEMM configs do offline.
+// heuristic list (other tiles, split-K) do somewhat better (docs/performance.md). So the first
+// call of each shape times the list's candidates on the real tensors and keeps the fastest, as
+// sglang and vLLM's tuned GEMM configs do offline.
 #include <cublasLt.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@ answers, and at the end a SIGTERM after which the server must exit 0; and the gr
 aerie-generate outputs those tests compare the server's against."""
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -47,6 +48,8 @@ def _start(serve, args, launcher, stderr, startup_s):
     parallel, and mpirun opens ports of its own)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    # A log file the caller passes holds every attempt: this one's starts here.
+    log_start = None if stderr is subprocess.PIPE else os.path.getsize(stderr.name)
     server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
                               stderr=stderr, text=True)
     deadline = time.monotonic() + startup_s
@@ -56,7 +59,12 @@ def _start(serve, args, launcher, stderr, startup_s):
             return server, port
         except OSError:
             if server.poll() is not None:
-                log = server.stderr.read() if server.stderr else open(stderr.name).read()
+                if server.stderr:
+                    log = server.stderr.read()
+                else:
+                    with open(stderr.name, "rb") as f:
+                        f.seek(log_start)
+                        log = f.read().decode(errors="replace")
                 if "cannot listen on" in log:
                     return None
                 raise AssertionError(f"server exited ({server.returncode}): {log[-3000:]}")
