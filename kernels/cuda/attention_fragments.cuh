@@ -23,6 +23,14 @@ __device__ __forceinline__ void load_a_rows(uint32_t (&a)[kSteps][4], const T* l
   }
 }
 
+// 2^x in one MUFU.EX2 (ex2.approx.ftz: max relative error 2^-22, -inf gives +0); exp2f without
+// --use_fast_math adds a denormal fix-up around it.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The running max and sum of a lane's two rows; a row's columns lie on the four lanes of a
 // quad, so the max is reduced over the quad at every tile and the sum (this lane's columns
 // only) once at the end.
@@ -59,6 +67,44 @@ struct RowPairSoftmax {
         if (hi) sum_hi += p;
         else sum_lo += p;
       }
+    l_lo = l_lo * corr_lo + sum_lo;
+    l_hi = l_hi * corr_hi + sum_hi;
+  }
+
+  // The same on unscaled scores (-inf where unseen), FlashAttention-2's way: the running max is
+  // kept unscaled and each probability is exp2(s * scale_log2 - max * scale_log2), one FFMA and
+  // one MUFU.EX2 an element, where step() spends a multiply by the scale, a mask compare, a
+  // subtract, __expf's multiply by log2(e) and a select. scale_log2 = softmax scale * log2(e) > 0,
+  // so the max of the unscaled scores is the max of the scaled ones. A row with no key seen yet
+  // (max -inf) subtracts 0, so its -inf scores give 0, not NaN.
+  template <int kTiles>
+  __device__ __forceinline__ void step_exp2(float (&s)[kTiles][4], float scale_log2, float& corr_lo, float& corr_hi) {
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+      mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+    }
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+    const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+    corr_lo = mn_lo == -INFINITY ? 1.0f : ex2_approx((m_lo - mn_lo) * scale_log2);
+    corr_hi = mn_hi == -INFINITY ? 1.0f : ex2_approx((m_hi - mn_hi) * scale_log2);
+    m_lo = mn_lo;
+    m_hi = mn_hi;
+    const float off_lo = mn_lo == -INFINITY ? 0.0f : mn_lo * scale_log2, off_hi = mn_hi == -INFINITY ? 0.0f : mn_hi * scale_log2;
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      s[n][0] = ex2_approx(fmaf(s[n][0], scale_log2, -off_lo));
+      s[n][1] = ex2_approx(fmaf(s[n][1], scale_log2, -off_lo));
+      s[n][2] = ex2_approx(fmaf(s[n][2], scale_log2, -off_hi));
+      s[n][3] = ex2_approx(fmaf(s[n][3], scale_log2, -off_hi));
+      sum_lo += s[n][0] + s[n][1];
+      sum_hi += s[n][2] + s[n][3];
+    }
     l_lo = l_lo * corr_lo + sum_lo;
     l_hi = l_hi * corr_hi + sum_hi;
   }

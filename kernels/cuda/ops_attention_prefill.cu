@@ -54,11 +54,15 @@ __device__ __forceinline__ void load_tile_async(T* tile, int ld, const T* cache,
   }
 }
 
+// The softmax runs on unscaled scores with exp2 (RowPairSoftmax::step_exp2), and only tiles that
+// cross a row's last key are masked: against scaled scores, a mask on every tile and __expf, a
+// 4096-token prompt's prefill went from 118.3 to 114.8 ms on the H200 (docs/performance.md).
 template <class T, int kDimBlocks>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const T* q, const T* k_cache, const T* v_cache, T* out,
                                                                         const int32_t* qo_indptr, const int32_t* kv_indptr,
                                                                         const int32_t* kv_indices, int batch, int q_heads,
                                                                         int kv_heads, float scale) {
+  const float scale_log2 = scale * 1.4426950408889634f;
   constexpr int D = kDimBlocks * 16;
   constexpr int ld = D + PrefillSmem<T>::pad;
   constexpr int kKeyTiles = kKeysPerTile / 8;  // S accumulators: 8 keys each
@@ -142,18 +146,17 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const T*
           mma_m16n8k16<T>(s[2 * np], qa[kk], kb[0], kb[1]);
           mma_m16n8k16<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
         }
-      // Scale; mask keys past each row's position (the diagonal tile, the sequence's end).
+      // Mask keys past each row's position (the diagonal tile, the sequence's end); step_exp2 scales.
       const bool full = j0 + kKeysPerTile - 1 <= min(first_pos + warp * 16, visible - 1);
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = j0 + n * 8 + c + (e & 1);
-          const bool seen = full || j <= (e >= 2 ? last_hi : last_lo);
-          s[n][e] = seen ? s[n][e] * scale : -INFINITY;
-        }
       float corr_lo, corr_hi;
-      softmax.step(s, corr_lo, corr_hi);
+      if (!full) {
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (j0 + n * 8 + c + (e & 1) > (e >= 2 ? last_hi : last_lo)) s[n][e] = -INFINITY;
+      }
+      softmax.step_exp2(s, scale_log2, corr_lo, corr_hi);
       scale_rows(o, corr_lo, corr_hi);
       // O += P V, 16 keys (two S accumulators, already in the A layout) per step.
 #pragma unroll

@@ -2,8 +2,10 @@
 // SiLU-and-multiply.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/device_runtime.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -230,53 +232,109 @@ __global__ void kv_write_kernel(const TI* k, const TI* v, const int32_t* slots, 
   }
 }
 
-// Grid (token, head): blocks y < q_heads + kv_heads rotate one q or k head straight out of
-// the merged qkv row (q to q_out, k to its cache slot); the last y copies the token's V.
-template <class T, class TC>
-__global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const float* inv_freq, const int32_t* slots, T* q_out,
-                                     TC* kc, TC* vc, int64_t qh, int64_t kh, int64_t dim, float scaling, int64_t num_slots) {
-  pdl_begin();
-  const int64_t t = blockIdx.x, h = blockIdx.y, half = dim / 2, width = (qh + 2 * kh) * dim;
-  const T* src = qkv + t * width;
-  const int32_t slot = slots[t];
-  const bool slot_ok = slot >= 0 && slot < num_slots;
-  if (h == qh + kh) {
-    if (!slot_ok) return;
-    const T* vs = src + (qh + kh) * dim;
-    for (int64_t i = threadIdx.x; i < kh * dim; i += blockDim.x) vc[static_cast<int64_t>(slot) * kh * dim + i] = from_float<TC>(to_float(vs[i]));
-    return;
-  }
-  if (h >= qh && !slot_ok) return;
-  const float p = static_cast<float>(pos[t]);
-  const T* x = src + h * dim;  // q heads, then k heads
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float s, c;
-    sincosf(p * inv_freq[i], &s, &c);
-    c *= scaling;
-    s *= scaling;
-    const float x1 = to_float(x[2 * i]), x2 = to_float(x[2 * i + 1]);  // dims i and i + half sit at 2i, 2i + 1
-    const float o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
-    if (h < qh) {
-      T* q = q_out + (t * qh + h) * dim;
-      q[i] = from_float<T>(o1);
-      q[i + half] = from_float<T>(o2);
-    } else {
-      TC* kd = kc + (static_cast<int64_t>(slot) * kh + (h - qh)) * dim;
-      // Round through the activation dtype first, as the unfused rope + kv_write does.
-      kd[i] = from_float<TC>(to_float(from_float<T>(o1)));
-      kd[i + half] = from_float<TC>(to_float(from_float<T>(o2)));
-    }
+// Two adjacent elements (dims i and i + half of a rotated pair sit at 2i, 2i + 1) as floats, in
+// one 4-byte load for 16-bit types when kPairs (the caller checked the row's alignment).
+template <class T, bool kPairs>
+__device__ __forceinline__ void load_pair(const T* p, float& a, float& b) {
+  if constexpr (kPairs && std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(p);
+    a = __low2float(v);
+    b = __high2float(v);
+  } else if constexpr (kPairs && std::is_same_v<T, __half>) {
+    const __half2 v = *reinterpret_cast<const __half2*>(p);
+    a = __low2float(v);
+    b = __high2float(v);
+  } else {
+    a = to_float(p[0]);
+    b = to_float(p[1]);
   }
 }
 
-template <class T>
-__global__ void silu_mul_kernel(const T* gu, T* out, int64_t rows, int64_t inter) {
+// Grid (token, unit group): a token's units are its q heads, its k heads, then its V row; block
+// y takes units [y * per_block, (y + 1) * per_block). A block with rope units first computes the
+// token's cos / sin once per frequency into shared memory (one sincosf per frequency, not per
+// head: at long prompts the arguments are large and sincosf takes its slow path), then rotates
+// its heads' pairs straight out of the merged qkv row (q to q_out, k to its cache slot); the V
+// unit copies the token's V to its slot. Prompts use one group per token (all 41 units of an 8B
+// token in one block); few tokens split them so the grid still fills the GPU.
+template <class T, class TC, bool kPairs>
+__global__ void rope_kv_write_kernel(const T* qkv, const int32_t* pos, const float* inv_freq, const int32_t* slots, T* q_out,
+                                     TC* kc, TC* vc, int qh, int kh, int dim, float scaling, int64_t num_slots, int per_block) {
+  extern __shared__ float rope_cs[];  // cos * scaling [half], then sin * scaling [half]
   pdl_begin();
-  const int64_t n = rows * inter;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = idx / inter, i = idx % inter;
-    const float g = to_float(gu[r * 2 * inter + 2 * i]), u = to_float(gu[r * 2 * inter + 2 * i + 1]);
-    out[idx] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+  const int64_t t = blockIdx.x;
+  const int half = dim / 2, rope_units = qh + kh;
+  const int u0 = blockIdx.y * per_block, u1 = min(u0 + per_block, rope_units + 1);
+  const T* src = qkv + t * static_cast<int64_t>(qh + 2 * kh) * dim;
+  const int32_t slot = slots[t];
+  const bool slot_ok = slot >= 0 && slot < num_slots;
+  // Units this block rotates: q heads always, k heads only with a valid slot.
+  const int r1 = min(u1, slot_ok ? rope_units : qh);
+  if (u0 < r1) {
+    const float p = static_cast<float>(pos[t]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      float sn, cs;
+      sincosf(p * inv_freq[i], &sn, &cs);
+      rope_cs[i] = cs * scaling;
+      rope_cs[half + i] = sn * scaling;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < (r1 - u0) * half; idx += blockDim.x) {
+      const int h = u0 + idx / half, i = idx % half;
+      const float c = rope_cs[i], s = rope_cs[half + i];
+      float x1, x2;
+      load_pair<T, kPairs>(src + h * dim + 2 * i, x1, x2);
+      const float o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
+      if (h < qh) {
+        T* q = q_out + (t * qh + h) * dim;
+        q[i] = from_float<T>(o1);
+        q[i + half] = from_float<T>(o2);
+      } else {
+        TC* kd = kc + (static_cast<int64_t>(slot) * kh + (h - qh)) * dim;
+        // Round through the activation dtype first, as the unfused rope + kv_write does.
+        kd[i] = from_float<TC>(to_float(from_float<T>(o1)));
+        kd[i + half] = from_float<TC>(to_float(from_float<T>(o2)));
+      }
+    }
+  }
+  if (u1 == rope_units + 1 && slot_ok) {
+    const T* vs = src + rope_units * dim;
+    TC* vd = vc + static_cast<int64_t>(slot) * kh * dim;
+    for (int i = threadIdx.x; i < kh * dim; i += blockDim.x) vd[i] = from_float<TC>(to_float(vs[i]));
+  }
+}
+
+// out[r][i] = silu(gate) * up of the interleaved (gate, up) pairs of row r: grid (row, column
+// block), kVec outputs a thread per step; kVec = 4 reads the 8 inputs in one 16-byte load (16-bit
+// types; two for f32) and writes 4 outputs at once (the caller checked the alignment). Rows on
+// the grid's x: no 64-bit division per element (that and 2-byte accesses held the one-dimensional
+// version to half of HBM bandwidth on prompts).
+template <class T, int N>
+struct alignas(sizeof(T) * N) VecOf {
+  T v[N];
+};
+
+template <class T, int kVec>
+__global__ void silu_mul_kernel(const T* gu, T* out, int64_t inter) {
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  const T* g_row = gu + r * 2 * inter;
+  T* o_row = out + r * inter;
+  const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x * kVec;
+  for (int64_t i = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kVec; i < inter; i += stride) {
+    if constexpr (kVec == 1) {
+      const float g = to_float(g_row[2 * i]), u = to_float(g_row[2 * i + 1]);
+      o_row[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+    } else {
+      const VecOf<T, 2 * kVec> in = *reinterpret_cast<const VecOf<T, 2 * kVec>*>(g_row + 2 * i);
+      VecOf<T, kVec> o;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float g = to_float(in.v[2 * j]), u = to_float(in.v[2 * j + 1]);
+        o.v[j] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+      }
+      *reinterpret_cast<VecOf<T, kVec>*>(o_row + i) = o;
+    }
   }
 }
 
@@ -446,14 +504,23 @@ Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
   if (p.qkv.dtype != p.q_out.dtype) return Status::error("rope_kv_write (cuda): qkv and q_out must share a dtype");
   const int64_t tokens = p.qkv.dim(0);
   if (tokens == 0) return Status::ok();
+  const int qh = static_cast<int>(p.q_out.dim(1)), kh = static_cast<int>(p.k_cache.dim(1)), dim = static_cast<int>(p.k_cache.dim(2));
+  // Unit groups per token: enough blocks for ~4 per SM, one group (every unit) from ~528 tokens on.
+  const int units = qh + kh + 1;
+  const int64_t want = (4 * static_cast<int64_t>(cuda_runtime::sm_count()) + tokens - 1) / tokens;
+  const int groups = static_cast<int>(std::clamp<int64_t>(want, 1, units));
+  const int per_block = (units + groups - 1) / groups;
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((units + per_block - 1) / per_block));
+  const unsigned threads = static_cast<unsigned>(std::min(256, std::max(64, per_block * dim / 2)));
+  const size_t smem = static_cast<size_t>(dim) * sizeof(float);
+  // Pairs load as one word when every row and head starts on a word (even dims, aligned base).
+  const bool pairs = dim % 2 == 0 && reinterpret_cast<uintptr_t>(p.qkv.data) % (2 * dtype_size(p.qkv.dtype)) == 0;
   AERIE_DISPATCH_FLOAT(p.qkv.dtype, T, [&] {
     AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
-      const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(p.q_out.dim(1) + p.k_cache.dim(1) + 1));
-      const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, p.k_cache.dim(2) / 2)));
-      launch_pdl(rope_kv_write_kernel<T, TC>, grid, dim3(threads), 0, as_stream(stream),
-          p.qkv.ptr<T>(), p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
-          p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.attention_scaling,
-          p.k_cache.dim(0));
+      auto kernel = pairs ? rope_kv_write_kernel<T, TC, true> : rope_kv_write_kernel<T, TC, false>;
+      launch_pdl(kernel, grid, dim3(threads), smem, as_stream(stream), p.qkv.ptr<T>(), p.positions.ptr<int32_t>(),
+                 p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), qh, kh,
+                 dim, p.attention_scaling, p.k_cache.dim(0), per_block);
     });
   });
   return launch_status("rope_kv_write");
@@ -463,10 +530,15 @@ Status silu_mul(const SiluMulParams& p, void* stream) {
   if (p.gate_up.dtype != p.out.dtype) return Status::error("silu_mul (cuda): gate_up and out must share a dtype");
   const int64_t rows = p.out.dim(0), inter = p.out.dim(1);
   if (rows * inter == 0) return Status::ok();
-  const int64_t blocks = std::min<int64_t>((rows * inter + 255) / 256, 4096);
+  const size_t es = dtype_size(p.out.dtype);
+  const bool vec = inter % 4 == 0 && reinterpret_cast<uintptr_t>(p.gate_up.data) % (8 * es) == 0 &&
+                   reinterpret_cast<uintptr_t>(p.out.data) % (4 * es) == 0;
+  const int per_thread = vec ? 4 : 1;
+  const int64_t col_blocks = std::min<int64_t>((inter + 256 * per_thread - 1) / (256 * per_thread), 65535);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(col_blocks));
   AERIE_DISPATCH_FLOAT(p.out.dtype, T, [&] {
-    launch_pdl(silu_mul_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), p.gate_up.ptr<T>(), p.out.ptr<T>(),
-               rows, inter);
+    auto kernel = vec ? silu_mul_kernel<T, 4> : silu_mul_kernel<T, 1>;
+    launch_pdl(kernel, grid, dim3(256), 0, as_stream(stream), p.gate_up.ptr<T>(), p.out.ptr<T>(), inter);
   });
   return launch_status("silu_mul");
 }

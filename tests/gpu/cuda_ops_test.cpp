@@ -321,33 +321,44 @@ TEST_F(CudaOps, NormRopeSiluEmbeddingMatchCpu) {
     EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(t)) << dtype_name(t);
     EXPECT_LT(rel_error(to_double(to_cpu(dres).view()), to_double(res.view())), tol(t)) << dtype_name(t);
 
-    Buffer gu = random_buffer(rng, t, {5, 2 * 300}), o(Device::kCpu, t, {5, 300});
-    Buffer dgu = to_gpu(gu), dout = like_gpu(o);
-    ASSERT_TRUE(silu_mul({.gate_up = gu.view(), .out = o.view()}, Stream::cpu()).is_ok());
-    ASSERT_TRUE(silu_mul({.gate_up = dgu.view(), .out = dout.view()}, gpu()).is_ok());
-    EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(o.view())), tol(t));
+    // 300 columns: four outputs per thread; 301: one (the unaligned fallback).
+    for (int64_t inter : {300, 301}) {
+      Buffer gu = random_buffer(rng, t, {5, 2 * inter}), o(Device::kCpu, t, {5, inter});
+      Buffer dgu = to_gpu(gu), dout = like_gpu(o);
+      ASSERT_TRUE(silu_mul({.gate_up = gu.view(), .out = o.view()}, Stream::cpu()).is_ok());
+      ASSERT_TRUE(silu_mul({.gate_up = dgu.view(), .out = dout.view()}, gpu()).is_ok());
+      EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(o.view())), tol(t)) << dtype_name(t) << " inter " << inter;
+    }
 
-    const int64_t tokens = 9, qh = 8, kh = 2, dim = 128;
-    Buffer qkv = random_buffer(rng, t, {tokens, (qh + 2 * kh) * dim});
-    std::vector<int32_t> pos = {0, 1, 2, 100, 4095, 17, 8000, 3, 65000};
-    std::vector<int32_t> slots = {3, 9, 0, 4, 7, 11, 2, 5, 1};
+    const int64_t qh = 8, kh = 2, dim = 128;
     std::vector<float> inv(dim / 2);
     for (int64_t i = 0; i < dim / 2; ++i) inv[static_cast<size_t>(i)] = 1.0f / std::pow(500000.0f, 2.0f * i / dim);
     Buffer inv_b(Device::kCpu, DType::kF32, {dim / 2});
     inv_b.copy_from_host(inv.data(), inv_b.nbytes());
-    Buffer pos_b = ints(pos), slot_b = ints(slots), q(Device::kCpu, t, {tokens, qh, dim});
-    Buffer kc(Device::kCpu, t, {12, kh, dim}), vc(Device::kCpu, t, {12, kh, dim});
-    kc.zero();
-    vc.zero();
-    Buffer dqkv = to_gpu(qkv), dpos = to_gpu(pos_b), dslot = to_gpu(slot_b), dinv = to_gpu(inv_b), dq = like_gpu(q);
-    Buffer dkc = to_gpu(kc), dvc = to_gpu(vc);
-    ASSERT_TRUE(rope_kv_write({.qkv = qkv.view(), .positions = pos_b.view(), .inv_freq = inv_b.view(), .slots = slot_b.view(),
-                               .q_out = q.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
-    ASSERT_TRUE(rope_kv_write({.qkv = dqkv.view(), .positions = dpos.view(), .inv_freq = dinv.view(), .slots = dslot.view(),
-                               .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()}, gpu()).is_ok());
-    EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), tol(t) * 2) << dtype_name(t);
-    EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), tol(t) * 2) << dtype_name(t);
-    EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 1e-7) << dtype_name(t);
+    // 9 tokens: each token's heads spread over several blocks; 700: all of a token's heads in one
+    // block (prompts).
+    for (int64_t tokens : {9, 700}) {
+      Buffer qkv = random_buffer(rng, t, {tokens, (qh + 2 * kh) * dim});
+      std::vector<int32_t> pos = {0, 1, 2, 100, 4095, 17, 8000, 3, 65000}, slots(static_cast<size_t>(tokens));
+      for (int64_t i = 9; i < tokens; ++i) pos.push_back(static_cast<int32_t>(rng() % 70000));
+      for (int64_t i = 0; i < tokens; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % (tokens + 3));
+      Buffer pos_b = ints(pos), slot_b = ints(slots), q(Device::kCpu, t, {tokens, qh, dim});
+      Buffer kc(Device::kCpu, t, {tokens + 3, kh, dim}), vc(Device::kCpu, t, {tokens + 3, kh, dim});
+      kc.zero();
+      vc.zero();
+      Buffer dqkv = to_gpu(qkv), dpos = to_gpu(pos_b), dslot = to_gpu(slot_b), dinv = to_gpu(inv_b), dq = like_gpu(q);
+      Buffer dkc = to_gpu(kc), dvc = to_gpu(vc);
+      ASSERT_TRUE(rope_kv_write({.qkv = qkv.view(), .positions = pos_b.view(), .inv_freq = inv_b.view(), .slots = slot_b.view(),
+                                 .q_out = q.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
+      ASSERT_TRUE(rope_kv_write({.qkv = dqkv.view(), .positions = dpos.view(), .inv_freq = dinv.view(), .slots = dslot.view(),
+                                 .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()}, gpu()).is_ok());
+      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), tol(t) * 2) << dtype_name(t) << " tokens " << tokens;
+      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), tol(t) * 2) << dtype_name(t) << " tokens " << tokens;
+      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 1e-7) << dtype_name(t) << " tokens " << tokens;
+    }
+    const int64_t tokens = 9;
+    std::vector<int32_t> pos = {0, 1, 2, 100, 4095, 17, 8000, 3, 65000};
+    Buffer pos_b = ints(pos), dpos = to_gpu(pos_b), dinv = to_gpu(inv_b);
 
     // The unfused rope agrees with the fused one.
     Buffer q2 = random_buffer(rng, t, {tokens, qh, dim}), k2 = random_buffer(rng, t, {tokens, kh, dim});
