@@ -37,10 +37,9 @@ __device__ __forceinline__ float ex2_approx(float x) {
 struct RowPairSoftmax {
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
-  // s: kTiles accumulators of scaled scores, -inf where unseen; they become probabilities
-  // exp(s - max) in place. corr_*: what the output rows accumulated so far must be scaled by.
+  // The rows' running max after this tile: the tile's max over the quad, and the max so far.
   template <int kTiles>
-  __device__ __forceinline__ void step(float (&s)[kTiles][4], float& corr_lo, float& corr_hi) {
+  __device__ __forceinline__ void new_max(const float (&s)[kTiles][4], float& mn_lo, float& mn_hi) const {
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kTiles; ++n) {
@@ -51,7 +50,16 @@ struct RowPairSoftmax {
     mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
     mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
     mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-    const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+    mn_lo = fmaxf(m_lo, mx_lo);
+    mn_hi = fmaxf(m_hi, mx_hi);
+  }
+
+  // s: kTiles accumulators of scaled scores, -inf where unseen; they become probabilities
+  // exp(s - max) in place. corr_*: what the output rows accumulated so far must be scaled by.
+  template <int kTiles>
+  __device__ __forceinline__ void step(float (&s)[kTiles][4], float& corr_lo, float& corr_hi) {
+    float mn_lo, mn_hi;
+    new_max(s, mn_lo, mn_hi);
     corr_lo = mn_lo == -INFINITY ? 1.0f : __expf(m_lo - mn_lo);
     corr_hi = mn_hi == -INFINITY ? 1.0f : __expf(m_hi - mn_hi);
     m_lo = mn_lo;
@@ -79,17 +87,8 @@ struct RowPairSoftmax {
   // (max -inf) subtracts 0, so its -inf scores give 0, not NaN.
   template <int kTiles>
   __device__ __forceinline__ void step_exp2(float (&s)[kTiles][4], float scale_log2, float& corr_lo, float& corr_hi) {
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < kTiles; ++n) {
-      mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
-    }
-    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-    const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+    float mn_lo, mn_hi;
+    new_max(s, mn_lo, mn_hi);
     corr_lo = mn_lo == -INFINITY ? 1.0f : ex2_approx((m_lo - mn_lo) * scale_log2);
     corr_hi = mn_hi == -INFINITY ? 1.0f : ex2_approx((m_hi - mn_hi) * scale_log2);
     m_lo = mn_lo;
