@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On one H200 (device kind nvidia-h200), with .device.tgz from
+# BUILD_DIR=build BINS="launch/aerie-bench launch/aerie-generate" bash tools/device_pack.sh carried:
+# what a speculative round costs through the whole engine (aerie-generate: Scheduler, worker and
+# DraftWorker actors) against the worker alone (aerie-bench speculative), SmolLM2-135M shape,
+# random weights and a random EAGLE-3 head over the full vocabulary (one token a round, so a
+# round's time is wall time / verify forwards), batch 1, chain of 3, in one call.
+#   device run (carry [".device.tgz"]): bash tools/gpu_spec_round_check.sh
+set -uo pipefail
+RESULTS=${OUT:-/tmp/aerie-gpu-spec-round}
+source "$(dirname "$0")/gpu_steps.sh"
+SHAPE=(--model-shape smollm2-135m)
+STEP_TAIL=6 step bench_chain3 240 "$B/aerie-bench" speculative --device cuda "${SHAPE[@]}" --algorithm EAGLE3 --draft-vocab 0 \
+  --batch-size 1 --speculative-num-steps 3 --input-len 64 --rounds 100 --json "$RESULTS/spec_round_bench.json"
+PROMPTS=()
+for i in $(seq 1 8); do PROMPTS+=(--input-ids "$((i + 10)),20,30,40,50,60,70,80"); done
+GEN=("$B/aerie-generate" --load-format dummy "${SHAPE[@]}" --device cuda --dtype bf16 --temperature 0 --max-new-tokens 512 --ignore-eos
+  --max-running-requests 1 "${PROMPTS[@]}")
+EAGLE=(--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1)
+for round in 1 2; do
+  STEP_TAIL=1 step "generate_plain_$round" 240 "${GEN[@]}"
+  STEP_TAIL=1 step "generate_chain3_$round" 240 "${GEN[@]}" "${EAGLE[@]}"
+  STEP_TAIL=1 step "generate_chain3_overlap_$round" 240 "${GEN[@]}" "${EAGLE[@]}" --enable-spec-overlap
+  STEP_TAIL=1 step "generate_chain3_nooverlap_$round" 240 "${GEN[@]}" "${EAGLE[@]}" --disable-overlap-schedule
+done
+{
+  python3 - "$LOGS" "$RESULTS/spec_round_bench.json" <<'PY'
+import glob, json, os, re, sys
+logs, bench = sys.argv[1], json.load(open(sys.argv[2]))[0]
+print(f"worker alone (aerie-bench speculative): plain step {bench['plain_step_ms']:.3f} ms, round {bench['round_ms']:.3f} ms, "
+      f"stages {json.dumps({k: round(v, 3) for k, v in bench['round_stages_ms'].items()})}")
+for f in sorted(glob.glob(os.path.join(logs, "generate_*.txt"))):
+    text = open(f).read()
+    m = re.search(r"(\d+) output tokens in ([\d.]+) s", text)
+    if not m:
+        print(os.path.basename(f), "no summary line"); continue
+    v = re.search(r"(\d+) verify forwards", text)
+    tokens, secs, verifies = int(m.group(1)), float(m.group(2)), v.group(1) if v else None
+    per = secs * 1e3 / (int(verifies) if verifies else tokens)
+    print(f"{os.path.basename(f)[:-4]:<32} {tokens} tokens in {secs:.3f} s: {per:.3f} ms a {'round' if verifies else 'token'}")
+PY
+} | tee "$RESULTS/spec_round_summary.txt"
+pack_logs
+exit $status
