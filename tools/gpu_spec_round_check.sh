@@ -5,11 +5,37 @@
 # DraftWorker actors) against the worker alone (aerie-bench speculative), SmolLM2-135M shape,
 # random weights and a random EAGLE-3 head over the full vocabulary (one token a round, so a
 # round's time is wall time / verify forwards), batch 1, chain of 3, in one call.
-#   device run (carry [".device.tgz"]): bash tools/gpu_spec_round_check.sh
+# `draft` instead: the worker's round with the DraftWorker behind its actor and in-process, at the
+# shipped head's draft vocabulary (16,384) and the full one, chains of 3 and 5 (aerie-bench only).
+#   device run (carry [".device.tgz"]): bash tools/gpu_spec_round_check.sh [engine|draft]
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-spec-round}
 source "$(dirname "$0")/gpu_steps.sh"
 SHAPE=(--model-shape smollm2-135m)
+if [[ ${1:-engine} == draft ]]; then
+  for vocab in 16384 0; do
+    for steps in 3 5; do
+      for actor in actor in_process; do
+        flag=()
+        [[ $actor == in_process ]] && flag=(--no-draft-actor)
+        STEP_TAIL=0 step "draft_${vocab}_${steps}_${actor}" 240 "$B/aerie-bench" speculative --device cuda "${SHAPE[@]}" --algorithm EAGLE3 \
+          --draft-vocab "$vocab" --batch-size 1 --speculative-num-steps "$steps" --input-len 64 --rounds 100 "${flag[@]}" \
+          --json "$LOGS/draft_${vocab}_${steps}_${actor}.json"
+      done
+    done
+  done
+  python3 - "$LOGS" <<'PY' | tee "$RESULTS/spec_draft_parts.txt"
+import glob, json, os, sys
+print(f"{'draft vocab':>11} {'steps':>5} {'draft':>10}  plain ms  verify ms  propose ms  round ms  round/plain")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "draft_*.json"))):
+    _, vocab, steps, actor = os.path.basename(f)[:-5].split("_", 3)
+    d = json.load(open(f))[0]
+    st = d["round_stages_ms"]
+    print(f"{vocab:>11} {steps:>5} {actor:>10}  {d['plain_step_ms']:8.3f}  {st['verify']:9.3f}  {st['propose']:10.3f}  {d['round_ms']:8.3f}  {d['round_ms'] / d['plain_step_ms']:11.2f}")
+PY
+  pack_logs
+  exit $status
+fi
 STEP_TAIL=6 step bench_chain3 240 "$B/aerie-bench" speculative --device cuda "${SHAPE[@]}" --algorithm EAGLE3 --draft-vocab 0 \
   --batch-size 1 --speculative-num-steps 3 --input-len 64 --rounds 100 --json "$RESULTS/spec_round_bench.json"
 PROMPTS=()
