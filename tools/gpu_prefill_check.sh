@@ -56,7 +56,7 @@ if [[ $what == profile || $what == all ]]; then
   else
     STEP_TAIL=3 step ncu_prefill_4096 480 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
       "${ONE[@]}" --input-len 4096
-    python3 tools/kernel_time_table.py "$LOGS/ncu_prefill_4096.txt" --runs 4 --layers 32 | tee "$RESULTS/prefill_profile.txt"
+    python3 tools/kernel_time_table.py "$LOGS/ncu_prefill_4096.txt" --layers 32 | tee "$RESULTS/prefill_profile.txt"
     # One prefill attention launch of the second prefill in detail: throughput, occupancy, what warps wait on.
     STEP_TAIL=80 step ncu_prefill_attention 300 "$NCU" --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

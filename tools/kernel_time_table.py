@@ -3,8 +3,9 @@
 
 Input: the output of `ncu --metrics gpu__time_duration.sum --csv --print-units base <aerie-bench
 one-batch ... --cuda-graph off>` (tools/gpu_prefill_check.sh profile); the program's own lines
-are skipped. The bench runs the same prefill `--runs` times; the kernels from the first prefill
-attention of the second-to-last run up to the first of the last run are exactly one prefill
+are skipped. The bench runs the same prefill several times (the runs are told apart by counting
+`--layers` marker kernels each); the kernels from the first prefill attention of the
+second-to-last run up to the first of the last run are exactly one prefill
 (its layers' tails, the LM head and sampling, then the next run's embedding and first layer's
 head), so they are summed: per kernel (name without template arguments), count, microseconds,
 share, and the share of GEMMs, attention and the rest.
@@ -47,7 +48,6 @@ def kind(name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("csv_file")
-    ap.add_argument("--runs", type=int, default=4, help="prefills the bench ran (warm-up + timed)")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--marker", default="prefill_attention_kernel", help="a kernel each layer of a prefill runs once")
     args = ap.parse_args()

@@ -507,7 +507,8 @@ Status rope_kv_write(const RopeKvWriteParams& p, void* stream) {
   const int qh = static_cast<int>(p.q_out.dim(1)), kh = static_cast<int>(p.k_cache.dim(1)), dim = static_cast<int>(p.k_cache.dim(2));
   // Unit groups per token: enough blocks for ~4 per SM, one group (every unit) from ~528 tokens on.
   const int units = qh + kh + 1;
-  const int64_t want = (4 * static_cast<int64_t>(cuda_runtime::sm_count()) + tokens - 1) / tokens;
+  static const int64_t sms = cuda_runtime::sm_count();  // once per process, as attention() does
+  const int64_t want = (4 * sms + tokens - 1) / tokens;
   const int groups = static_cast<int>(std::clamp<int64_t>(want, 1, units));
   const int per_block = (units + groups - 1) / groups;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((units + per_block - 1) / per_block));
