@@ -393,6 +393,13 @@ void SampleParams::validate() const {
   per_row(seed, "seed", DType::kI64);
   per_row(step, "step", DType::kI64);
   per_row(out, "out", DType::kI32);
+  if (out_copy.defined()) per_row(out_copy, "out_copy", DType::kI32);
+  if (id_map.defined()) {
+    AERIE_CHECK(id_map.device == d, "sample: id_map " << id_map.describe() << " is not on the logits' device");
+    check_dtype(id_map, "id_map", DType::kI32);
+    AERIE_CHECK(id_map.numel() == logits.dim(1), "sample: id_map " << id_map.describe() << " must map every one of the " << logits.dim(1)
+                                                                   << " logits' ids");
+  }
   if (workspace.defined()) {
     check_tensor(workspace, "workspace", 1, d);
     check_dtype(workspace, "workspace", DType::kF32);

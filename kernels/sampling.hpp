@@ -24,6 +24,12 @@ struct SampleParams {
   TensorView seed;         // [batch] i64
   TensorView step;         // [batch] i64: how many tokens the request has sampled so far
   TensorView out;          // [batch] i32
+  // Optional: the chosen token's id read through this map (out[b] = id_map[token]), e.g. an
+  // EAGLE-3 head's reduced draft vocabulary to the target's ids; [vocab] or [vocab, 1] i32.
+  TensorView id_map = {};
+  // Optional: a second [batch] i32 output written with the same ids (a draft step's token is
+  // both its proposal and the next forward's input: one launch instead of a copy).
+  TensorView out_copy = {};
   // Optional scratch (CUDA): with it, the row maximum is found by many blocks at once,
   // which is what a greedy row costs. [>= sample_workspace_floats(batch)] f32.
   TensorView workspace = {};

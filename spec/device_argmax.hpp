@@ -13,8 +13,11 @@ namespace aerie::spec {
 class DeviceArgmax {
  public:
   DeviceArgmax(Device device, int64_t max_rows);
-  // out[r] = argmax(logits[r]) for the logits' rows (at most max_rows); out: [rows] i32.
-  void run(const TensorView& logits, const TensorView& out, const Stream& stream);
+  // out[r] = argmax(logits[r]) for the logits' rows (at most max_rows); out: [rows] i32 (or
+  // [rows, 1]). With id_map ([vocab] i32, e.g. a draft vocabulary's target ids) out[r] =
+  // id_map[argmax]; with out_copy the same ids are written there too (same launches).
+  void run(const TensorView& logits, const TensorView& out, const Stream& stream, const TensorView& id_map = {},
+           const TensorView& out_copy = {});
 
  private:
   int64_t max_rows_;

@@ -37,7 +37,6 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
   cap.max_splits = buckets_.max_splits();
   for (int64_t j = 1; j < steps_; ++j) ws_.push_back(net_.make_workspace(cap));
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
-  draft_ids_ = Buffer(dev, DType::kI32, {top});
   tokens_ = Buffer(dev, DType::kI32, {steps_ * top});
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
@@ -83,7 +82,6 @@ void DraftChainRunner::enqueue(int64_t bs) {
   const Device dev = stream_.device();
   const model::ForwardDims dims = buckets_.dims(bs);
   const int64_t h = target_.config().hidden_size;
-  const TensorView ids(draft_ids_.data(), DType::kI32, {bs}, dev);
   const TensorView rows = rows_.view().slice_rows(0, bs);
   // Row 0 of the tokens: each request's next token, which is also step 1's input.
   const TensorView next_tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
@@ -103,11 +101,10 @@ void DraftChainRunner::enqueue(int64_t bs) {
       }
     }
     const TensorView logits = net_.run(ws, in, kv_, dims);
-    argmax_->run(logits, ids, stream_);
+    // The step's tokens as target ids, written by the argmax itself (through the draft
+    // vocabulary's map) both to the proposal and as the next forward's input tokens.
     const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + j * bs, DType::kI32, {bs, 1}, dev);
-    draft_ids_to_target(ids, to_target_, step_tokens, stream_);
-    if (j + 1 < steps_)  // the next forward's input tokens
-      copy_async(ws_[static_cast<size_t>(j)]->ids(bs).data, step_tokens.data, static_cast<size_t>(bs) * 4, stream_);
+    argmax_->run(logits, step_tokens, stream_, to_target_, j + 1 < steps_ ? ws_[static_cast<size_t>(j)]->ids(bs) : TensorView());
   }
 }
 

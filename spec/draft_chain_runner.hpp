@@ -82,7 +82,6 @@ class DraftChainRunner {
   BucketGraphs buckets_;
   std::vector<std::unique_ptr<model::ForwardWorkspace>> ws_;  // one per draft forward
   std::unique_ptr<DeviceArgmax> argmax_;
-  Buffer draft_ids_;   // [max_bs] i32: a step's argmax (draft vocabulary)
   Buffer tokens_;      // [steps, max_bs] i32: the next tokens, then every step's token (target ids)
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state

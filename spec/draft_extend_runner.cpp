@@ -79,7 +79,6 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
   cap.max_splits = buckets_.max_splits();
   ws_ = net_.make_workspace(cap);
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
-  ids_ = Buffer(dev, DType::kI32, {top});
   tokens_ = Buffer(dev, DType::kI32, {top, 1});
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
@@ -122,10 +121,9 @@ void DraftExtendRunner::enqueue(int64_t bs) {
   const model::ForwardDims dims = buckets_.dims(bs);
   const TensorView in = net_.eagle() ? TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev) : TensorView();
   const TensorView logits = net_.run(*ws_, in, kv_, dims);
-  const TensorView ids(ids_.data(), DType::kI32, {bs}, dev), tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
+  const TensorView tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
   const TensorView rows = rows_.view().slice_rows(0, bs);
-  argmax_->run(logits, ids, stream_);
-  draft_ids_to_target(ids, to_target_, tokens, stream_);
+  argmax_->run(logits, tokens, stream_, to_target_);  // target ids, through the draft vocabulary's map
   AERIE_CHECK_STATUS(kernels::scatter_rows(
       {.src = tokens, .rows = rows, .out = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev)}, stream_));
   if (net_.head) {  // the head's output at each request's last committed token, to its state row

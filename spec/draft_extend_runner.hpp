@@ -73,7 +73,6 @@ class DraftExtendRunner {
   BucketGraphs buckets_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
   std::unique_ptr<DeviceArgmax> argmax_;
-  Buffer ids_;         // [max_bs] i32: the argmax (draft vocabulary)
   Buffer tokens_;      // [max_bs, 1] i32: as target ids
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states

@@ -261,7 +261,6 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
   next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
   next_pool_.zero();
   extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
-  extend_ids_ = Buffer(dev, DType::kI32, {max_requests_});
   extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
   chain_ = std::make_unique<spec::DraftChainRunner>(net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps, runner_bs,
                                                     max_context, graphs);
@@ -296,10 +295,8 @@ void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const T
     AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = top_tokens_pool_.view()}, stream_));
     AERIE_CHECK_STATUS(kernels::scatter_rows({.src = values, .rows = row_ids, .out = top_logp_pool_.view()}, stream_));
   } else {
-    const TensorView ids(extend_ids_.data(), DType::kI32, {n}, dev);
-    extend_argmax_->run(logits, ids, stream_);
     const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
-    spec::draft_ids_to_target(ids, to_target, tokens, stream_);
+    extend_argmax_->run(logits, tokens, stream_, to_target);  // target ids, through the draft vocabulary's map
     const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
     AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
   }

@@ -131,7 +131,7 @@ class DraftWorkerCore : public DraftPort {
   Buffer extend_top_values_, extend_top_ids_, extend_top_tokens_;  // [max_requests, topk]
   Buffer to_target_;    // [draft vocab, 1] i32 (empty: the ids are the target's)
   std::unique_ptr<spec::DeviceArgmax> extend_argmax_;
-  Buffer extend_ids_, extend_tokens_, extend_rows_, extend_logit_rows_, extend_hidden_;
+  Buffer extend_tokens_, extend_rows_, extend_logit_rows_, extend_hidden_;
 };
 
 }  // namespace aerie::spec

@@ -30,13 +30,14 @@ Status sample(const SampleParams& p) {
     const float* row = p.logits.ptr<float>() + b * vocab;
     const float temp = p.temperature.ptr<float>()[b];
     const RowFilter f = row_filter(row, vocab, temp, p.top_p.ptr<float>()[b], p.top_k.ptr<int32_t>()[b], p.min_p.ptr<float>()[b], probs);
-    int32_t& out = p.out.ptr<int32_t>()[b];
-    if (temp == 0.0f) {
-      out = f.argmax;
-      return;
+    int32_t token = f.argmax;
+    if (temp != 0.0f) {
+      const float u = kernels::philox_uniform(static_cast<uint64_t>(p.seed.ptr<int64_t>()[b]), static_cast<uint64_t>(p.step.ptr<int64_t>()[b]));
+      token = draw_in_id_order(probs, f, {}, u, f.kept);
     }
-    const float u = kernels::philox_uniform(static_cast<uint64_t>(p.seed.ptr<int64_t>()[b]), static_cast<uint64_t>(p.step.ptr<int64_t>()[b]));
-    out = draw_in_id_order(probs, f, {}, u, f.kept);
+    if (p.id_map.defined()) token = p.id_map.ptr<int32_t>()[token];
+    p.out.ptr<int32_t>()[b] = token;
+    if (p.out_copy.defined()) p.out_copy.ptr<int32_t>()[b] = token;
   });
   return Status::ok();
 }

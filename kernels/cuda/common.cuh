@@ -93,6 +93,9 @@ inline void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, siz
   cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(args)...);
 }
 
+// Whether a pointer allows 16-byte vector loads and stores.
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 inline Status launch_status(const char* op) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return Status::ok();

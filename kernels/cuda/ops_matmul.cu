@@ -400,6 +400,27 @@ void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
+// FP8 weights at one input row: a weight row holds half a bf16 row's bytes, so a block per row
+// (as bf16 runs) has half the bytes in flight per resident thread; the draft head's products
+// (K = 4096-8192) measured at ~2.6 TB/s that way (docs/performance.md). Weight rows per block:
+// AERIE_GEMV_FP8_ROWS = 1 (stores only), 2 or 4, or 16 for the tensor-core GEMV (K a multiple
+// of 64), for measuring; default kFp8OneRowRows.
+constexpr int kFp8OneRowRows = 2;
+int fp8_one_row_rows() {
+  static const int forced = env_knob("AERIE_GEMV_FP8_ROWS");
+  return forced == 1 || forced == 2 || forced == 4 || forced == 16 ? forced : kFp8OneRowRows;
+}
+template <class T, class TO, Epilogue EPI>
+void launch_fp8_one_row(const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
+  const int r = fp8_one_row_rows();
+  if (r == 16 && mma_eligible<Fp8>(a.k)) return launch_gemv_mma<T, TO, Fp8, 1, EPI>(a, s);
+  if (r == 4) return launch_gemv_rows<T, TO, Fp8, 1, 4, EPI>(a, s);
+  if constexpr (EPI == Epilogue::kStore) {  // the pair epilogues need an even count
+    if (r == 1) return launch_gemv_rows<T, TO, Fp8, 1, 1, EPI>(a, s);
+  }
+  launch_gemv_rows<T, TO, Fp8, 1, 2, EPI>(a, s);
+}
+
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
@@ -411,7 +432,10 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
     return;
   }
   switch (m) {
-    case 1: launch_gemv_few<T, TO, W, 1, kR1, EPI>(a, s); break;
+    case 1:
+      if constexpr (kIsFp8<W>) launch_fp8_one_row<T, TO, EPI>(a, s);
+      else launch_gemv_few<T, TO, W, 1, kR1, EPI>(a, s);
+      break;
     case 2: launch_gemv_few<T, TO, W, 2, 2, EPI>(a, s); break;
     case 3: launch_gemv_m<T, TO, W, 3, 2, EPI>(a, s); break;
     case 4: launch_gemv_m<T, TO, W, 4, 4, EPI>(a, s); break;
@@ -434,7 +458,6 @@ int default_gemv_rows() {
 }
 int max_gemv_rows = default_gemv_rows();
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
   return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&

@@ -16,6 +16,7 @@ constexpr int kArgmaxParts = 32;
 // index as float bits).
 __global__ void partial_argmax_kernel(const float* logits, int64_t vocab, float* partial) {
   __shared__ ArgMax scratch[32];
+  pdl_begin();  // launched behind the kernel that writes the logits (an LM head)
   const int64_t b = blockIdx.x, p = blockIdx.y;
   const int64_t slice = (vocab + kArgmaxParts - 1) / kArgmaxParts;
   const int64_t begin = p * slice, end = min64(vocab, begin + slice);
@@ -30,11 +31,18 @@ __global__ void partial_argmax_kernel(const float* logits, int64_t vocab, float*
 }
 
 __global__ void sample_kernel(const float* logits, int64_t vocab, const float* temperature, const float* top_p, const int32_t* top_k,
-                              const float* min_p, const int64_t* seed, const int64_t* step, int32_t* out, const float* partial) {
+                              const float* min_p, const int64_t* seed, const int64_t* step, int32_t* out, const float* partial,
+                              const int32_t* id_map, int32_t* out_copy) {
   __shared__ float scratch[32];
   __shared__ ArgMax am_scratch[32];
   __shared__ float chunk_sums[kThreads];
+  pdl_begin();
   const int64_t b = blockIdx.x;
+  auto write = [&](int32_t token) {  // thread 0: the token, through the map, to each output
+    if (id_map) token = id_map[token];
+    out[b] = token;
+    if (out_copy) out_copy[b] = token;
+  };
   const float* row = logits + b * vocab;
   ArgMax best{-INFINITY, -1};
   if (partial) {
@@ -46,7 +54,7 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const float* t
   best = block_argmax(best, am_scratch);
   const float temp = temperature[b];
   if (!(temp > 0.0f)) {  // greedy (validated on the host: never negative or NaN)
-    if (threadIdx.x == 0) out[b] = best.i < 0 ? 0 : best.i;
+    if (threadIdx.x == 0) write(best.i < 0 ? 0 : best.i);
     return;
   }
   const float mx = best.v, inv_t = 1.0f / temp;
@@ -56,7 +64,7 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const float* t
   const int32_t token = draw_in_id_order(
       vocab, [&](int64_t v) { return __expf((row[v] - mx) * inv_t) * f.inv_z; }, [&](int64_t, float p) { return p >= f.tau; },
       [&](float kept) { return u * kept; }, chunk_sums, scratch, am_scratch, &chosen);
-  if (threadIdx.x == 0) out[b] = token;
+  if (threadIdx.x == 0) write(token);
 }
 
 __global__ void log_softmax_kernel(const float* logits, float* out, int64_t vocab) {
@@ -130,12 +138,15 @@ Status sample(const SampleParams& p, void* stream) {
   const int64_t batch = p.logits.dim(0);
   if (batch == 0) return Status::ok();
   float* partial = p.workspace.defined() ? p.workspace.ptr<float>() : nullptr;
+  // Both stages wait (pdl_begin) before reading anything, so each may be scheduled while the
+  // kernel before it drains: a greedy draft step is mostly these gaps.
   if (partial)
-    partial_argmax_kernel<<<dim3(static_cast<unsigned>(batch), kArgmaxParts), 256, 0, as_stream(stream)>>>(p.logits.ptr<float>(),
-                                                                                                          p.logits.dim(1), partial);
-  sample_kernel<<<static_cast<unsigned>(batch), kThreads, 0, as_stream(stream)>>>(
-      p.logits.ptr<float>(), p.logits.dim(1), p.temperature.ptr<float>(), p.top_p.ptr<float>(), p.top_k.ptr<int32_t>(),
-      p.min_p.ptr<float>(), p.seed.ptr<int64_t>(), p.step.ptr<int64_t>(), p.out.ptr<int32_t>(), static_cast<const float*>(partial));
+    launch_pdl(partial_argmax_kernel, dim3(static_cast<unsigned>(batch), kArgmaxParts), dim3(256), 0, as_stream(stream), p.logits.ptr<float>(),
+               p.logits.dim(1), partial);
+  launch_pdl(sample_kernel, dim3(static_cast<unsigned>(batch)), dim3(kThreads), 0, as_stream(stream), p.logits.ptr<float>(), p.logits.dim(1),
+             p.temperature.ptr<float>(), p.top_p.ptr<float>(), p.top_k.ptr<int32_t>(), p.min_p.ptr<float>(), p.seed.ptr<int64_t>(),
+             p.step.ptr<int64_t>(), p.out.ptr<int32_t>(), static_cast<const float*>(partial),
+             p.id_map.defined() ? p.id_map.ptr<int32_t>() : nullptr, p.out_copy.defined() ? p.out_copy.ptr<int32_t>() : nullptr);
   return launch_status("sample");
 }
 

@@ -528,6 +528,32 @@ TEST_F(CudaOps, FutureTokensMatchCpu) {
             std::vector<int32_t>(i.view().ptr<int32_t>(), i.view().ptr<int32_t>() + 700));
 }
 
+// Row gathers (embedding) and scatters in both CUDA layouts: 16-byte words (rows of whole words,
+// up to several words a thread and past the words a thread keeps in flight) and the element /
+// 4-byte path (odd widths), with a vocab-parallel shard's ids outside the table giving zeros.
+TEST_F(CudaOps, RowGathersAndScattersMatchCpu) {
+  std::mt19937 rng(31);
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    for (int64_t width : {int64_t{8}, int64_t{4096}, int64_t{3 * 4096 + 8}, int64_t{40000}, int64_t{7}}) {
+      const std::string what = std::string(dtype_name(t)) + " width " + std::to_string(width);
+      Buffer table = random_buffer(rng, t, {6, width}), dtable = to_gpu(table);
+      Buffer ids = ints({1005, 1000, 1003, 7, 1003}), dids = to_gpu(ids);  // table rows are ids 1000..1005; 7 is another shard's
+      Buffer emb(Device::kCpu, t, {5, width}), demb = like_gpu(emb);
+      ASSERT_TRUE(embedding({.ids = ids.view(), .table = table.view(), .out = emb.view(), .first_id = 1000, .zero_outside = true},
+                            Stream::cpu()).is_ok());
+      ASSERT_TRUE(embedding({.ids = dids.view(), .table = dtable.view(), .out = demb.view(), .first_id = 1000, .zero_outside = true},
+                            gpu()).is_ok());
+      EXPECT_EQ(to_double(to_cpu(demb).view()), to_double(emb.view())) << what;
+      // Scatter the gathered rows into a pool; rows not named keep what they held.
+      Buffer pool = random_buffer(rng, t, {9, width}), dpool = to_gpu(pool);
+      Buffer rows = ints({8, 0, 4, 2, 5}), drows = to_gpu(rows);
+      ASSERT_TRUE(scatter_rows({.src = emb.view(), .rows = rows.view(), .out = pool.view()}, Stream::cpu()).is_ok());
+      ASSERT_TRUE(scatter_rows({.src = demb.view(), .rows = drows.view(), .out = dpool.view()}, gpu()).is_ok());
+      EXPECT_EQ(to_double(to_cpu(dpool).view()), to_double(pool.view())) << what;
+    }
+  }
+}
+
 TEST_F(CudaOps, KvMoveMatchesCpu) {
   std::mt19937 rng(12);
   Buffer kc = random_buffer(rng, DType::kBF16, {40, 8, 128}), vc = random_buffer(rng, DType::kBF16, {40, 8, 128});
@@ -573,6 +599,19 @@ TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {
                       .seed = dsd.view(), .step = dst.view(), .out = dout2.view(), .workspace = scratch.view()}, gpu()).is_ok());
   Buffer got2 = to_cpu(dout2);
   for (int64_t b = 0; b < B; ++b) EXPECT_EQ(got2.view().ptr<int32_t>()[b], out.view().ptr<int32_t>()[b]) << b;
+  // Through an id map (a draft vocabulary's target ids) into two outputs, as draft steps run.
+  Buffer map(Device::kCpu, DType::kI32, {V, 1});
+  for (int64_t v = 0; v < V; ++v) map.view().ptr<int32_t>()[v] = static_cast<int32_t>((v * 7919 + 13) % 200000);
+  Buffer dmap = to_gpu(map), dout3 = like_gpu(out), dcopy3 = like_gpu(out);
+  ASSERT_TRUE(sample({.logits = dlogits.view(), .temperature = dtemp.view(), .top_p = dtp.view(), .top_k = dtk.view(), .min_p = dmp.view(),
+                      .seed = dsd.view(), .step = dst.view(), .out = dout3.view(), .id_map = dmap.view(), .out_copy = dcopy3.view(),
+                      .workspace = scratch.view()}, gpu()).is_ok());
+  Buffer got3 = to_cpu(dout3), copy3 = to_cpu(dcopy3);
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t want = map.view().ptr<int32_t>()[out.view().ptr<int32_t>()[b]];
+    EXPECT_EQ(got3.view().ptr<int32_t>()[b], want) << b;
+    EXPECT_EQ(copy3.view().ptr<int32_t>()[b], want) << b;
+  }
 
   for (int64_t k : {1, 5, 64}) {
     Buffer vals(Device::kCpu, DType::kF32, {B, k}), idx(Device::kCpu, DType::kI32, {B, k});

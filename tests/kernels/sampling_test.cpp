@@ -173,6 +173,36 @@ TEST(Sampling, RejectsBadKnobs) {
   EXPECT_FALSE(run(1.0f, 1.5f).is_ok());
 }
 
+// A draft head's reduced vocabulary: the chosen id goes through the map (greedy and sampled
+// rows alike), and the optional second output gets the same ids.
+TEST(Sampling, IdMapAndSecondOutput) {
+  const int64_t B = 3, V = 4;
+  const std::vector<float> lg = {0.0f, 5.0f, 1.0f, 2.0f,   // greedy: id 1
+                                 3.0f, 0.0f, 0.0f, 9.0f,   // greedy: id 3
+                                 0.0f, 0.0f, 40.0f, 0.0f}; // T = 1, all but certain: id 2
+  Buffer l(Device::kCpu, DType::kF32, {B, V}), t(Device::kCpu, DType::kF32, {B}), p(Device::kCpu, DType::kF32, {B});
+  Buffer k(Device::kCpu, DType::kI32, {B}), m(Device::kCpu, DType::kF32, {B}), sd(Device::kCpu, DType::kI64, {B});
+  Buffer st(Device::kCpu, DType::kI64, {B}), out(Device::kCpu, DType::kI32, {B}), copy(Device::kCpu, DType::kI32, {B});
+  Buffer map(Device::kCpu, DType::kI32, {V, 1});
+  l.copy_from_host(lg.data(), l.nbytes());
+  k.zero(); m.zero(); sd.zero(); st.zero();
+  const std::vector<float> temps = {0.0f, 0.0f, 1.0f}, ones = {1.0f, 1.0f, 1.0f};
+  t.copy_from_host(temps.data(), t.nbytes());
+  p.copy_from_host(ones.data(), p.nbytes());
+  const std::vector<int32_t> ids = {100, 205, 317, 4242};  // draft id -> target id
+  map.copy_from_host(ids.data(), map.nbytes());
+  ASSERT_TRUE(sample({.logits = l.view(), .temperature = t.view(), .top_p = p.view(), .top_k = k.view(), .min_p = m.view(),
+                      .seed = sd.view(), .step = st.view(), .out = out.view(), .id_map = map.view(), .out_copy = copy.view()},
+                     Stream::cpu()).is_ok());
+  EXPECT_EQ(std::vector<int32_t>(out.view().ptr<int32_t>(), out.view().ptr<int32_t>() + B), (std::vector<int32_t>{205, 4242, 317}));
+  EXPECT_EQ(std::vector<int32_t>(copy.view().ptr<int32_t>(), copy.view().ptr<int32_t>() + B), (std::vector<int32_t>{205, 4242, 317}));
+  // A map that does not cover the logits' ids is refused.
+  Buffer short_map(Device::kCpu, DType::kI32, {V - 1});
+  EXPECT_ANY_THROW((void)sample({.logits = l.view(), .temperature = t.view(), .top_p = p.view(), .top_k = k.view(), .min_p = m.view(),
+                                 .seed = sd.view(), .step = st.view(), .out = out.view(), .id_map = short_map.view()},
+                                Stream::cpu()));
+}
+
 TEST(LogSoftmax, RowsExponentiateToOne) {
   std::vector<float> lg = {1.0f, 2.0f, 3.0f, -4.0f, 0.0f, 4.0f};
   Buffer l(Device::kCpu, DType::kF32, {2, 3}), o(Device::kCpu, DType::kF32, {2, 3});
