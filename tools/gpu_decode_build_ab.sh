@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On one H200 (device kind nvidia-h200): decode steps against the HBM floor (aerie-bench one-batch,
+# graphs on, 512-token prompts) of this build against a base build, interleaved over ROUNDS rounds
+# (default 2) so that clocks and neighbours drift alike: 8B shape at batch 1/32/128/256, 1B at
+# batch 1. Here, first:
+#   BUILD_DIR=build BINS="launch/aerie-bench" bash tools/device_pack.sh            # .device.tgz
+#   git worktree add /tmp/base <rev> && cmake -S /tmp/base -B /tmp/base/build -G Ninja \
+#     -DCMAKE_BUILD_TYPE=Release -DAERIE_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 &&
+#     ninja -C /tmp/base/build launch/aerie-bench
+#   mkdir -p .device_base/bin && cp /tmp/base/build/launch/aerie-bench .device_base/bin/ &&
+#     strip .device_base/bin/* && tar czf .device_base.tgz .device_base    # the libraries: .device's
+#   device run (carry [".device.tgz", ".device_base.tgz"]): bash tools/gpu_decode_build_ab.sh
+# The table in $OUT/decode_build_ab.txt, each run's JSON in $OUT/logs.tgz.
+set -uo pipefail
+RESULTS=${OUT:-/tmp/aerie-gpu-decode-ab}
+source "$(dirname "$0")/gpu_steps.sh"
+rm -rf .device_base && tar xzf .device_base.tgz
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for build in base new; do
+    bin=$B/aerie-bench
+    [[ $build == base ]] && bin=$PWD/.device_base/bin/aerie-bench
+    ONE=("$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32)
+    STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size 1,32,128,256 --json "$LOGS/8b_${build}_$round.json"
+    STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size 1 --json "$LOGS/1b_${build}_$round.json"
+  done
+done
+python3 - "$LOGS" <<'PY' | tee "$RESULTS/decode_build_ab.txt"
+import glob, json, os, sys
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*_*_*.json"))):
+    shape, build, rnd = os.path.basename(f)[:-5].split("_")
+    for r in json.load(open(f))["results"]:
+        rows.setdefault((shape, r["batch_size"], build), []).append((r["decode_step_ms"], r["fraction_of_floor"]))
+print("shape batch build   decode ms per round      of floor per round")
+for (shape, batch, build), v in sorted(rows.items()):
+    print(f"{shape:>5} {batch:>5} {build:>5}   {' '.join(f'{x[0]:.3f}' for x in v):>20}   {' '.join(f'{100 * x[1]:.1f}%' for x in v)}")
+PY
+pack_logs
+exit $status
