@@ -10,16 +10,21 @@
 #   mkdir -p .device_base/bin && cp /tmp/base/build/launch/aerie-bench .device_base/bin/ &&
 #     strip .device_base/bin/* && tar czf .device_base.tgz .device_base    # the libraries: .device's
 #   device run (carry [".device.tgz", ".device_base.tgz"]): bash tools/gpu_decode_build_ab.sh
+# VARIANTS (default "base new") may add settings of this build as NAME:ENV=VALUE,... (e.g.
+# "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"); "base" is the base build, any other name this one.
 # The table in $OUT/decode_build_ab.txt, each run's JSON in $OUT/logs.tgz.
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-decode-ab}
 source "$(dirname "$0")/gpu_steps.sh"
 rm -rf .device_base && tar xzf .device_base.tgz
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  for build in base new; do
+  for variant in ${VARIANTS:-base new}; do
+    build=${variant%%:*}
+    envs=()
+    [[ $variant == *:* ]] && IFS=, read -r -a envs <<< "${variant#*:}"
     bin=$B/aerie-bench
     [[ $build == base ]] && bin=$PWD/.device_base/bin/aerie-bench
-    ONE=("$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32)
+    ONE=(env "${envs[@]}" "$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32)
     STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size 1,32,128,256 --json "$LOGS/8b_${build}_$round.json"
     STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size 1 --json "$LOGS/1b_${build}_$round.json"
   done

@@ -373,9 +373,9 @@ bool mma_eligible(int64_t k) {
   return gemv_mma_enabled() && k % (kIsFp8<W> ? 64 : 32) == 0;
 }
 
-// Rows per block for the CUDA-core GEMV: 1 for a single input row (most blocks, most
-// parallelism), more as M grows so that x is re-read less; always even for the pair
-// epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
+// Rows per block for the CUDA-core GEMV: 2 for a single input row (launch_one_row: enough
+// bytes in flight per block, still many blocks), more as M grows so that x is re-read less;
+// always even for the pair epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   if (mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
@@ -421,9 +421,22 @@ void launch_fp8_one_row(const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
   launch_gemv_rows<T, TO, Fp8, 1, 2, EPI>(a, s);
 }
 
+// 16-bit weights at one input row: two weight rows a block, as the pair epilogues always took.
+// One row a block for stores measured slower on the H200, interleaved in one call
+// (docs/performance.md): 1B shape decode at batch 1 1.01-1.03 -> 0.96 ms a step, 8B 4.32 -> 4.29;
+// four rows 0.98 and 4.41. AERIE_GEMV_ONE_ROW_ROWS = 1 or 4 (stores) restores or tries those.
+template <class T, class TO, class W, Epilogue EPI>
+void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  static const int forced = env_knob("AERIE_GEMV_ONE_ROW_ROWS");
+  if constexpr (EPI == Epilogue::kStore) {
+    if (forced == 1) return launch_gemv_few<T, TO, W, 1, 1, EPI>(a, s);
+  }
+  if (forced == 4) return launch_gemv_few<T, TO, W, 1, 4, EPI>(a, s);
+  launch_gemv_few<T, TO, W, 1, 2, EPI>(a, s);
+}
+
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
-  constexpr int kR1 = EPI == Epilogue::kStore ? 1 : 2;
   a.rows = m;
   // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
   if (m > kGemvCudaCoreMaxM) {
@@ -434,7 +447,7 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   switch (m) {
     case 1:
       if constexpr (kIsFp8<W>) launch_fp8_one_row<T, TO, EPI>(a, s);
-      else launch_gemv_few<T, TO, W, 1, kR1, EPI>(a, s);
+      else launch_one_row<T, TO, W, EPI>(a, s);
       break;
     case 2: launch_gemv_few<T, TO, W, 2, 2, EPI>(a, s); break;
     case 3: launch_gemv_m<T, TO, W, 3, 2, EPI>(a, s); break;
