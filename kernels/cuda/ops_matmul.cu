@@ -471,7 +471,6 @@ int default_gemv_rows() {
 }
 int max_gemv_rows = default_gemv_rows();
 
-
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
   return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&
          x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
