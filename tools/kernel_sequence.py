@@ -10,21 +10,11 @@ than the sum spends the rest between kernels). Used to take one decode step or o
 round apart (which kernels, how long each) where a graph replays them.
 """
 import argparse
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_time_table import short_name  # noqa: E402
-
-
-def read(path):
-    lines = [l for l in open(path, errors="replace") if l.startswith('"')]
-    rows = {}
-    for row in csv.DictReader(lines):
-        k = rows.setdefault(int(row["ID"]), {"name": row["Kernel Name"]})
-        k[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-    return [rows[i] for i in sorted(rows)]
+from kernel_time_table import read_kernels, short_name  # noqa: E402
 
 
 def main():
@@ -32,7 +22,7 @@ def main():
     ap.add_argument("csv_file")
     ap.add_argument("--last", type=int, default=400)
     args = ap.parse_args()
-    kernels = read(args.csv_file)
+    kernels = read_kernels(args.csv_file)
     tail = kernels[-args.last:]
     first = len(kernels) - len(tail)
     total = 0.0

@@ -36,6 +36,18 @@ def short_name(name):
     return short
 
 
+def read_kernels(path):
+    """Every kernel of an `ncu --csv --print-units base` output in launch order: a dict of its
+    name ("name") and each metric ncu reported for it, by metric name (rows of the program's own
+    output, which do not start with a quote, are skipped)."""
+    lines = [l for l in open(path, errors="replace") if l.startswith('"')]
+    kernels = {}
+    for row in csv.DictReader(lines):
+        k = kernels.setdefault(int(row["ID"]), {"name": row["Kernel Name"]})
+        k[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+    return [kernels[i] for i in sorted(kernels)]
+
+
 def kind(name):
     low = name.lower()
     if "attention" in low:
@@ -51,13 +63,7 @@ def main():
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--marker", default="prefill_attention_kernel", help="a kernel each layer of a prefill runs once")
     args = ap.parse_args()
-    lines = [l for l in open(args.csv_file, errors="replace") if l.startswith('"')]
-    kernels = []  # (id, name, ns) in launch order
-    for row in csv.DictReader(lines):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        kernels.append((int(row["ID"]), row["Kernel Name"], float(row["Metric Value"].replace(",", ""))))
-    kernels.sort()
+    kernels = [(i, k["name"], k["gpu__time_duration.sum"]) for i, k in enumerate(read_kernels(args.csv_file))]  # launch order
     marks = [i for i, (_, n, _) in enumerate(kernels) if args.marker in n]
     if len(marks) < 2 * args.layers:
         sys.exit(f"{args.csv_file}: {len(marks)} '{args.marker}' kernels, fewer than two prefills of {args.layers} layers")
