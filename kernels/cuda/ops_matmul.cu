@@ -401,8 +401,8 @@ void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 }
 
 // FP8 weights at one input row: a weight row holds half a bf16 row's bytes, so a block per row
-// (as bf16 runs) has half the bytes in flight per resident thread; the draft head's products
-// (K = 4096-8192) measured at ~2.6 TB/s that way (docs/performance.md). Weight rows per block:
+// had half the bytes in flight per resident thread of a bf16 row's block; the draft head's
+// products (K = 4096-8192) measured at ~2.6 TB/s that way (docs/performance.md). Weight rows per block:
 // AERIE_GEMV_FP8_ROWS = 1 (stores only), 2 or 4, or 16 for the tensor-core GEMV (K a multiple
 // of 64), for measuring; default kFp8OneRowRows.
 constexpr int kFp8OneRowRows = 2;
