@@ -11,12 +11,14 @@
 #     strip .device_base/bin/* && tar czf .device_base.tgz .device_base    # the libraries: .device's
 #   device run (carry [".device.tgz", ".device_base.tgz"]): bash tools/gpu_decode_build_ab.sh
 # VARIANTS (default "base new") may add settings of this build as NAME:ENV=VALUE,... (e.g.
-# "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"); "base" is the base build, any other name this one.
+# "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"); "base" is the base build, any other name this one
+# (without "base", no .device_base.tgz is needed). BATCHES_8B (default 1,32,128,256) picks the
+# 8B shape's batches; SMOLLM2=1 adds the SmolLM2-135M shape at batch 1 (30 small layers).
 # The table in $OUT/decode_build_ab.txt, each run's JSON in $OUT/logs.tgz.
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-decode-ab}
 source "$(dirname "$0")/gpu_steps.sh"
-rm -rf .device_base && tar xzf .device_base.tgz
+[[ " ${VARIANTS:-base new} " == *" base "* ]] && { rm -rf .device_base && tar xzf .device_base.tgz; }
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for variant in ${VARIANTS:-base new}; do
     build=${variant%%:*}
@@ -25,8 +27,10 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     bin=$B/aerie-bench
     [[ $build == base ]] && bin=$PWD/.device_base/bin/aerie-bench
     ONE=(env "${envs[@]}" "$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32)
-    STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size 1,32,128,256 --json "$LOGS/8b_${build}_$round.json"
+    STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size "${BATCHES_8B:-1,32,128,256}" --json "$LOGS/8b_${build}_$round.json"
     STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size 1 --json "$LOGS/1b_${build}_$round.json"
+    [[ ${SMOLLM2:-0} == 1 ]] && STEP_TAIL=0 step "smollm2_${build}_$round" 120 "${ONE[@]}" --model-shape smollm2-135m --batch-size 1 \
+      --json "$LOGS/smollm2_${build}_$round.json"
   done
 done
 python3 - "$LOGS" <<'PY' | tee "$RESULTS/decode_build_ab.txt"
@@ -36,9 +40,9 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*_*_*.json"))):
     shape, build, rnd = os.path.basename(f)[:-5].split("_")
     for r in json.load(open(f))["results"]:
         rows.setdefault((shape, r["batch_size"], build), []).append((r["decode_step_ms"], r["fraction_of_floor"]))
-print("shape batch build   decode ms per round      of floor per round")
+print("  shape batch build   decode ms per round      of floor per round")
 for (shape, batch, build), v in sorted(rows.items()):
-    print(f"{shape:>5} {batch:>5} {build:>5}   {' '.join(f'{x[0]:.3f}' for x in v):>20}   {' '.join(f'{100 * x[1]:.1f}%' for x in v)}")
+    print(f"{shape:>7} {batch:>5} {build:>5}   {' '.join(f'{x[0]:.3f}' for x in v):>20}   {' '.join(f'{100 * x[1]:.1f}%' for x in v)}")
 PY
 pack_logs
 exit $status

@@ -4,12 +4,13 @@
 #  - spec: an 8B-shape speculative round at batch 1 (EAGLE3 head of 32,000 draft tokens in fp8,
 #          chain of 3 steps, the draft runner's graphs as served): the bench ends with a propose,
 #          a verify and a draft extend taken apart, so the last kernels are exactly those
-#  - decode: one graphed decode step at batch 1, 8B and 1B shapes (the last kernels of the run)
+#  - decode: one graphed decode step at batch 1, 8B and 1B shapes (the last kernels of the run);
+#    decode1b: the 1B shape only
 # each listed by tools/kernel_sequence.py into $OUT/<name>_kernels.txt (the raw CSV in logs.tgz).
 # Clocks are not locked (--clock-control none), caches not flushed between kernels (--cache-control
 # none, as a replayed graph runs them), and ncu runs kernels one at a time, so the sum of
 # durations says what the kernels cost without the gaps between them.
-#   device run (carry [".device.tgz"]): bash tools/gpu_step_profile.sh [spec|decode|all]
+#   device run (carry [".device.tgz"]): bash tools/gpu_step_profile.sh [spec|decode|decode1b|all]
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-step-profile}
 source "$(dirname "$0")/gpu_steps.sh"
@@ -28,8 +29,8 @@ if [[ $what == spec || $what == all ]]; then
   profile spec_8b_fp8_chain3_b1 420 400 "$B/aerie-bench" speculative --rounds 3 --algorithm EAGLE3 --draft-chain runner \
     --speculative-draft-model-quantization fp8 --model-shape llama-3.1-8b --draft-vocab 32000 --batch-size 1 --speculative-num-steps 3
 fi
-if [[ $what == decode || $what == all ]]; then
-  profile decode_8b_b1 320 300 "$B/aerie-bench" one-batch --load-format dummy --cuda-graph on --model-shape llama-3.1-8b \
+if [[ $what == decode || $what == all || $what == decode1b ]]; then
+  [[ $what == decode1b ]] || profile decode_8b_b1 320 300 "$B/aerie-bench" one-batch --load-format dummy --cuda-graph on --model-shape llama-3.1-8b \
     --batch-size 1 --input-len 512 --output-len 4
   profile decode_1b_b1 180 200 "$B/aerie-bench" one-batch --load-format dummy --cuda-graph on --model-shape llama-3.2-1b \
     --batch-size 1 --input-len 512 --output-len 4
