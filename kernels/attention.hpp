@@ -40,11 +40,6 @@ struct AttentionParams {
   // a multiple, the GQA group at most kAttentionMaxGroup (when > 1) and group x
   // tokens_per_block <= kAttentionMaxRows. The CPU reference ignores it.
   int tokens_per_block = 1;
-  // CUDA, optional: [>= tokens * q_heads] i32, all zeros, owned by the caller and used by one
-  // stream at a time. With it the splits merge inside the attention kernel (the last split's
-  // block of each query block and KV head merges them and puts its counter back to zero);
-  // without, a second kernel merges them. Same results either way.
-  TensorView split_counters = {};
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;

@@ -274,12 +274,6 @@ void AttentionParams::validate() const {
     AERIE_CHECK(workspace.dim(0) >= attention_workspace_floats(q.dim(0), q.dim(1), q.dim(2), num_splits),
                 "workspace " << workspace.describe() << " is too small for " << num_splits << " splits");
   }
-  if (split_counters.defined()) {
-    check_tensor(split_counters, "split_counters", 1, d);
-    check_dtype(split_counters, "split_counters", DType::kI32);
-    AERIE_CHECK(split_counters.dim(0) >= q.dim(0) * q.dim(1),
-                "split_counters " << split_counters.describe() << " needs one per query token and head (" << q.dim(0) * q.dim(1) << ")");
-  }
 }
 
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits) {

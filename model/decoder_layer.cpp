@@ -22,8 +22,7 @@ void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, con
   AERIE_CHECK_STATUS(ops::attention({.q = a.q, .k_cache = k_cache, .v_cache = v_cache, .out = a.attn, .qo_indptr = at.qo_indptr,
                                      .kv_indptr = at.kv_indptr, .kv_indices = at.kv_indices, .custom_mask = at.custom_mask,
                                      .mask_indptr = at.mask_indptr, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                                     .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block,
-                                     .split_counters = at.split_counters},
+                                     .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block},
                                     s));
   // Row-parallel: each rank's heads give a partial o_proj; the bias rides on one rank. The
   // all-reduce and the post-attention norm are one step (fused by the IPC communicator).

@@ -35,7 +35,7 @@ struct LayerActivations {
 struct LayerAttention {
   TensorView positions, slots, inv_freq;
   float attention_scaling = 1.0f;
-  TensorView qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, workspace, split_counters;
+  TensorView qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, workspace;
   int num_splits = 1;
   int tokens_per_block = 1;
 };

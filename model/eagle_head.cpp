@@ -314,8 +314,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                           .attention_scaling = target_.attention_scaling(), .qo_indptr = ws.qo_indptr(dims.seqs),
                           .kv_indptr = ws.kv_indptr(dims.seqs), .kv_indices = ws.kv_indices(),
                           .custom_mask = masked ? ws.mask() : TensorView(), .mask_indptr = masked ? ws.mask_indptr(dims.seqs) : TensorView(),
-                          .workspace = ws.attn_partial.view(), .split_counters = ws.attn_split_counters.view(), .num_splits = splits,
-                          .tokens_per_block = tpb};
+                          .workspace = ws.attn_partial.view(), .num_splits = splits, .tokens_per_block = tpb};
   run_decoder_layer(c,
                     {.qkv = w_.qkv.view(), .o_proj = w_.o_proj.view(), .post_norm = w_.post_norm.view(), .gate_up = w_.gate_up.view(),
                      .down = w_.down.view(), .qkv_fp8 = w_.qkv_fp8.values.view(), .qkv_scale = w_.qkv_fp8.scales.view(),

@@ -49,8 +49,6 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   }
   attn_partial = Buffer(dev, DType::kF32,
                         {std::max<int64_t>(1, kernels::attention_workspace_floats(T, c.num_heads, c.head_dim, cap.max_splits))});
-  attn_split_counters = Buffer(dev, DType::kI32, {T * c.num_heads});
-  attn_split_counters.zero();
 }
 
 ForwardCapacity ForwardCapacity::grown_for(const ForwardBatch& b, int splits) const {

@@ -60,9 +60,6 @@ class ForwardWorkspace {
 
   // Activations, [tokens, ...] views of the max-size buffers.
   Buffer hidden, residual, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
-  // Attention's split counters (kernels/attention.hpp), [max_tokens * heads] i32: zeroed once
-  // here, and the kernels leave them at zero.
-  Buffer attn_split_counters;
   // Vocab-parallel LM head scratch (vocab_ranks > 1): this rank's logits and every rank's.
   Buffer shard_logits, gathered_logits;
   // Hidden states a speculative draft reads (LlamaModel's HiddenCapture), [max_tokens,

@@ -200,8 +200,7 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
                           .attention_scaling = attention_scaling_, .qo_indptr = ws.qo_indptr(d.seqs), .kv_indptr = ws.kv_indptr(d.seqs),
                           .kv_indices = ws.kv_indices(), .custom_mask = d.custom_mask ? ws.mask() : TensorView(),
                           .mask_indptr = d.custom_mask ? ws.mask_indptr(d.seqs) : TensorView(), .workspace = ws.attn_partial.view(),
-                          .split_counters = ws.attn_split_counters.view(), .num_splits = d.num_splits,
-                          .tokens_per_block = d.attention_tokens_per_block};
+                          .num_splits = d.num_splits, .tokens_per_block = d.attention_tokens_per_block};
 
   // The embeddings are the residual stream entering layer 0.
   vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);

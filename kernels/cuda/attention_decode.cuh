@@ -7,8 +7,7 @@ namespace aerie::kernels::cuda {
 
 // The attention kernel alone: with p.num_splits > 1 it writes each split's partial rows to
 // `partial` (attention_workspace_floats() f32, [token * q_heads + head][split][dim + 2]:
-// the unnormalised output, the running max, the sum) for the caller's combine kernel, or,
-// given `split_counters` (p.split_counters), merges them itself in the last split's block.
-Status attention_decode_tc(const AttentionParams& p, float* partial, unsigned* split_counters, void* stream);
+// the unnormalised output, the running max, the sum) for the caller's combine kernel.
+Status attention_decode_tc(const AttentionParams& p, float* partial, void* stream);
 
 }  // namespace aerie::kernels::cuda

@@ -16,7 +16,6 @@
 
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
-#include "kernels/cuda/attention_split_merge.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/device_runtime.hpp"
 #include "kernels/env_knob.hpp"
@@ -58,7 +57,7 @@ template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int64_t num_slots, int tokens_per_block, unsigned* split_counters) {
+    int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
   const int D = g.dim;
@@ -297,13 +296,6 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
       }
     }
   }
-  // With split counters the last split of this (query block, KV head) merges them all here
-  // (attention_split_merge.cuh); without, combine_splits_kernel does after this kernel.
-  if (num_splits > 1 && split_counters) {
-    if (!last_split_arrives(split_counters + blockIdx.x * gridDim.y + blockIdx.y, num_splits)) return;
-    merge_split_rows(partial, out, rows, D, num_splits, reinterpret_cast<float*>(smem_raw),
-                     [&](int r) { return (static_cast<int64_t>(t0) + r / heads) * g.q_heads + head0 + r % heads; });
-  }
 }
 
 template <class TQ>
@@ -370,32 +362,23 @@ Status attention(const AttentionParams& p, void* stream) {
   float* partial = p.num_splits > 1 ? p.workspace.ptr<float>() : nullptr;
   const float scale = p.scale;
   static const int num_sms = cuda_runtime::sm_count();
-  // The splits merge inside the attention kernel when the caller gave split counters
-  // (AERIE_ATTN_MERGE_IN_KERNEL=-1: in the separate kernel, for measuring).
-  static const bool merge_in_kernel = env_knob("AERIE_ATTN_MERGE_IN_KERNEL") >= 0;
-  unsigned* counters = p.num_splits > 1 && merge_in_kernel && p.split_counters.defined()
-                           ? reinterpret_cast<unsigned*>(p.split_counters.ptr<int32_t>())
-                           : nullptr;
   // Decode and verify batches that fit one mma tile of rows on the tensor cores
   // (ops_attention_decode.cu); the rest, and f32, on the kernel above.
   const bool tensor_cores = attention_decode_on_tensor_cores(p, num_sms);
   return AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&]() -> Status {
     if (tensor_cores) {
-      if (Status st = attention_decode_tc(p, partial, counters, stream); !st.is_ok()) return st;
+      if (Status st = attention_decode_tc(p, partial, stream); !st.is_ok()) return st;
     } else AERIE_DISPATCH_FLOAT(p.k_cache.dtype, TC, [&] {
       auto launch = [&](auto kernel, int block_rows, int stages) {
         const size_t smem = Smem<TC>::bytes(g.dim, block_rows, stages);
         if (smem > 48 * 1024)  // f32 caches, large heads or many rows: opt in to more shared memory
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        // The in-kernel merge reuses the block's shared memory (small heads with many splits
-        // may not fit: those merge in the separate kernel).
-        if (merge_split_scratch_floats(block_rows, p.num_splits) * sizeof(float) > smem) counters = nullptr;
         launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream),
             p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
             p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
             p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
-            p.k_cache.dim(0), tpb, counters);
+            p.k_cache.dim(0), tpb);
       };
       auto by_stages = [&](auto dims_per_thread, auto stages) {
         constexpr int kDimPer = decltype(dims_per_thread)::value, kStages = decltype(stages)::value;
@@ -419,7 +402,7 @@ Status attention(const AttentionParams& p, void* stream) {
       if (g.dim <= kThreads) by_rows(std::integral_constant<int, 1>{});
       else by_rows(std::integral_constant<int, 2>{});
     });
-    if (p.num_splits > 1 && !counters)
+    if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
                  static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits);
     return launch_status("attention");

@@ -14,7 +14,6 @@
 #include <string>
 
 #include "kernels/cuda/attention_decode.cuh"
-#include "kernels/cuda/attention_split_merge.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention_fragments.cuh"
 
@@ -44,7 +43,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     const T* q, const T* kc, const T* vc, T* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, int q_heads, int kv_heads,
-    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block, unsigned* split_counters) {
+    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   using Smem = DecodeSmem<T, D>;
   constexpr int kSteps = D / 16;                       // k-steps of Q K^T, dim pairs of P V
   constexpr int kChunks = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per cache row
@@ -218,18 +217,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
       }
     }
   }
-  // The last split of this (query block, KV head) merges them all (attention_split_merge.cuh).
-  if (num_splits > 1 && split_counters) {
-    static_assert(merge_split_scratch_floats(kAttentionDecodeTcMaxRows, kMaxAttentionSplits) * sizeof(float) <= Smem::bytes,
-                  "the merge's scratch fits the tiles' memory");
-    if (!last_split_arrives(split_counters + blockIdx.x * gridDim.y + blockIdx.y, num_splits)) return;
-    merge_split_rows(partial, out, rows, D, num_splits, reinterpret_cast<float*>(smem_raw),
-                     [&](int r) { return (static_cast<int64_t>(t0) + r / group) * q_heads + head0 + r % group; });
-  }
 }
 
 template <class T, int D>
-Status launch(const AttentionParams& p, float* partial, unsigned* split_counters, void* stream) {
+Status launch(const AttentionParams& p, float* partial, void* stream) {
   auto kernel = decode_attention_tc_kernel<T, D>;
   constexpr size_t smem = DecodeSmem<T, D>::bytes;
   if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -240,17 +231,17 @@ Status launch(const AttentionParams& p, float* partial, unsigned* split_counters
              p.out.ptr<T>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
              p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),
-             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb, split_counters);
+             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb);
   return launch_status("attention (tensor-core decode)");
 }
 
 }  // namespace
 
-Status attention_decode_tc(const AttentionParams& p, float* partial, unsigned* split_counters, void* stream) {
+Status attention_decode_tc(const AttentionParams& p, float* partial, void* stream) {
   const bool bf16 = p.q.dtype == DType::kBF16;
   switch (p.q.dim(2)) {
-    case 64: return bf16 ? launch<__nv_bfloat16, 64>(p, partial, split_counters, stream) : launch<__half, 64>(p, partial, split_counters, stream);
-    case 128: return bf16 ? launch<__nv_bfloat16, 128>(p, partial, split_counters, stream) : launch<__half, 128>(p, partial, split_counters, stream);
+    case 64: return bf16 ? launch<__nv_bfloat16, 64>(p, partial, stream) : launch<__half, 64>(p, partial, stream);
+    case 128: return bf16 ? launch<__nv_bfloat16, 128>(p, partial, stream) : launch<__half, 128>(p, partial, stream);
     default: return Status::error("attention (tensor-core decode): head dim " + std::to_string(p.q.dim(2)) + " is not 64 or 128");
   }
 }

@@ -121,16 +121,12 @@ int run_kernel_bench(const KernelBenchOptions& o) {
       return out;
     };
     const int chosen = kernels::attention_splits_for(bs, c.num_kv_heads, o.context, sms);
-    // As a forward workspace holds them: the splits merge inside the attention kernel.
-    Buffer counters(Device::kCuda, DType::kI32, {bs * c.num_heads});
-    counters.zero();
     for (int splits : split_choices(bs)) {
       Buffer part(Device::kCuda, DType::kF32, {kernels::attention_workspace_floats(bs, c.num_heads, c.head_dim, splits)});
       const double att = time_ms(s, o.reps, 1, [&](int) {
         AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
                                                .qo_indptr = dqo.view(), .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(),
-                                               .scale = 0.088f, .num_splits = splits, .workspace = part.view(),
-                                               .split_counters = counters.view()}, s));
+                                               .scale = 0.088f, .num_splits = splits, .workspace = part.view()}, s));
       });
       report(("attention/" + std::to_string(splits) + (splits == chosen ? "*" : "")).c_str(), bs, att,
              static_cast<double>(bs * o.context * KV * 2 * 2));
@@ -150,7 +146,7 @@ int run_kernel_bench(const KernelBenchOptions& o) {
             AERIE_CHECK_STATUS(kernels::attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(),
                                                    .qo_indptr = dvqo.view(), .kv_indptr = dvkvp.view(), .kv_indices = dvkvi.view(),
                                                    .scale = 0.088f, .num_splits = splits, .workspace = part.view(),
-                                                   .tokens_per_block = tpb, .split_counters = counters.view()}, s));
+                                                   .tokens_per_block = tpb}, s));
           });
           report(("attn_verify/" + std::to_string(splits) + "x" + std::to_string(tpb)).c_str(), bs, att,
                  static_cast<double>(o.context * KV * 2 * 2));

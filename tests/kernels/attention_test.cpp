@@ -162,25 +162,6 @@ TEST(Attention, RejectsSlotsOutsideTheCache) {
   EXPECT_NE(s.message().find("outside the cache"), std::string::npos);
 }
 
-TEST(Attention, SplitCountersMustHaveOneI32PerQueryTokenAndHead) {
-  Buffer q(Device::kCpu, DType::kF32, {3, 2, 4}), kc(Device::kCpu, DType::kF32, {4, 1, 4}), vc(Device::kCpu, DType::kF32, {4, 1, 4});
-  Buffer out(Device::kCpu, DType::kF32, {3, 2, 4});
-  Buffer qo = host_i32({0, 3}), kvp = host_i32({0, 3}), kvi = host_i32({0, 1, 2});
-  Buffer short_counters = host_i32({0, 0, 0, 0, 0}), f32_counters(Device::kCpu, DType::kF32, {6}), counters = host_i32({0, 0, 0, 0, 0, 0});
-  AttentionParams p{.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(), .qo_indptr = qo.view(),
-                    .kv_indptr = kvp.view(), .kv_indices = kvi.view(), .split_counters = short_counters.view()};
-  try {
-    (void)attention(p, Stream::cpu());
-    ADD_FAILURE() << "five counters for six query rows were taken";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("one per query token and head"), std::string::npos) << e.what();
-  }
-  p.split_counters = f32_counters.view();
-  EXPECT_THROW((void)attention(p, Stream::cpu()), Error);
-  p.split_counters = counters.view();  // the CPU reference has no splits and leaves them alone
-  EXPECT_TRUE(attention(p, Stream::cpu()).is_ok());
-}
-
 TEST(KvWrite, WritesRowsToTheirSlots) {
   std::mt19937 rng(3);
   Buffer k = random_buffer(rng, DType::kF32, {2, 2, 4}), v = random_buffer(rng, DType::kF32, {2, 2, 4});
