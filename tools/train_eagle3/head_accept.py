@@ -39,7 +39,7 @@ def main():
     train, held = prompt_sets.split(args.seed)
     ps = (prompt_sets.prompts(held, args.seed + 2) if args.split == "held-out" else prompt_sets.prompts(train, args.seed + 1))[: args.prompts]
     data = trainer.generate_answers(tok, target, ps, args.device, args.max_new, len(ps), 0.0, args.seed)
-    ids, valid, aux, labels, _ = trainer.target_features(tok, target, data, args.device)
+    ids, valid, _, aux, labels, _ = trainer.target_features(tok, target, data, args.device)
     T = ids.shape[1]
     answer = torch.zeros_like(valid)
     for r, (p, a) in enumerate(data):

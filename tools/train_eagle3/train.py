@@ -157,24 +157,66 @@ def load_head(folder, cfg, device):
     return head.to(device), draft_ids.to(device)
 
 
+def batch_tensors(batch, pad_id, device):
+    """Conversations (prompt ids, answer ids) padded into [B, T]: ids, valid (a real token), and
+    loss_mask (positions whose next token is the answer's). Built on the host and copied in one
+    go: a copy per row from pageable memory waits for the device each time."""
+    T = max(len(p) + len(a) for p, a in batch)
+    ids = torch.full((len(batch), T), pad_id, dtype=torch.long)
+    valid = torch.zeros((len(batch), T), dtype=torch.bool)
+    loss_mask = torch.zeros((len(batch), T), dtype=torch.bool)
+    for r, (p, a) in enumerate(batch):
+        ids[r, :len(p) + len(a)] = torch.tensor(p + a)
+        valid[r, :len(p) + len(a)] = True
+        loss_mask[r, len(p):len(p) + len(a)] = True
+    if torch.device(device).type == "cuda":
+        ids, valid, loss_mask = (t.pin_memory().to(device, non_blocking=True) for t in (ids, valid, loss_mask))
+    return ids, valid, loss_mask
+
+
 @torch.no_grad()
 def target_features(tok, target, batch, device, draft_ids=None):
-    """Conversations (prompt ids, answer ids) padded into one target forward: ids, valid, the aux
-    hidden states the head reads, the target's greedy token after each position, and (given the
-    draft vocabulary's target ids) the target's probabilities of those tokens after each position
-    (the soft labels of EAGLE-3's recipe; else None)."""
-    T = max(len(p) + len(a) for p, a in batch)
-    ids = torch.full((len(batch), T), tok.eos_token_id, device=device)
-    valid = torch.zeros((len(batch), T), dtype=torch.bool, device=device)
-    for r, (p, a) in enumerate(batch):
-        ids[r, :len(p) + len(a)] = torch.tensor(p + a, device=device)
-        valid[r, :len(p) + len(a)] = True
+    """Conversations (prompt ids, answer ids) padded into one target forward: ids, valid,
+    loss_mask (batch_tensors), the aux hidden states the head reads, the target's greedy token
+    after each position, and (given the draft vocabulary's target ids) the target's probabilities
+    of those tokens after each position (the soft labels of EAGLE-3's recipe; else None)."""
+    ids, valid, loss_mask = batch_tensors(batch, tok.eos_token_id, device)
     o = target(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True)
     aux = torch.cat([o.hidden_states[layer] for layer in AUX_LAYERS], -1)
     # Over the whole vocabulary, then the draft's columns: mass on tokens the head cannot draft is
     # left out (the head is not taught to move it elsewhere).
     probs = None if draft_ids is None else torch.softmax(o.logits.float(), -1)[..., draft_ids].to(torch.bfloat16)
-    return ids, valid, aux, o.logits.argmax(-1), probs
+    return ids, valid, loss_mask, aux, o.logits.argmax(-1), probs
+
+
+def ttt_loss(outs, labels, loss_mask, valid, t2d, probs=None, decay=0.8):
+    """The training-time test's loss: sum over steps k of decay^k x the mean over the positions
+    step k is taught at (answer positions whose target token is in the draft vocabulary) of the
+    cross-entropy against the target's greedy token, or with probs its probabilities over the
+    draft vocabulary. Also, per step, how many of those positions the head's top-1 got right and
+    how many there were (device tensors). Masks multiply instead of selecting rows, so nothing
+    here waits for the device: selecting rows by a mask (and .item()) does, several times a step.
+    outs: step k's logits [B, T, V]; step k at chain i predicts the target at i + 1 + k."""
+    B, T = labels.shape
+    dev = labels.device
+    correct, counted = [], []
+    loss = torch.zeros((), device=dev)
+    for k, logits in enumerate(outs):
+        tgt_pos = torch.arange(T, device=dev) + 1 + k
+        at = tgt_pos.clamp(max=T - 1)
+        d = t2d[labels[:, at]]
+        m = loss_mask[:, at] & (tgt_pos < T)[None] & valid & (d >= 0)
+        mf = m.float()
+        n = mf.sum()
+        logp = F.log_softmax(logits.float(), -1)
+        if probs is None:
+            per = -logp.gather(-1, d.clamp(min=0)[..., None]).squeeze(-1)
+        else:  # cross-entropy against the target's probabilities (a KL up to a constant)
+            per = -(probs[:, at].float() * logp).sum(-1)
+        loss = loss + (decay ** k) * (per * mf).sum() / n.clamp(min=1)
+        correct.append(((logits.argmax(-1) == d) & m).sum())
+        counted.append(n)
+    return loss, torch.stack(correct).float(), torch.stack(counted)
 
 
 def ttt_forward(head, embed, aux, ids, valid, steps):
@@ -282,11 +324,7 @@ def main():
 
     # Target features per batch, on the fly: aux states and the target's greedy next tokens.
     def features(batch, draft_ids=None):
-        ids, valid, aux, labels, probs = target_features(tok, target, batch, dev, draft_ids)
-        loss_mask = torch.zeros_like(valid)
-        for r, (p, a) in enumerate(batch):
-            loss_mask[r, len(p):len(p) + len(a)] = True  # positions whose next token is the answer's
-        return ids, valid, loss_mask, aux, labels, probs
+        return target_features(tok, target, batch, dev, draft_ids)
 
     previous_steps = 0
     if args.init_head:  # its draft vocabulary stays (its LM head's rows are those tokens)
@@ -329,31 +367,15 @@ def main():
     done = False
     for epoch in range(args.epochs):
         random.Random(args.seed + 10 + epoch).shuffle(batches)
-        acc_sum = [0.0] * args.steps_ttt
-        n_sum = [0] * args.steps_ttt
+        acc_sum = torch.zeros(args.steps_ttt, device=dev)  # on the device: read only when printed
+        n_sum = torch.zeros(args.steps_ttt, device=dev)
         for bi in batches:
             ids, valid, loss_mask, aux, labels, probs = features([data[i] for i in bi], draft_ids if args.soft_labels else None)
-            T = ids.shape[1]
             with torch.autocast("cuda" if dev == "cuda" else "cpu", dtype=torch.bfloat16):
                 outs = ttt_forward(head, embed, aux.to(torch.bfloat16), ids, valid, args.steps_ttt)
-            loss = 0.0
-            for k, logits in enumerate(outs):
-                tgt_pos = torch.arange(T, device=dev) + 1 + k  # step k at chain i predicts the target at i + 1 + k
-                ok = tgt_pos < T
-                lab = labels[:, tgt_pos.clamp(max=T - 1)]
-                m = loss_mask[:, tgt_pos.clamp(max=T - 1)] & ok[None] & valid
-                d = t2d[lab]
-                m = m & (d >= 0)
-                if m.sum() == 0:
-                    continue
-                if probs is None:
-                    lk = F.cross_entropy(logits[m].float(), d[m])
-                else:  # cross-entropy against the target's probabilities (a KL up to a constant)
-                    p = probs[:, tgt_pos.clamp(max=T - 1)][m].float()
-                    lk = -(p * F.log_softmax(logits[m].float(), -1)).sum(-1).mean()
-                loss = loss + (0.8 ** k) * lk
-                acc_sum[k] += (logits[m].argmax(-1) == d[m]).float().sum().item()
-                n_sum[k] += int(m.sum())
+            loss, correct, counted = ttt_loss(outs, labels, loss_mask, valid, t2d, probs)
+            acc_sum += correct
+            n_sum += counted
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -368,12 +390,12 @@ def main():
                 if step % 1000 == 0:
                     print(f"  {rate:.1f} steps/s: the schedule ends at step {total}", flush=True)
             if step % 50 == 0:
-                accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
+                accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum.tolist(), n_sum.tolist()))
                 print(f"  epoch {epoch} step {step}/{total} loss {loss.item():.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
             if step >= total or time.time() - t_train > budget:
                 done = True
                 break
-        accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum, n_sum))
+        accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum.tolist(), n_sum.tolist()))
         print(f"epoch {epoch}: train top-1 per TTT step {accs}", flush=True)
         if done:
             print(f"stopped after {step} steps ({'end of the schedule' if step >= total else 'time budget'})", flush=True)
