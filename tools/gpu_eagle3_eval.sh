@@ -5,6 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-eagle3}
+mkdir -p "$OUT"  # eval_spec.py writes its JSON there (a missing folder lost one run's table)
 rm -rf .device && tar xzf .device.tgz
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 M=$PWD/.device_model/smollm2.gguf

@@ -197,7 +197,7 @@ def ttt_loss(outs, labels, loss_mask, valid, t2d, probs=None, decay=0.8):
     how many there were (device tensors). Masks multiply instead of selecting rows, so nothing
     here waits for the device: selecting rows by a mask (and .item()) does, several times a step.
     outs: step k's logits [B, T, V]; step k at chain i predicts the target at i + 1 + k."""
-    B, T = labels.shape
+    T = labels.shape[1]
     dev = labels.device
     correct, counted = [], []
     loss = torch.zeros((), device=dev)
