@@ -1,5 +1,9 @@
 #include <cmath>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/backends.hpp"
 #include "kernels/cpu/cpu_clones.hpp"
 #include "kernels/cpu/parallel_for.hpp"
@@ -8,13 +12,54 @@
 namespace aerie::kernels::cpu {
 
 namespace {
-// One f32 row: gate_up holds (gate, up) pairs, out gets silu(gate) * up. Vectorised.
-AERIE_CPU_CLONES void silu_mul_row_f32(const float* gate_up, float* out, int64_t inter) {
+// One f32 row: gate_up holds (gate, up) pairs, out gets silu(gate) * up. The compiler keeps
+// this loop scalar (the clamps become branches), with the multiply-adds fused as below.
+AERIE_CPU_CLONES void silu_mul_row_loop(const float* gate_up, float* out, int64_t inter) {
   for (int64_t i = 0; i < inter; ++i) {
     const float g = gate_up[2 * i], u = gate_up[2 * i + 1];
     out[i] = g / (1.0f + vector_exp(-g)) * u;
   }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Sixteen at a time on AVX-512: vector_exp's steps with the multiply-adds the compiler fuses
+// in the loop above (read off its AVX-512 clone), so the same bits wherever e^-g is a normal
+// float (|g| < 87.3; past that the loop's branches take constants the compiler folded, which
+// may differ in the last place). The scalar loop cost ~60 cycles an element: ~1.5% of a
+// SmolLM2 decode step at one row, 4.5% at four.
+__attribute__((target("avx512f"))) void silu_mul_row_avx512(const float* gate_up, float* out, int64_t inter) {
+  const __m512i gates = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i ups = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  constexpr __mmask16 kAll = 0xFFFF;  // the masked forms: GCC 12's unmasked ones warn about their undefined source
+  int64_t i = 0;
+  for (; i + 16 <= inter; i += 16) {
+    const __m512 lo = _mm512_loadu_ps(gate_up + 2 * i), hi = _mm512_loadu_ps(gate_up + 2 * i + 16);
+    const __m512 g = _mm512_permutex2var_ps(lo, gates, hi), u = _mm512_permutex2var_ps(lo, ups, hi);
+    const __m512 x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, _mm512_sub_ps(_mm512_setzero_ps(), g), _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), half), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, half);
+    const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), one);
+    const __m512 scale = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, n), _mm512_set1_epi32(127)), 23));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_fmadd_ps(scale, er, one)), u));
+  }
+  if (i < inter) silu_mul_row_loop(gate_up + 2 * i, out + i, inter - i);
+}
+
+void silu_mul_row_f32(const float* gate_up, float* out, int64_t inter) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return silu_mul_row_avx512(gate_up, out, inter);
+  silu_mul_row_loop(gate_up, out, inter);
+}
+#else
+void silu_mul_row_f32(const float* gate_up, float* out, int64_t inter) { silu_mul_row_loop(gate_up, out, inter); }
+#endif
 }  // namespace
 
 Status silu_mul(const SiluMulParams& p) {

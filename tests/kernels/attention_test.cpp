@@ -84,9 +84,9 @@ std::vector<double> reference(const Case& c, const std::vector<double>& q, const
 
 // Default: a prompt prefill (q = kv), an extend chunk over cached tokens, and two decodes.
 void run_case(DType dtype, bool masked, uint32_t seed, std::vector<int32_t> q_lens = {7, 3, 1, 1},
-              std::vector<int32_t> kv_lens = {7, 12, 20, 1}, int64_t slots = 80) {
+              std::vector<int32_t> kv_lens = {7, 12, 20, 1}, int64_t slots = 80, int64_t d = 16) {
   std::mt19937 rng(seed);
-  const int64_t qh = 4, kh = 2, d = 16;
+  const int64_t qh = 4, kh = 2;
   Case c = make_case(rng, q_lens, kv_lens, slots, masked);
   const int64_t tokens = c.qo.back();
   Buffer q = random_buffer(rng, dtype, {tokens, qh, d}), kc = random_buffer(rng, dtype, {slots, kh, d});
@@ -123,6 +123,65 @@ TEST(Attention, PrefillBlocksAndRowByRowBothMatchDenseReference) {
       for (bool masked : {false, true}) run_case(t, masked, 7, {130, 20, 16, 3, 1}, {130, 45, 16, 20, 1}, 260);
   }
   set_cpu_gemm_reference(false);
+}
+
+// Head dims of 64 and 128 take the AVX-512 row loops where the CPU has them (decode and
+// verify shapes: a few queries over keys that are not a multiple of sixteen).
+TEST(Attention, HeadDims64And128MatchDenseReference) {
+  for (int64_t d : {64, 128})
+    for (bool masked : {false, true}) run_case(DType::kF32, masked, 11, {4, 1, 1}, {37, 16, 53}, 120, d);
+}
+
+// A query row's f32 result as the row loops document it: each dot product as sixteen lane sums
+// of fused multiply-adds then the tree (lane u += lane u + w, w = 8, 4, 2, 1), softmax weights
+// e^(s - max) summed in key order, P V as a fused multiply-add per key in key order, times
+// 1 / denominator. The AVX-512 loops must give exactly these bits (then a verify row and the
+// same row decoded alone agree, whichever keys a CPU takes sixteen at a time).
+TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(12);
+  for (int64_t d : {64, 128}) {
+    const int64_t qh = 3, kh = 1, kv_len = 37, q_len = 3, slots = 40;
+    Case c = make_case(rng, {static_cast<int32_t>(q_len)}, {static_cast<int32_t>(kv_len)}, slots, false);
+    Buffer q = random_buffer(rng, DType::kF32, {q_len, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
+    Buffer vc = random_buffer(rng, DType::kF32, {slots, kh, d}), out(Device::kCpu, DType::kF32, {q_len, qh, d});
+    Buffer qo = host_i32(c.qo), kvp = host_i32(c.kvp), kvi = host_i32(c.kv_indices);
+    const float scale = 0.125f;
+    ASSERT_TRUE(attention({.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = out.view(), .qo_indptr = qo.view(),
+                           .kv_indptr = kvp.view(), .kv_indices = kvi.view(), .scale = scale}, Stream::cpu()).is_ok());
+    const float* qp = q.view().ptr<float>();
+    const float* kp = kc.view().ptr<float>();
+    const float* vp = vc.view().ptr<float>();
+    const float* got = out.view().ptr<float>();
+    for (int64_t i = 0; i < q_len; ++i)
+      for (int64_t h = 0; h < qh; ++h) {
+        const float* qr = qp + (i * qh + h) * d;
+        const int64_t span = kv_len - q_len + i + 1;
+        std::vector<float> s(static_cast<size_t>(span));
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < span; ++j) {
+          const float* kr = kp + static_cast<int64_t>(c.kv_indices[static_cast<size_t>(j)]) * kh * d;
+          float lane[16] = {};
+          for (int64_t x = 0; x < d; x += 16)
+            for (int u = 0; u < 16; ++u) lane[u] = std::fma(qr[x + u], kr[x + u], lane[u]);
+          for (int w = 8; w >= 1; w /= 2)
+            for (int u = 0; u < w; ++u) lane[u] += lane[u + w];
+          s[static_cast<size_t>(j)] = lane[0] * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        std::vector<float> acc(static_cast<size_t>(d), 0.0f);
+        float den = 0.0f;
+        for (int64_t j = 0; j < span; ++j) {
+          const float e = std::exp(s[static_cast<size_t>(j)] - mx);
+          den += e;
+          const float* vr = vp + static_cast<int64_t>(c.kv_indices[static_cast<size_t>(j)]) * kh * d;
+          for (int64_t x = 0; x < d; ++x) acc[static_cast<size_t>(x)] = std::fma(e, vr[x], acc[static_cast<size_t>(x)]);
+        }
+        const float inv = 1.0f / den;
+        for (int64_t x = 0; x < d; ++x)
+          ASSERT_EQ(got[(i * qh + h) * d + x], acc[static_cast<size_t>(x)] * inv) << "dim " << d << ", query " << i << ", head " << h << ", " << x;
+      }
+  }
 }
 
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {
