@@ -279,7 +279,11 @@ def main():
                     help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
     ap.add_argument("--init-head", default="",
                     help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
+    ap.add_argument("--data-seed", type=int, default=None,
+                    help="seed of the qualified and text prompts' picks and of the sampled answers (default: --seed); "
+                         "the held-out topics stay --seed's, so a new data seed gives new training conversations only")
     args = ap.parse_args()
+    data_seed = args.seed if args.data_seed is None else args.data_seed
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     t0 = time.time()
@@ -289,17 +293,19 @@ def main():
     train_topics, held_topics = prompt_sets.split(args.seed)
     train_prompts = prompt_sets.prompts(train_topics, args.seed + 1)
     if args.extra_prompts:  # qualified training topics ("tiny robots"): more variety, never a held-out topic
-        extra = prompt_sets.with_qualifiers(train_topics, args.extra_prompts, args.seed + 3)
-        rng = random.Random(args.seed + 4)
+        extra = prompt_sets.with_qualifiers(train_topics, args.extra_prompts, data_seed + 3)
+        rng = random.Random(data_seed + 4)
         train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
     if args.texts and (args.fortune_prompts or args.word_prompts):
-        train_prompts += text_sets.text_prompts(args.texts, args.fortune_prompts, args.word_prompts, held_topics, args.seed + 5)
-        random.Random(args.seed + 6).shuffle(train_prompts)  # every kind in a --limit-prompts sample
+        train_prompts += text_sets.text_prompts(args.texts, args.fortune_prompts, args.word_prompts, held_topics, data_seed + 5)
+        random.Random(data_seed + 6).shuffle(train_prompts)  # every kind in a --limit-prompts sample
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
     # The answers take minutes to generate; --data-cache keeps them, so a later run (a second
     # device call on a warm machine) trains without generating them again.
     settings = {"seed": args.seed, "temperatures": args.temperatures, "max_new": args.max_new, "prompts": train_prompts}
+    if data_seed != args.seed:
+        settings["data_seed"] = data_seed
     cached = None
     if args.data_cache and os.path.exists(args.data_cache):
         with open(args.data_cache) as f:
@@ -313,7 +319,7 @@ def main():
     else:
         data = []
         for s, temp in enumerate(args.temperatures, start=1):
-            data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, args.seed + s)
+            data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, data_seed + s)
         if args.data_cache:
             with open(args.data_cache, "w") as f:
                 json.dump({"settings": settings, "data": data}, f)
@@ -418,7 +424,7 @@ def main():
               "eagle_config": {"eagle_aux_hidden_state_layer_ids": [l - 1 for l in AUX_LAYERS]}}
     json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
     held = prompt_sets.prompts(held_topics, args.seed + 2)
-    json.dump({"seed": args.seed, "train_prompts": len(train_prompts), "conversations": len(data), "draft_vocab": nv,
+    json.dump({"seed": args.seed, "data_seed": data_seed, "train_prompts": len(train_prompts), "conversations": len(data), "draft_vocab": nv,
                "draft_vocab_coverage": covered, "ttt_steps": args.steps_ttt, "optimizer_steps": step,
                "init_head": args.init_head or None, "optimizer_steps_total": previous_steps + step,
                "settings": {k: v for k, v in vars(args).items() if k not in ("model", "out", "data_cache")},
