@@ -36,8 +36,10 @@ __attribute__((target("avx512f"))) void silu_mul_row_avx512(const float* gate_up
   for (; i + 16 <= inter; i += 16) {
     const __m512 lo = _mm512_loadu_ps(gate_up + 2 * i), hi = _mm512_loadu_ps(gate_up + 2 * i + 16);
     const __m512 g = _mm512_permutex2var_ps(lo, gates, hi), u = _mm512_permutex2var_ps(lo, ups, hi);
-    const __m512 x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, _mm512_sub_ps(_mm512_setzero_ps(), g), _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), half), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 neg_g = _mm512_sub_ps(_mm512_setzero_ps(), g);
+    const __m512 x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, neg_g, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), half),
+                                                _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
     __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
@@ -46,7 +48,8 @@ __attribute__((target("avx512f"))) void silu_mul_row_avx512(const float* gate_up
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, half);
     const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), one);
-    const __m512 scale = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, n), _mm512_set1_epi32(127)), 23));
+    const __m512i biased = _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, n), _mm512_set1_epi32(127));
+    const __m512 scale = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, biased, 23));  // 2^n
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_fmadd_ps(scale, er, one)), u));
   }
   if (i < inter) silu_mul_row_loop(gate_up + 2 * i, out + i, inter - i);
