@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/attention_paths.hpp"
 #include "kernels/cpu/cpu_clones.hpp"
+#include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/lane_folds.hpp"
 
 namespace aerie::kernels::cpu {
@@ -51,7 +52,7 @@ AERIE_CPU_CLONES void axpy_rows_loop(float* acc, const float* e, const float* ca
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // The same two loops written out for AVX-512 at head dims of 64 and 128 (D = dim / 16
-// registers a row), with the arithmetic the compiler makes of the loops above there (a fused
+// registers a row; AVX2 below), with the arithmetic the compiler makes of the loops above there (a fused
 // multiply-add per lane and column block, then the tree): the same bits. dot16's tree, one
 // key at a time, was most of a key's ~25 cycles; here sixteen keys share one set of folds
 // (lane_folds.hpp), and axpy keeps its accumulator in registers across the keys.
@@ -87,20 +88,59 @@ __attribute__((target("avx512f"))) void axpy_rows_avx512(float* acc, const float
   for (int d = 0; d < D; ++d) _mm512_storeu_ps(acc + 16 * d, a[d]);
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+// AVX2 + FMA: the same sums with each key's sixteen lanes as two 8-wide halves (lo + hi is the
+// tree's first step), eight keys sharing the rest of the tree.
+template <int D>
+__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const float* cache, const int32_t* slots, int64_t n,
+                                                       int64_t stride, float* out) {
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, n - j0));
+    __m256 lanes[8];
+    for (int t = 0; t < 8; ++t) {
+      lanes[t] = _mm256_setzero_ps();
+      if (t >= count) continue;
+      const float* k = cache + static_cast<int64_t>(slots[j0 + t]) * stride;
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      for (int d = 0; d < D; ++d) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16 * d), _mm256_loadu_ps(k + 16 * d), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16 * d + 8), _mm256_loadu_ps(k + 16 * d + 8), hi);
+      }
+      lanes[t] = _mm256_add_ps(lo, hi);
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, lane_folds::sum8_in_order_avx2(lanes));
+    for (int t = 0; t < count; ++t) out[j0 + t] = sums[t];
+  }
+}
+
+// Head dim 64: the accumulator in eight registers across the keys.
+__attribute__((target("avx2,fma"))) void axpy_rows_avx2_64(float* acc, const float* e, const float* cache, const int32_t* slots, int64_t n,
+                                                           int64_t stride) {
+  __m256 a[8];
+  for (int d = 0; d < 8; ++d) a[d] = _mm256_loadu_ps(acc + 8 * d);
+  for (int64_t j = 0; j < n; ++j) {
+    if (!(e[j] >= 0.0f)) continue;
+    const __m256 ej = _mm256_set1_ps(e[j]);
+    const float* v = cache + static_cast<int64_t>(slots[j]) * stride;
+    for (int d = 0; d < 8; ++d) a[d] = _mm256_fmadd_ps(ej, _mm256_loadu_ps(v + 8 * d), a[d]);
+  }
+  for (int d = 0; d < 8; ++d) _mm256_storeu_ps(acc + 8 * d, a[d]);
 }
 
 void dot_rows(const float* q, const float* cache, const int32_t* slots, int64_t n, int64_t stride, int64_t dim, float* out) {
-  if (has_avx512() && dim == 64) return dot_rows_avx512<4>(q, cache, slots, n, stride, out);
-  if (has_avx512() && dim == 128) return dot_rows_avx512<8>(q, cache, slots, n, stride, out);
+  const CpuIsa isa = cpu_isa();
+  if (isa == CpuIsa::kAvx512 && dim == 64) return dot_rows_avx512<4>(q, cache, slots, n, stride, out);
+  if (isa == CpuIsa::kAvx512 && dim == 128) return dot_rows_avx512<8>(q, cache, slots, n, stride, out);
+  if (isa == CpuIsa::kAvx2 && dim == 64) return dot_rows_avx2<4>(q, cache, slots, n, stride, out);
+  if (isa == CpuIsa::kAvx2 && dim == 128) return dot_rows_avx2<8>(q, cache, slots, n, stride, out);
   dot_rows_loop(q, cache, slots, n, stride, dim, out);
 }
 
 void axpy_rows(float* acc, const float* e, const float* cache, const int32_t* slots, int64_t n, int64_t stride, int64_t dim) {
-  if (has_avx512() && dim == 64) return axpy_rows_avx512<4>(acc, e, cache, slots, n, stride);
-  if (has_avx512() && dim == 128) return axpy_rows_avx512<8>(acc, e, cache, slots, n, stride);
+  const CpuIsa isa = cpu_isa();
+  if (isa == CpuIsa::kAvx512 && dim == 64) return axpy_rows_avx512<4>(acc, e, cache, slots, n, stride);
+  if (isa == CpuIsa::kAvx512 && dim == 128) return axpy_rows_avx512<8>(acc, e, cache, slots, n, stride);
+  if (isa == CpuIsa::kAvx2 && dim == 64) return axpy_rows_avx2_64(acc, e, cache, slots, n, stride);
   axpy_rows_loop(acc, e, cache, slots, n, stride, dim);
 }
 #else

@@ -164,15 +164,15 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
     for (int r = 0; r < R; ++r) wp[r] = t.w[r];
     step16_avx2<M, R>(lo, hi, wp, &t.x[0][0], 16);
   }
+  static_assert(R == 1 && M <= 4, "four accumulators at most, one weight row");
+  // The tree's first step is lo + hi (lane u += lane u + 8); the rest for four x rows at once
+  // (lane_folds.hpp): x row i's sum lands in lane kSum4Lane[i].
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = i < M ? _mm256_add_ps(lo[i][0], hi[i][0]) : _mm256_setzero_ps();
+  alignas(32) float out[8];
+  _mm256_store_ps(out, lane_folds::sum4_avx2(v));
   for (int i = 0; i < M; ++i)
-    for (int r = 0; r < rows; ++r) {
-      alignas(32) float lane[16];
-      _mm256_store_ps(lane, lo[i][r]);
-      _mm256_store_ps(lane + 8, hi[i][r]);
-      for (int width = 8; width >= 1; width /= 2)
-        for (int u = 0; u < width; ++u) lane[u] += lane[u + width];
-      y[i * ldy + r] = lane[0];
-    }
+    if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
 }
 
 // Runs `tile(x_rows, x, w_tile, rows, y)` over tiles of `weight_rows` weight rows and groups
@@ -187,15 +187,9 @@ void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, 
   });
 }
 
-bool cpu_has(SmallBatchIsa isa) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return isa == SmallBatchIsa::kAvx512 ? avx512 : isa == SmallBatchIsa::kAvx2 ? avx2 : false;
-}
-
 template <class W>
 void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
-  if (!cpu_has(isa)) std::abort();  // callers check small_batch_gemm_supports() first
+  if (isa == SmallBatchIsa::kNone || !cpu_has(isa)) std::abort();  // callers check small_batch_gemm_supports() first
   if (isa == SmallBatchIsa::kAvx512) {
     for_each_tile(m, n, k, x, w, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
       switch (rows_x) {
@@ -219,14 +213,9 @@ void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, 
 
 }  // namespace
 
-SmallBatchIsa small_batch_gemm_isa() {
-  static const SmallBatchIsa best = cpu_has(SmallBatchIsa::kAvx512) ? SmallBatchIsa::kAvx512
-                                    : cpu_has(SmallBatchIsa::kAvx2) ? SmallBatchIsa::kAvx2
-                                                                    : SmallBatchIsa::kNone;
-  return best;
-}
+SmallBatchIsa small_batch_gemm_isa() { return cpu_isa(); }
 
-bool small_batch_gemm_supports(SmallBatchIsa isa) { return cpu_has(isa); }
+bool small_batch_gemm_supports(SmallBatchIsa isa) { return isa != SmallBatchIsa::kNone && cpu_has(isa); }
 
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
   run_on(isa, m, n, k, x, w, y);

@@ -8,6 +8,8 @@
 // the f32 copy of the weight, from half the bytes).
 #include <cstdint>
 
+#include "kernels/cpu/cpu_isa.hpp"
+
 namespace aerie::kernels::cpu {
 
 /// Rows of x this kernel takes at most.
@@ -16,8 +18,9 @@ constexpr int64_t kSmallBatchMaxRows = 16;
 /// Whether the CPU this runs on has the instructions for small_batch_gemm.
 bool small_batch_gemm_available();
 
-/// The instruction sets the kernel is written for; small_batch_gemm takes the widest the CPU has.
-enum class SmallBatchIsa { kNone, kAvx2, kAvx512 };
+/// The instruction sets the kernel is written for; small_batch_gemm takes cpu_isa() (the widest
+/// the CPU has, at most the cap).
+using SmallBatchIsa = CpuIsa;
 SmallBatchIsa small_batch_gemm_isa();
 bool small_batch_gemm_supports(SmallBatchIsa isa);
 /// small_batch_gemm with a given instruction set (tests compare them); isa must be supported.

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/matmul.hpp"
 #include "tests/test_util.hpp"
 
@@ -135,12 +136,16 @@ TEST(Attention, HeadDims64And128MatchDenseReference) {
 // A query row's f32 result as the row loops document it: each dot product as sixteen lane sums
 // of fused multiply-adds then the tree (lane u += lane u + w, w = 8, 4, 2, 1), softmax weights
 // e^(s - max) summed in key order, P V as a fused multiply-add per key in key order, times
-// 1 / denominator. The AVX-512 loops must give exactly these bits (then a verify row and the
-// same row decoded alone agree, whichever keys a CPU takes sixteen at a time).
-TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+// 1 / denominator. The AVX-512 and AVX2 loops must give exactly these bits (then a verify row
+// and the same row decoded alone agree, and machines of either kind decode alike).
+TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
+  using cpu::CpuIsa;
+  if (!cpu::cpu_has(CpuIsa::kAvx2)) GTEST_SKIP() << "neither AVX-512 nor AVX2 + FMA on this CPU";
   std::mt19937 rng(12);
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2})
   for (int64_t d : {64, 128}) {
+    if (!cpu::cpu_has(isa)) continue;
+    cpu::set_cpu_isa_cap(isa);
     const int64_t qh = 3, kh = 1, kv_len = 37, q_len = 3, slots = 40;
     Case c = make_case(rng, {static_cast<int32_t>(q_len)}, {static_cast<int32_t>(kv_len)}, slots, false);
     Buffer q = random_buffer(rng, DType::kF32, {q_len, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
@@ -179,9 +184,11 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512) {
         }
         const float inv = 1.0f / den;
         for (int64_t x = 0; x < d; ++x)
-          ASSERT_EQ(got[(i * qh + h) * d + x], acc[static_cast<size_t>(x)] * inv) << "dim " << d << ", query " << i << ", head " << h << ", " << x;
+          EXPECT_EQ(got[(i * qh + h) * d + x], acc[static_cast<size_t>(x)] * inv)
+              << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", dim " << d << ", query " << i << ", head " << h << ", " << x;
       }
   }
+  cpu::set_cpu_isa_cap(CpuIsa::kAvx512);
 }
 
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {

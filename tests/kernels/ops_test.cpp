@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/small_batch_gemm.hpp"
 #include "kernels/cpu/vector_exp.hpp"
 #include "kernels/embedding.hpp"
@@ -257,15 +258,16 @@ TEST_P(OpsByDType, RopeRotatesHalvesByPosition) {
   expect(k0, kh, k.view());
 }
 
-// silu(g) * u in f32 as the AVX-512 row loop computes it: vector_exp(-g)'s steps with the
-// multiply-adds fused (what the compiler makes of the scalar loop there), 1 + e^-g fused into
-// the last multiply. Bit for bit, for gates whose e^-g is a normal float, over a row whose
-// length leaves a tail for the scalar loop.
-TEST(CpuSiluMul, Avx512RowsGiveTheFusedArithmeticOfTheScalarLoop) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+// silu(g) * u in f32 as the AVX-512 and AVX2 row loops compute it: vector_exp(-g)'s steps with
+// the multiply-adds fused (what the compiler makes of the scalar loop there), 1 + e^-g fused
+// into the last multiply. Bit for bit, for gates whose e^-g is a normal float, over a row of
+// whole vectors (a row's tail goes through the compiler's loop).
+TEST(CpuSiluMul, VectorRowsGiveTheFusedArithmeticOfTheScalarLoop) {
+  using cpu::CpuIsa;
+  if (!cpu::cpu_has(CpuIsa::kAvx2)) GTEST_SKIP() << "neither AVX-512 nor AVX2 + FMA on this CPU";
   std::mt19937 rng(31);
   std::uniform_real_distribution<float> gate(-80.0f, 80.0f), up(-3.0f, 3.0f);
-  const int64_t inter = 53;
+  const int64_t inter = 48;
   std::vector<float> gu(static_cast<size_t>(2 * inter));
   for (int64_t i = 0; i < inter; ++i) {
     gu[static_cast<size_t>(2 * i)] = i % 4 == 0 ? gate(rng) : gate(rng) / 16.0f;  // both wide and typical gates
@@ -273,22 +275,27 @@ TEST(CpuSiluMul, Avx512RowsGiveTheFusedArithmeticOfTheScalarLoop) {
   }
   Buffer in(Device::kCpu, DType::kF32, {1, 2 * inter}), out(Device::kCpu, DType::kF32, {1, inter});
   in.copy_from_host(gu.data(), in.nbytes());
-  ASSERT_TRUE(silu_mul({.gate_up = in.view(), .out = out.view()}, kCpu).is_ok());
-  const float* got = out.view().ptr<float>();
-  for (int64_t i = 0; i < inter; ++i) {
-    const float g = gu[static_cast<size_t>(2 * i)], u = gu[static_cast<size_t>(2 * i + 1)], x = -g;
-    const float n = std::floor(std::fma(x, 1.44269504088896341f, 0.5f));
-    float r = std::fma(-n, 0.693359375f, x);
-    r = std::fma(n, 2.12194440e-4f, r);
-    float p = std::fma(1.9875691500e-4f, r, 1.3981999507e-3f);
-    p = std::fma(p, r, 8.3334519073e-3f);
-    p = std::fma(p, r, 4.1665795894e-2f);
-    p = std::fma(p, r, 1.6666665459e-1f);
-    p = std::fma(p, r, 0.5f);
-    const float er = std::fma(p * r, r, r) + 1.0f;
-    const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-    ASSERT_EQ(got[i], g / std::fma(scale, er, 1.0f) * u) << "element " << i << ", gate " << g;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    if (!cpu::cpu_has(isa)) continue;
+    cpu::set_cpu_isa_cap(isa);
+    ASSERT_TRUE(silu_mul({.gate_up = in.view(), .out = out.view()}, kCpu).is_ok());
+    const float* got = out.view().ptr<float>();
+    for (int64_t i = 0; i < inter; ++i) {
+      const float g = gu[static_cast<size_t>(2 * i)], u = gu[static_cast<size_t>(2 * i + 1)], x = -g;
+      const float n = std::floor(std::fma(x, 1.44269504088896341f, 0.5f));
+      float r = std::fma(-n, 0.693359375f, x);
+      r = std::fma(n, 2.12194440e-4f, r);
+      float p = std::fma(1.9875691500e-4f, r, 1.3981999507e-3f);
+      p = std::fma(p, r, 8.3334519073e-3f);
+      p = std::fma(p, r, 4.1665795894e-2f);
+      p = std::fma(p, r, 1.6666665459e-1f);
+      p = std::fma(p, r, 0.5f);
+      const float er = std::fma(p * r, r, r) + 1.0f;
+      const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+      EXPECT_EQ(got[i], g / std::fma(scale, er, 1.0f) * u) << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", element " << i << ", gate " << g;
+    }
   }
+  cpu::set_cpu_isa_cap(CpuIsa::kAvx512);
 }
 
 TEST_P(OpsByDType, SiluMulAndEmbedding) {
