@@ -2,7 +2,7 @@
 // against the bandwidth floor measured in the same run (tensor-parallel under mpirun with
 // --tp-size); `kernels` times each op of a decode step; `collectives` times all-reduces
 // across GPUs; `serving` is an HTTP load generator for a running server; `speculative` the
-// parts of a speculative round.
+// parts of a speculative round; `cpu-gemm` the CPU small-batch product alone.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -10,6 +10,7 @@
 #include "launch/cli_checks.hpp"
 #include "launch/bench/bench_kernels.hpp"
 #include "launch/bench/bench_collectives.hpp"
+#include "launch/bench/bench_cpu_gemm.hpp"
 #include "launch/bench/bench_one_batch.hpp"
 #include "launch/bench/bench_serving.hpp"
 #include "launch/bench/bench_speculative.hpp"
@@ -49,6 +50,13 @@ int main(int argc, char** argv) {
   coll->add_option("--calls", cb.calls, "all-reduces per timed run (and per graph)")->check(aerie::launch::kPositive);
   coll->add_option("--reps", cb.reps, "timed runs")->check(aerie::launch::kPositive);
   coll->add_option("--json", cb.json_path, "also write the results as JSON here");
+  CpuGemmBenchOptions gb;
+  auto* cgemm = app.add_subcommand("cpu-gemm", "the CPU small-batch product (decode and verify rows) alone, per instruction set, against one row");
+  cgemm->add_option("--rows", gb.rows, "activation rows, 1 to 16 (the first is the ratio's baseline)")->delimiter(',');
+  cgemm->add_option("--k", gb.k, "columns of the weights (the products' input width)")->delimiter(',');
+  cgemm->add_option("--megabytes", gb.megabytes, "f32 weights per product, MiB (above the caches)")->check(aerie::launch::kPositive);
+  cgemm->add_option("--reps", gb.reps, "timed runs; the fastest counts")->check(aerie::launch::kPositive);
+  cgemm->add_option("--json", gb.json_path, "also write the results as JSON here");
   ServingBenchOptions sb;
   auto* serve = app.add_subcommand("serving", "HTTP load generator against a running server (sglang's bench_serving result block)");
   serve->add_option("--base-url", sb.base_url, "server address, e.g. http://127.0.0.1:30000 (default: --host and --port)");
@@ -124,6 +132,7 @@ int main(int argc, char** argv) {
     }
     if (*kern) return run_kernel_bench(kb);
     if (*coll) return run_collective_bench(cb);
+    if (*cgemm) return run_cpu_gemm_bench(gb);
     if (*serve) return run_serving_bench(sb);
     if (*specb) return run_spec_bench(spb);
   } catch (const std::exception& e) {

@@ -1,0 +1,63 @@
+#include "launch/bench/bench_cpu_gemm.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/cpu_isa.hpp"
+#include "kernels/cpu/small_batch_gemm.hpp"
+#include "kernels/error.hpp"
+#include "launch/bench/bench_timing.hpp"
+
+namespace aerie::launch {
+
+namespace {
+
+using bench::Clock;
+using bench::ms_since;
+using kernels::cpu::CpuIsa;
+
+const char* isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512" : "avx2"; }
+
+}  // namespace
+
+int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2})
+    if (kernels::cpu::small_batch_gemm_supports(isa)) isas.push_back(isa);
+  AERIE_CHECK(!isas.empty(), "the small-batch kernel needs AVX-512 or AVX2 + FMA; this CPU has neither");
+  for (int64_t r : o.rows) AERIE_CHECK(r >= 1 && r <= kernels::cpu::kSmallBatchMaxRows, "--rows takes 1 to 16");
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("%6s %4s %7s %9s %8s %10s\n", "k", "rows", "isa", "ms", "GB/s", "vs first");
+  for (int64_t k : o.k) {
+    AERIE_CHECK(k >= 16, "--k must be at least 16");
+    const int64_t n = std::max<int64_t>(4, o.megabytes * (int64_t{1} << 20) / (k * 4));
+    std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(16 * k)), y(static_cast<size_t>(16 * n));
+    uint32_t s = 12345;
+    for (float& v : w) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    for (float& v : x) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    std::vector<std::vector<double>> best(isas.size(), std::vector<double>(o.rows.size(), 1e30));
+    for (int64_t rep = 0; rep < o.reps + 1; ++rep) {  // the first round warms up, untimed
+      for (size_t a = 0; a < isas.size(); ++a)
+        for (size_t i = 0; i < o.rows.size(); ++i) {
+          const auto t0 = Clock::now();
+          kernels::cpu::small_batch_gemm_on(isas[a], o.rows[i], n, k, x.data(), w.data(), y.data());
+          if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
+        }
+    }
+    const double gb = static_cast<double>(n * k * 4) / 1e9;
+    for (size_t a = 0; a < isas.size(); ++a)
+      for (size_t i = 0; i < o.rows.size(); ++i) {
+        const double ms = best[a][i], one = best[a][0];
+        std::printf("%6lld %4lld %7s %9.2f %8.1f %10.2f\n", static_cast<long long>(k), static_cast<long long>(o.rows[i]),
+                    isa_name(isas[a]), ms, gb / (ms / 1e3), ms / one);
+        out.push_back({{"k", k}, {"n", n}, {"rows", o.rows[i]}, {"isa", isa_name(isas[a])}, {"ms", ms}, {"gb_per_s", gb / (ms / 1e3)},
+                       {"over_first_rows", ms / one}});
+      }
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace aerie::launch

@@ -1,0 +1,23 @@
+#pragma once
+// aerie-bench cpu-gemm: the CPU small-batch kernel (kernels/cpu/small_batch_gemm.hpp) alone,
+// y = x w^T for 1-16 activation rows over f32 weights larger than the caches, on each
+// instruction set the CPU has: what a decode step (1 row) and a verify (chain steps + 1 rows)
+// pay for their products, as a ratio to the same run's first row count (one row: a decode
+// step's product) and as the weight bytes read per second.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aerie::launch {
+
+struct CpuGemmBenchOptions {
+  std::vector<int64_t> rows = {1, 2, 3, 4, 6, 8};
+  std::vector<int64_t> k = {576, 1536};  // SmolLM2: the hidden size, the MLP's width
+  int64_t megabytes = 448;               // of f32 weights per product
+  int64_t reps = 10;                     // the fastest of these, interleaved
+  std::string json_path;
+};
+
+int run_cpu_gemm_bench(const CpuGemmBenchOptions& options);
+
+}  // namespace aerie::launch
