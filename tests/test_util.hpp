@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/buffer.hpp"
+#include "kernels/cpu/cpu_isa.hpp"
 
 namespace aerie::testing {
 
@@ -41,5 +42,18 @@ inline std::vector<int64_t> row_argmax(const std::vector<double>& l, int64_t voc
                   (l.begin() + static_cast<int64_t>(r) * vocab));
   return out;
 }
+
+// Caps the CPU kernels' instruction set for a scope (to test the AVX2 paths on an AVX-512 CPU)
+// and puts the cap before back, also when a failed ASSERT leaves the test early.
+class ScopedCpuIsaCap {
+ public:
+  explicit ScopedCpuIsaCap(kernels::cpu::CpuIsa cap) : before_(kernels::cpu::set_cpu_isa_cap(cap)) {}
+  ~ScopedCpuIsaCap() { kernels::cpu::set_cpu_isa_cap(before_); }
+  ScopedCpuIsaCap(const ScopedCpuIsaCap&) = delete;
+  ScopedCpuIsaCap& operator=(const ScopedCpuIsaCap&) = delete;
+
+ private:
+  kernels::cpu::CpuIsa before_;
+};
 
 }  // namespace aerie::testing

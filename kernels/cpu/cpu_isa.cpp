@@ -41,6 +41,6 @@ CpuIsa cpu_isa() {
   return std::min(best, g_cap.load(std::memory_order_relaxed));
 }
 
-void set_cpu_isa_cap(CpuIsa cap) { g_cap.store(cap, std::memory_order_relaxed); }
+CpuIsa set_cpu_isa_cap(CpuIsa cap) { return g_cap.exchange(cap, std::memory_order_relaxed); }
 
 }  // namespace aerie::kernels::cpu

@@ -15,7 +15,8 @@ bool cpu_has(CpuIsa isa);
 /// The widest instruction set the CPU has, at most the cap.
 CpuIsa cpu_isa();
 
-/// Caps cpu_isa() (kAvx512: no cap). For tests and benchmarks; not thread-safe against running ops.
-void set_cpu_isa_cap(CpuIsa cap);
+/// Caps cpu_isa() (kAvx512: no cap) and returns the cap before. For tests and benchmarks; not
+/// meant to change while ops run.
+CpuIsa set_cpu_isa_cap(CpuIsa cap);
 
 }  // namespace aerie::kernels::cpu

@@ -11,17 +11,27 @@
 
 namespace aerie::kernels::cpu {
 
+// The constants, shared with the vector forms that must give vector_exp's bits (silu_mul.cpp).
+namespace exp_poly {
+constexpr float kMin = -87.3f, kMax = 88.3f;              // the clamp
+constexpr float kLog2e = 1.44269504088896341f;            // n = floor(x log2(e) + 1/2)
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 in two parts: r = x - n Hi - n Lo
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
+                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;  // e^r = ((((P0 r + P1) r + P2) r + P3) r + P4) r + P5) r^2 + r + 1
+}  // namespace exp_poly
+
 inline float vector_exp(float x) {
-  x = std::min(std::max(x, -87.3f), 88.3f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  using namespace exp_poly;
+  x = std::min(std::max(x, kMin), kMax);
+  const float n = std::floor(x * kLog2e + 0.5f);
+  float r = x - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  float p = kP0;
+  p = p * r + kP1;
+  p = p * r + kP2;
+  p = p * r + kP3;
+  p = p * r + kP4;
+  p = p * r + kP5;
   const float er = p * r * r + r + 1.0f;
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
   return er * scale;

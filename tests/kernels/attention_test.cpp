@@ -145,7 +145,7 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2})
   for (int64_t d : {64, 128}) {
     if (!cpu::cpu_has(isa)) continue;
-    cpu::set_cpu_isa_cap(isa);
+    const aerie::testing::ScopedCpuIsaCap cap(isa);
     const int64_t qh = 3, kh = 1, kv_len = 37, q_len = 3, slots = 40;
     Case c = make_case(rng, {static_cast<int32_t>(q_len)}, {static_cast<int32_t>(kv_len)}, slots, false);
     Buffer q = random_buffer(rng, DType::kF32, {q_len, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
@@ -188,7 +188,6 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
               << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", dim " << d << ", query " << i << ", head " << h << ", " << x;
       }
   }
-  cpu::set_cpu_isa_cap(CpuIsa::kAvx512);
 }
 
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {

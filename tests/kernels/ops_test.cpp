@@ -277,7 +277,7 @@ TEST(CpuSiluMul, VectorRowsGiveTheFusedArithmeticOfTheScalarLoop) {
   in.copy_from_host(gu.data(), in.nbytes());
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     if (!cpu::cpu_has(isa)) continue;
-    cpu::set_cpu_isa_cap(isa);
+    const aerie::testing::ScopedCpuIsaCap cap(isa);
     ASSERT_TRUE(silu_mul({.gate_up = in.view(), .out = out.view()}, kCpu).is_ok());
     const float* got = out.view().ptr<float>();
     for (int64_t i = 0; i < inter; ++i) {
@@ -295,7 +295,6 @@ TEST(CpuSiluMul, VectorRowsGiveTheFusedArithmeticOfTheScalarLoop) {
       EXPECT_EQ(got[i], g / std::fma(scale, er, 1.0f) * u) << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", element " << i << ", gate " << g;
     }
   }
-  cpu::set_cpu_isa_cap(CpuIsa::kAvx512);
 }
 
 TEST_P(OpsByDType, SiluMulAndEmbedding) {
