@@ -51,17 +51,6 @@ void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, c
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
                        const Stream& stream, const TensorView& next_norm = {});
 
-// run_decoder_layer with its norms inside the projections that read them, for forwards whose
-// ops fuse them (kernels::input_norm_fuses: decode steps of one or two rows) on one rank
-// without DP attention: q/k/v normalise `residual` with input_norm, o_proj adds its output to
-// residual, gate/up normalise it with post_norm, down adds its output to it. residual enters
-// as the stream entering the layer and leaves as the stream leaving it (what
-// run_decoder_layer's next_norm adds); normed is scratch. Two kernels a layer fewer, every
-// number the same.
-void run_decoder_layer_norms_fused(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& input_norm,
-                                   const LayerActivations& a, const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache,
-                                   const Stream& stream);
-
 // The two halves of run_decoder_layer, for DP attention (model/dp_attention.hpp), where the
 // MLP runs on other rows than attention. Attention: K/V into the caches, residual +=
 // attention output (all-reduced over `attn_tp`), normed = post_norm(residual).

@@ -204,14 +204,10 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
 
   // The embeddings are the residual stream entering layer 0.
   vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);
-  // Decode steps of one or two rows on one rank: each layer's norms run inside its projections
-  // (run_decoder_layer_norms_fused), and only the final norm is a kernel of its own.
-  const bool norms_fused = !dp_ && tp_->size() == 1 && ops::input_norm_fuses(a.residual);
-  // Otherwise layer 0's input norm reads the embeddings; every later norm (the next layer's
-  // input norm, the final norm) is applied by the layer before it, fused with its all-reduce.
-  if (!norms_fused)
-    AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
-                                     stream_));
+  // Layer 0's input norm reads the embeddings; every later norm (the next layer's input
+  // norm, the final norm) is applied by the layer before it, fused with its all-reduce.
+  AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
+                                   stream_));
   AERIE_CHECK(!dp_ || dp_plan_, "a DP-attention forward needs the step's padding plan; a captured graph cannot hold one");
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // `residual` now holds the stream entering layer l.
@@ -219,13 +215,6 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
       if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
     const TensorView next_norm =
         l + 1 < c.num_layers ? weights_.layers[static_cast<size_t>(l + 1)].input_norm.view() : weights_.final_norm.view();
-    if (norms_fused) {
-      run_decoder_layer_norms_fused(c, layer_views(l), weights_.layers[static_cast<size_t>(l)].input_norm.view(), a, at, kv.k(l), kv.v(l),
-                                    stream_);
-      if (l + 1 == c.num_layers)
-        AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = next_norm, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-      continue;
-    }
     if (!dp_) {
       run_decoder_layer(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
       continue;

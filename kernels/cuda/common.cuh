@@ -93,10 +93,6 @@ inline void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, siz
   cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(args)...);
 }
 
-// Asks L1 for the line holding p (no register waits for it): data a kernel reads later, whose
-// address is known before it waits for the previous kernel.
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
 // Whether a pointer allows 16-byte vector loads and stores.
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 

@@ -29,11 +29,6 @@ struct GemvArgs {
   float rope_scaling;
   const float* w_scale = nullptr;  // fp8 weights: one scale per output row
   int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
-  // Kernels built to normalise their input (InputNorm, kernels/rms_norm.hpp): x is the residual
-  // stream and the block reads rmsnorm(x) * norm_w (rms_norm_row.cuh).
-  const T* norm_w = nullptr;
-  float norm_eps = 0.0f;
-  TO* residual = nullptr;          // kStore, optional: residual += y as well (MatmulParams::residual)
 };
 
 enum class Epilogue { kStore, kSiluPairs, kRope };
@@ -99,10 +94,7 @@ __device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64
     for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
       const int r = idx / M, m = idx % M;
       if (row0 + r >= n || m >= a.rows) continue;
-      const int64_t at = m * n + row0 + r;
-      const TO y = from_float<TO>(row_sum(r, m));
-      a.y[at] = y;
-      if (a.residual) a.residual[at] = from_float<TO>(to_float(y) + to_float(a.residual[at]));  // as rms_norm adds it
+      a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
     }
   }
 }

@@ -12,7 +12,6 @@
 #include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/rms_norm_row.cuh"
 #include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
@@ -185,95 +184,6 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
   gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
-}
-
-// The CUDA-core GEMV with the input norm folded in (InputNorm, kernels/rms_norm.hpp): x is the
-// residual stream, which each block normalises once into shared memory (dynamic, M rows of K),
-// exactly as the rms_norm kernel would (rms_norm_row.cuh). The blocks stay resident and walk
-// the weight rows R at a time (grid-stride): with a block per R rows, as gemv_kernel launches,
-// every wave of blocks would normalise again, and that measured slower than the norm kernel it
-// replaces (8B step at batch 1 4.32 -> 4.91 ms, batch 2 4.52 -> 6.85). The loads of a block's
-// next weight rows are in flight while it reduces and stores the current ones, as the blocks
-// of the next wave would be.
-template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI>
-__global__ void __launch_bounds__(THREADS) gemv_normed_kernel(const GemvArgs<T, TO, W> a) {
-  constexpr int kWarps = THREADS / 32;
-  constexpr int E = kIsFp8<W> ? 16 : 8;  // weights per 16-byte chunk
-  constexpr int kUnroll = R * M > 16 ? 2 : 4;
-  __shared__ float partial[kWarps][R * M];
-  extern __shared__ uint4 gemv_normed_x[];
-  pdl_trigger();
-  const int64_t n = a.n, k = a.k, chunks = k / E, groups = (n + R - 1) / R;
-  constexpr int64_t kRoundChunks = static_cast<int64_t>(THREADS) * kUnroll;
-  const int64_t rounds = (chunks + kRoundChunks - 1) / kRoundChunks;
-  uint4 wv[kUnroll][R];
-  auto load_round = [&](int64_t g, int64_t round) {
-    const uint4* wr = reinterpret_cast<const uint4*>(a.w + g * R * k);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = threadIdx.x + round * kRoundChunks + static_cast<int64_t>(u) * THREADS;
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[u][r] = (c < chunks && g * R + r < n) ? __ldg(wr + r * chunks + c) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  int64_t g = blockIdx.x;
-  if (g < groups) load_round(g, 0);  // weights never depend on the previous kernel
-  for (int64_t e = threadIdx.x * 64; e < k; e += THREADS * 64) prefetch_l1(a.norm_w + e);  // 128-byte lines, read after the wait
-  pdl_wait();
-  normalize_rows_to_shared<T, T, THREADS, M>(a.x, a.norm_w, k, a.norm_eps, static_cast<int>(a.rows), gemv_normed_x);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (; g < groups; g += gridDim.x) {
-    float acc[R][M];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
-    for (int64_t round = 0; round < rounds; ++round) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = threadIdx.x + round * kRoundChunks + static_cast<int64_t>(u) * THREADS;
-        if (c >= chunks) break;
-        float wf[R][E];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if constexpr (kIsFp8<W>) unpack16_fp8(wv[u][r], wf[r]);
-          else unpack8<T>(wv[u][r], wf[r]);
-        }
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          float xf[E];
-          const uint4* xm = gemv_normed_x + m * (k / 8) + c * (E / 8);
-          unpack8<T>(xm[0], xf);
-          if constexpr (E == 16) unpack8<T>(xm[1], xf + 8);
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int i = 0; i < E; ++i) acc[r][m] += wf[r][i] * xf[i];
-        }
-      }
-      // The next loads: this group's next round, or the first round of the block's next group.
-      if (round + 1 < rounds) load_round(g, round + 1);
-      else if (g + gridDim.x < groups) load_round(g + gridDim.x, 0);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        const float v = warp_sum(acc[r][m]);
-        if (lane == 0) partial[warp][r * M + m] = v;
-      }
-    __syncthreads();
-    const int64_t row0 = g * R;
-    auto row_sum = [&](int r, int m) {
-      float v = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][r * M + m];
-      if constexpr (kIsFp8<W>) v *= a.w_scale[row0 + r];
-      return a.bias ? v + to_float(a.bias[row0 + r]) : v;
-    };
-    gemv_epilogue<T, TO, M, R, THREADS, EPI>(a, row0, row_sum);
-    __syncthreads();  // partial is rewritten by the next group
-  }
 }
 
 // Tensor-core GEMV for 3-16 input rows (verify batches, decode batches): one m16n8k16 MMA takes 16
@@ -550,38 +460,6 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   }
 }
 
-// The input norm folded into the CUDA-core GEMV (InputNorm): one or two rows of x, two weight
-// rows at a time (what those rows take unfused, the pair epilogues included), x normalised in
-// shared memory. Shared memory bounds K: the rows of x must fit in kNormSharedBytes.
-constexpr int64_t kNormSharedBytes = 32 * 1024;
-// The blocks that fit on the GPU at once (gemv_normed_kernel walks the rows with them).
-template <class Kernel>
-int64_t resident_blocks(Kernel kernel, int threads, size_t smem) {
-  int per_sm = 0, device = 0, sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
-  return static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sms, 1);
-}
-template <class T, class TO, Epilogue EPI, class W>
-void launch_gemv_normed(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
-  a.rows = m;
-  const size_t smem = static_cast<size_t>(m * a.k) * sizeof(T);
-  const int64_t groups = (a.n + 1) / 2;
-  auto go = [&](auto rows_tag, auto threads_tag) {
-    constexpr int M = decltype(rows_tag)::value, THREADS = decltype(threads_tag)::value;
-    auto* kernel = gemv_normed_kernel<T, TO, W, M, 2, THREADS, EPI>;
-    const unsigned blocks = static_cast<unsigned>(std::min(groups, resident_blocks(kernel, THREADS, smem)));
-    launch_pdl(kernel, dim3(blocks), dim3(THREADS), smem, s, a);
-  };
-  using One = std::integral_constant<int, 1>;
-  using Two = std::integral_constant<int, 2>;
-  using Narrow = std::integral_constant<int, 128>;
-  using Wide = std::integral_constant<int, 256>;  // as launch_gemv_rows: 256 threads from K = 8192
-  if (m == 1) a.k >= 8192 ? go(One{}, Wide{}) : go(One{}, Narrow{});
-  else a.k >= 8192 ? go(Two{}, Wide{}) : go(Two{}, Narrow{});
-}
-
 // Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
 // two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
 // for measuring).
@@ -611,10 +489,7 @@ bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const Tenso
 template <class T, class TO, class W, Epilogue EPI>
 GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
   a.x += m0 * a.k;
-  if constexpr (EPI == Epilogue::kStore) {
-    a.y += m0 * a.n;
-    if (a.residual) a.residual += m0 * a.n;
-  }
+  if constexpr (EPI == Epilogue::kStore) a.y += m0 * a.n;
   else if constexpr (EPI == Epilogue::kSiluPairs) a.y += m0 * (a.n / 2);
   else {
     a.positions += m0;
@@ -658,14 +533,6 @@ struct DequantTile {
 void set_gemv_max_rows(int rows) { max_gemv_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
 int gemv_max_rows() { return max_gemv_rows; }
 
-// One or two rows (a decode step at batch 1 or 2) whose normalised copies fit in shared memory,
-// read by the CUDA-core GEMV (kernels/rms_norm.hpp's InputNorm).
-bool input_norm_fuses(const TensorView& x) {
-  const int64_t rows = x.dim(0), k = x.dim(1);
-  return (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && rows >= 1 && rows <= 2 && rows <= max_gemv_rows && norm_row_vec_fits(k) &&
-         rows * k * static_cast<int64_t>(dtype_size(x.dtype)) <= kNormSharedBytes && aligned16(x.data);
-}
-
 namespace {
 
 // Rows [r0, r0 + rows) of w (or a tile holding just them), times x, into those columns of y.
@@ -707,46 +574,6 @@ Status matmul_fp8_tiles(const MatmulParams& p, cudaStream_t stream) {
   return Status::ok();
 }
 
-// residual += y after a product that did not add it in its epilogue (cuBLAS), as rms_norm adds.
-template <class T>
-__global__ void add_residual_kernel(const T* y, T* residual, int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    residual[i] = from_float<T>(to_float(y[i]) + to_float(residual[i]));
-}
-
-// Whether a GEMV launch of n weight rows over x can take the input norm itself: the norm fits
-// (input_norm_fuses), its weight is read as x's chunks, and the unfused launch would be the
-// CUDA-core GEMV too (short-K products with many rows go to the tensor-core GEMV instead).
-bool gemv_takes_norm(const TensorView& x, const InputNorm& norm, int64_t n) {
-  return norm.defined() && input_norm_fuses(x) && norm.weight.dtype == x.dtype && aligned16(norm.weight.data) &&
-         !(x.dim(1) < kShortK && n >= kManyRows && short_k_mma_enabled());
-}
-
-// The input norm unfused: rms_norm into the scratch, then the op on the normalised rows.
-template <class P, class Op>
-Status norm_then(const P& p, void* stream, Op op) {
-  if (Status st = rms_norm({.x = p.x, .weight = p.norm.weight, .y = p.norm.normed, .eps = p.norm.eps}, stream); !st.is_ok()) return st;
-  P q = p;
-  q.x = p.norm.normed;
-  q.norm = {};
-  return op(q, stream);
-}
-
-// The launches of a GEMV op: normalising x first when asked (launch_gemv_normed), else the
-// plain launch for m rows (launch_fp8_gemv reads fp8 weights a chunk of rows at a time).
-template <class T, class TO, Epilogue EPI, class W>
-void launch_gemv_op(int64_t m, GemvArgs<T, TO, W> a, const InputNorm& norm, bool normed, cudaStream_t s) {
-  if (normed) {
-    a.norm_w = norm.weight.ptr<T>();
-    a.norm_eps = norm.eps;
-    launch_gemv_normed<T, TO, EPI>(m, a, s);
-  } else if constexpr (kIsFp8<W>) {
-    launch_fp8_gemv<T, TO, EPI>(m, a, s);
-  } else {
-    launch_gemv<T, TO, EPI>(m, a, s);
-  }
-}
-
 }  // namespace
 
 Status matmul(const MatmulParams& p, void* stream) {
@@ -765,12 +592,10 @@ Status matmul(const MatmulParams& p, void* stream) {
     if (p.y.dtype == DType::kF32) {
       GemvArgs<T, float, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<float>(), n, k};
       a.w_scale = scale;
-      a.residual = p.residual.defined() ? p.residual.ptr<float>() : nullptr;
       launch_fp8_gemv<T, float, Epilogue::kStore>(m, a, as_stream(stream));
     } else {
       GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<T>(), n, k};
       a.w_scale = scale;
-      a.residual = p.residual.defined() ? p.residual.ptr<T>() : nullptr;
       launch_fp8_gemv<T, T, Epilogue::kStore>(m, a, as_stream(stream));
     }
     return launch_status("matmul (fp8 gemv)");
@@ -779,15 +604,11 @@ Status matmul(const MatmulParams& p, void* stream) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
-      if (p.y.dtype == DType::kF32) {
-        GemvArgs<T, float> a{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k};
-        a.residual = p.residual.defined() ? p.residual.ptr<float>() : nullptr;
-        launch_gemv<T, float, Epilogue::kStore>(m, a, as_stream(stream));
-      } else {
-        GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k};
-        a.residual = p.residual.defined() ? p.residual.ptr<T>() : nullptr;
-        launch_gemv<T, T, Epilogue::kStore>(m, a, as_stream(stream));
-      }
+      if (p.y.dtype == DType::kF32)
+        launch_gemv<T, float, Epilogue::kStore>(m, GemvArgs<T, float>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k},
+                                                as_stream(stream));
+      else
+        launch_gemv<T, T, Epilogue::kStore>(m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k}, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -808,12 +629,6 @@ Status matmul(const MatmulParams& p, void* stream) {
       });
     });
   }
-  if (p.residual.defined()) {
-    const int64_t blocks = std::min<int64_t>((m * n + 255) / 256, 4096);
-    AERIE_DISPATCH_FLOAT(p.y.dtype, T, [&] {
-      add_residual_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(p.y.ptr<T>(), p.residual.ptr<T>(), m * n);
-    });
-  }
   return launch_status("matmul");
 }
 
@@ -821,22 +636,18 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
-  const bool fp8_gemv = fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k);
-  const bool gemv = !fp8 && p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k);
-  const bool normed = (fp8_gemv || gemv) && gemv_takes_norm(p.x, p.norm, n);
-  if (p.norm.defined() && !normed) return norm_then(p, stream, [](const GateUpSiluParams& q, void* h) { return gate_up_silu(q, h); });
-  if (fp8_gemv) {
+  if (fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k};
     a.w_scale = p.w_scale.ptr<float>();
-    launch_gemv_op<T, T, Epilogue::kSiluPairs>(m, a, p.norm, normed, as_stream(stream));
+    launch_fp8_gemv<T, T, Epilogue::kSiluPairs>(m, a, as_stream(stream));
     return launch_status("gate_up_silu (fp8 gemv)");
   }
-  if (gemv) {
+  if (!fp8 && p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_gemv_op<T, T, Epilogue::kSiluPairs>(
-          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k}, p.norm, normed,
+      launch_gemv<T, T, Epilogue::kSiluPairs>(
+          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k},
           as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
@@ -853,27 +664,23 @@ Status qkv_rope(const QkvRopeParams& p, void* stream) {
   if (m == 0) return Status::ok();
   const bool same = p.q_out.dtype == p.x.dtype && p.k_cache.dtype == p.x.dtype;
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
-  const bool fp8_gemv = fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k);
-  const bool gemv = !fp8 && same && gemv_eligible(p.x, p.w, p.bias, k);
-  const bool normed = (fp8_gemv || gemv) && gemv_takes_norm(p.x, p.norm, n);
-  if (p.norm.defined() && !normed) return norm_then(p, stream, [](const QkvRopeParams& q, void* h) { return qkv_rope(q, h); });
-  if (fp8_gemv) {
+  if (fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
                           p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
                           p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
                           p.attention_scaling, p.w_scale.ptr<float>()};
-    launch_gemv_op<T, T, Epilogue::kRope>(m, a, p.norm, normed, as_stream(stream));
+    launch_fp8_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
     return launch_status("qkv_rope (fp8 gemv)");
   }
-  if (gemv) {
+  if (!fp8 && same && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
                        p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
                        p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
                        p.attention_scaling};
-      launch_gemv_op<T, T, Epilogue::kRope>(m, a, p.norm, normed, as_stream(stream));
+      launch_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
