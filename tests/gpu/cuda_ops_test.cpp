@@ -309,6 +309,99 @@ TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   }
 }
 
+// A decode step's norms inside its projections (kernels/rms_norm.hpp's InputNorm and
+// MatmulParams::residual): o_proj/down add into the residual stream as rms_norm's residual add
+// does, to the bit, and add the new rows' squares to their slots, exactly; q/k/v and gate/up,
+// given the stream and those squares, normalise it as they load it, and agree with rms_norm +
+// the op to the last bit or so (the norm kernel sums floats, the slots are exact), and with the
+// CPU. One or two rows fuse (128- and 256-thread blocks: K up to 16384), more rows and cuBLAS run
+// the unfused ops; fp8 weights as well.
+TEST_F(CudaOps, NormsInsideTheGemvsMatchTheNormKernel) {
+  std::mt19937 rng(31);
+  auto bytes_equal = [](const Buffer& a, const Buffer& b) { return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0; };
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (const int64_t m : {1, 2, 5, 32})
+      for (const int64_t hidden : {576, 2048, 4096, 16384}) {
+        const std::string what = std::string(dtype_name(t)) + " m=" + std::to_string(m) + " hidden=" + std::to_string(hidden);
+        const bool fuses = m <= 2;
+        Buffer stream_rows = random_buffer(rng, t, {m, hidden}), g = random_buffer(rng, t, {hidden});
+        Buffer d_g = to_gpu(g);
+        Buffer squares(Device::kCpu, DType::kI64, {m, kSquareSlots});
+        squares.zero();
+        Buffer d_squares = to_gpu(squares);
+        // o_proj's product into the stream, against matmul then rms_norm's residual add.
+        Buffer d_stream = to_gpu(stream_rows);  // becomes the updated stream
+        {
+          const int64_t k = 256;
+          Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {hidden, k}, 0.05f);
+          Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(stream_rows), dy_ref = like_gpu(stream_rows), dn = like_gpu(stream_rows);
+          Buffer res_ref = to_gpu(stream_rows);
+          ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .y = dy.view(), .residual = d_stream.view(), .residual_squares = d_squares.view()},
+                             gpu()).is_ok());
+          ASSERT_TRUE(matmul({.x = dx.view(), .w = dw.view(), .y = dy_ref.view()}, gpu()).is_ok());
+          ASSERT_TRUE(rms_norm({.x = dy_ref.view(), .weight = d_g.view(), .residual = res_ref.view(), .y = dn.view()}, gpu()).is_ok());
+          EXPECT_TRUE(bytes_equal(to_cpu(dy), to_cpu(dy_ref))) << what;
+          const Buffer updated = to_cpu(d_stream), slots = to_cpu(d_squares);
+          EXPECT_TRUE(bytes_equal(updated, to_cpu(res_ref))) << what;
+          EXPECT_EQ(input_norm_fuses(d_stream.view()), fuses) << what;
+          for (int64_t r = 0; r < m; ++r) {
+            int64_t want = 0, got = 0;
+            for (int64_t j = 0; j < hidden; ++j) want += square_fixed_point(load_as_float(updated.data(), t, r * hidden + j));
+            for (int64_t i = 0; i < kSquareSlots; ++i) got += slots.view().ptr<int64_t>()[r * kSquareSlots + i];
+            EXPECT_EQ(got, want) << what << " row " << r;
+          }
+          std::memcpy(stream_rows.data(), updated.data(), updated.nbytes());  // the CPU reference reads the same stream
+        }
+        // The norm in front of gate/up (16-bit and fp8 weights) and in front of q/k/v.
+        const int64_t inter = hidden <= 4096 ? 2600 : 192;
+        Buffer w = random_buffer(rng, t, {2 * inter, hidden}, 0.05f), gu(Device::kCpu, t, {m, 2 * inter}), out(Device::kCpu, t, {m, inter});
+        Buffer normed(Device::kCpu, t, {m, hidden});
+        Buffer dw = to_gpu(w), dgu = like_gpu(gu), dnormed = like_gpu(normed), dnormed_ref = like_gpu(normed);
+        Buffer dout = like_gpu(out), dout_ref = like_gpu(out);
+        const InputNorm norm{.weight = d_g.view(), .normed = dnormed.view(), .squares = d_squares.view(), .eps = 1e-5f};
+        const double close = t == DType::kBF16 ? 8e-3 : 2e-3;  // a normalised element may round to its neighbour
+        ASSERT_TRUE(gate_up_silu({.x = d_stream.view(), .w = dw.view(), .gate_up = dgu.view(), .out = dout.view(), .norm = norm}, gpu()).is_ok());
+        ASSERT_TRUE(rms_norm({.x = d_stream.view(), .weight = d_g.view(), .y = dnormed_ref.view()}, gpu()).is_ok());
+        ASSERT_TRUE(gate_up_silu({.x = dnormed_ref.view(), .w = dw.view(), .gate_up = dgu.view(), .out = dout_ref.view()}, gpu()).is_ok());
+        EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(to_cpu(dout_ref).view())), close) << "gate_up " << what;
+        ASSERT_TRUE(gate_up_silu({.x = stream_rows.view(), .w = w.view(), .gate_up = gu.view(), .out = out.view(),
+                                  .norm = {.weight = g.view(), .normed = normed.view(), .eps = 1e-5f}},
+                                 Stream::cpu()).is_ok());
+        EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(t)) << "gate_up vs cpu " << what;
+        if (t == DType::kBF16) {
+          Buffer w_fp8(Device::kCpu, DType::kF8E4M3, {2 * inter, hidden}), scale = random_buffer(rng, DType::kF32, {2 * inter}, 0.05f);
+          std::uniform_int_distribution<int> byte(0, 0x7e);  // finite E4M3 values of either sign
+          for (int64_t i = 0; i < w_fp8.view().numel(); ++i) static_cast<uint8_t*>(w_fp8.data())[i] = static_cast<uint8_t>(byte(rng) | (rng() & 0x80));
+          Buffer dw8 = to_gpu(w_fp8), dscale = to_gpu(scale), dout8 = like_gpu(out), dout8_ref = like_gpu(out);
+          ASSERT_TRUE(gate_up_silu({.x = d_stream.view(), .w = dw.view(), .w_fp8 = dw8.view(), .w_scale = dscale.view(), .gate_up = dgu.view(),
+                                    .out = dout8.view(), .norm = norm},
+                                   gpu()).is_ok());
+          ASSERT_TRUE(gate_up_silu({.x = dnormed_ref.view(), .w = dw.view(), .w_fp8 = dw8.view(), .w_scale = dscale.view(), .gate_up = dgu.view(),
+                                    .out = dout8_ref.view()},
+                                   gpu()).is_ok());
+          EXPECT_LT(rel_error(to_double(to_cpu(dout8).view()), to_double(to_cpu(dout8_ref).view())), close) << "fp8 gate_up " << what;
+        }
+        const int64_t qh = 4, kh = 2, dim = 64, slots = 80, width = (qh + 2 * kh) * dim;
+        Buffer wq = random_buffer(rng, t, {width, hidden}, 0.05f), qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
+        Buffer kc(Device::kCpu, t, {slots, kh, dim});
+        kc.zero();
+        const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 3, 17);
+        Buffer dwq = to_gpu(wq), dpos = to_gpu(pos_b), dsl = to_gpu(sl_b), dinv = to_gpu(inv_b), dqkv = like_gpu(qkv);
+        Buffer dq = like_gpu(q), dq_ref = like_gpu(q), dk = to_gpu(kc), dk_ref = to_gpu(kc), dv = to_gpu(kc), dv_ref = to_gpu(kc);
+        auto qkv_params = [&](const TensorView& x, const TensorView& qo, const TensorView& kcache, const TensorView& vcache) {
+          return QkvRopeParams{.x = x, .w = dwq.view(), .qkv = dqkv.view(), .positions = dpos.view(), .inv_freq = dinv.view(), .slots = dsl.view(),
+                               .q_out = qo, .k_cache = kcache, .v_cache = vcache};
+        };
+        QkvRopeParams fused = qkv_params(d_stream.view(), dq.view(), dk.view(), dv.view());
+        fused.norm = norm;
+        ASSERT_TRUE(qkv_rope(fused, gpu()).is_ok());
+        ASSERT_TRUE(qkv_rope(qkv_params(dnormed_ref.view(), dq_ref.view(), dk_ref.view(), dv_ref.view()), gpu()).is_ok());
+        EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(to_cpu(dq_ref).view())), close) << "q " << what;
+        EXPECT_LT(rel_error(to_double(to_cpu(dk).view()), to_double(to_cpu(dk_ref).view())), close) << "k cache " << what;
+        EXPECT_LT(rel_error(to_double(to_cpu(dv).view()), to_double(to_cpu(dv_ref).view())), close) << "v cache " << what;
+      }
+}
+
 TEST_F(CudaOps, NormRopeSiluEmbeddingMatchCpu) {
   std::mt19937 rng(2);
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
