@@ -52,7 +52,6 @@ AERIE_DECLARE_BACKEND(cuda, , void* stream)
 namespace cuda {
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
-bool input_norm_fuses(const TensorView& x);
 }
 
 }  // namespace aerie::kernels

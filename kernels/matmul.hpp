@@ -1,5 +1,4 @@
 #pragma once
-#include "kernels/rms_norm.hpp"
 #include "kernels/status.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
@@ -25,13 +24,6 @@ struct MatmulParams {
   TensorView w_fp8 = {};    // [n, k] f8e4m3, optional: w quantized, for up to kFp8MaxRows rows
   TensorView w_scale = {};  // [n] f32, with (and only with) w_fp8
   TensorView y;          // [m, n], out
-  /// [m, n] in/out, optional: residual += y as well, y rounded to its dtype first and the sum to
-  /// residual's (rms_norm's residual add, to the bit), for a projection whose output joins the
-  /// residual stream (o_proj, down) when the next op normalises the stream itself (InputNorm).
-  TensorView residual = {};
-  /// [m, kSquareSlots] i64, with residual, optional, in/out: each updated residual row's sum of
-  /// squares is added to its slots (kernels/rms_norm.hpp), for the InputNorm that reads the row.
-  TensorView residual_squares = {};
   void validate() const;
 };
 Status matmul(const MatmulParams& p, const Stream& stream);
@@ -41,13 +33,12 @@ Status matmul(const MatmulParams& p, const Stream& stream);
 /// silu_mul.hpp). The CUDA backend fuses the activation into the small-batch GEMV, whose
 /// blocks own row pairs; otherwise (and on CPU) matmul writes gate_up, silu_mul reads it.
 struct GateUpSiluParams {
-  TensorView x;          // [m, k] (the residual stream when `norm` is given)
+  TensorView x;          // [m, k]
   TensorView w;          // [2 * inter, k], rows interleaved gate/up
   TensorView bias = {};  // [2 * inter], optional, interleaved the same way
   TensorView w_fp8 = {}, w_scale = {};  // optional fp8 copy of w with row scales (as MatmulParams)
   TensorView gate_up;    // [m, 2 * inter] scratch (the pre-activation, when not fused)
   TensorView out;        // [m, inter]
-  InputNorm norm = {};   // optional: the op reads rmsnorm(x) * norm.weight (kernels/rms_norm.hpp)
   void validate() const;
 };
 Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);

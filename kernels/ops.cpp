@@ -5,7 +5,6 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <tuple>
 
 namespace aerie::kernels {
@@ -152,29 +151,6 @@ void RmsNormPairParams::validate() const {
   }
   AERIE_CHECK(eps > 0.0f, "eps must be positive");
 }
-void InputNorm::validate(const TensorView& x) const {
-  if (!defined()) return;
-  check_tensor(weight, "norm.weight", 1, x.device);
-  check_floating(weight, "norm.weight");
-  AERIE_CHECK(weight.dim(0) == x.dim(1), "norm.weight " << weight.describe() << " does not match x " << x.describe());
-  check_tensor(normed, "norm.normed", 2, x.device);
-  AERIE_CHECK(normed.dim(0) == x.dim(0) && normed.dim(1) == x.dim(1) && normed.dtype == x.dtype,
-              "norm.normed " << normed.describe() << " must have x's shape and dtype " << x.describe());
-  AERIE_CHECK(normed.data != x.data, "norm.normed must not be x (x is the residual stream)");
-  AERIE_CHECK(eps > 0.0f, "norm.eps must be positive");
-  if (squares.defined()) {
-    check_tensor(squares, "norm.squares", 2, x.device);
-    check_dtype(squares, "norm.squares", DType::kI64);
-    AERIE_CHECK(squares.dim(0) == x.dim(0) && squares.dim(1) == kSquareSlots,
-                "norm.squares " << squares.describe() << " must be [" << x.dim(0) << ", " << kSquareSlots << "]");
-  }
-}
-namespace {
-std::atomic<bool> input_norm_fusion{!env_turned_off("AERIE_FUSE_INPUT_NORM")};
-}
-bool input_norm_fuses(const TensorView& x) { return input_norm_fusion.load() && x.device == Device::kCuda && cuda::input_norm_fuses(x); }
-void set_input_norm_fusion(bool on) { input_norm_fusion.store(on); }
-
 Status rms_norm_pair(const RmsNormPairParams& p, const Stream& s) {
   return dispatch(p, s, p.a.device, cpu::rms_norm_pair,
                   [](const RmsNormPairParams& q, void* h) { return cuda::rms_norm_pair(q, h); });
@@ -222,19 +198,6 @@ void MatmulParams::validate() const {
     check_floating(bias, "bias");
     AERIE_CHECK(bias.dim(0) == w.dim(0), "bias " << bias.describe() << " must have n=" << w.dim(0) << " entries");
   }
-  if (residual.defined()) {
-    check_tensor(residual, "residual", 2, x.device);
-    AERIE_CHECK(residual.dim(0) == y.dim(0) && residual.dim(1) == y.dim(1) && residual.dtype == y.dtype,
-                "residual " << residual.describe() << " must have y's shape and dtype " << y.describe());
-    AERIE_CHECK(residual.data != y.data, "residual must not be y");
-  }
-  if (residual_squares.defined()) {
-    AERIE_CHECK(residual.defined(), "residual_squares comes with residual");
-    check_tensor(residual_squares, "residual_squares", 2, x.device);
-    check_dtype(residual_squares, "residual_squares", DType::kI64);
-    AERIE_CHECK(residual_squares.dim(0) == y.dim(0) && residual_squares.dim(1) == kSquareSlots,
-                "residual_squares " << residual_squares.describe() << " must be [" << y.dim(0) << ", " << kSquareSlots << "]");
-  }
 }
 void set_gemv_max_rows(int rows) { cuda::set_gemv_max_rows(rows); }
 int gemv_max_rows() { return cuda::gemv_max_rows(); }
@@ -245,7 +208,6 @@ Status matmul(const MatmulParams& p, const Stream& s) {
 
 void GateUpSiluParams::validate() const {
   MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = gate_up}.validate();
-  norm.validate(x);
   SiluMulParams{.gate_up = gate_up, .out = out}.validate();
 }
 Status gate_up_silu(const GateUpSiluParams& p, const Stream& s) {
@@ -596,7 +558,6 @@ Status rope_kv_write(const RopeKvWriteParams& p, const Stream& s) {
 
 void QkvRopeParams::validate() const {
   MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = qkv}.validate();
-  norm.validate(x);
   RopeKvWriteParams{.qkv = qkv, .positions = positions, .inv_freq = inv_freq, .slots = slots, .q_out = q_out, .k_cache = k_cache,
                     .v_cache = v_cache, .attention_scaling = attention_scaling}.validate();
 }

@@ -1,5 +1,4 @@
 #pragma once
-#include "kernels/rms_norm.hpp"
 #include "kernels/status.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
@@ -32,7 +31,7 @@ Status rope_kv_write(const RopeKvWriteParams& p, const Stream& stream);
 /// CUDA backend fuses both into the small-batch GEMV (a block owns one rotation pair);
 /// otherwise the projection goes through `qkv` (scratch).
 struct QkvRopeParams {
-  TensorView x;          // [tokens, hidden] (the residual stream when `norm` is given)
+  TensorView x;          // [tokens, hidden]
   TensorView w;          // [(q_heads + 2 * kv_heads) * head_dim, hidden], q/k rows pair-adjacent
   TensorView bias = {};  // [(q_heads + 2 * kv_heads) * head_dim], optional, same order
   TensorView w_fp8 = {}, w_scale = {};  // optional fp8 copy of w with row scales (kernels/matmul.hpp)
@@ -44,7 +43,6 @@ struct QkvRopeParams {
   TensorView k_cache;    // [num_slots, kv_heads, head_dim]
   TensorView v_cache;    // [num_slots, kv_heads, head_dim]
   float attention_scaling = 1.0f;
-  InputNorm norm = {};   // optional: the op reads rmsnorm(x) * norm.weight (kernels/rms_norm.hpp)
   void validate() const;
 };
 Status qkv_rope(const QkvRopeParams& p, const Stream& stream);

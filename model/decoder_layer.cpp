@@ -11,31 +11,19 @@ namespace aerie::model {
 
 namespace ops = aerie::kernels;
 
-namespace {
-
-// q/k/v with RoPE and the KV write, then attention into a.attn. x: the normed input, or the
-// residual stream when `norm` is given (the projection normalises it).
-void run_attention_core(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& x, const ops::InputNorm& norm,
-                        const LayerActivations& a, const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache,
-                        const Stream& s) {
-  AERIE_CHECK_STATUS(ops::qkv_rope({.x = x, .w = w.qkv, .bias = w.qkv_bias, .w_fp8 = w.qkv_fp8, .w_scale = w.qkv_scale, .qkv = a.qkv, .positions = at.positions,
+void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
+                         const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
+                         const Stream& s) {
+  const int64_t T = a.hidden.dim(0);
+  AERIE_CHECK_STATUS(ops::qkv_rope({.x = attn_input, .w = w.qkv, .bias = w.qkv_bias, .w_fp8 = w.qkv_fp8, .w_scale = w.qkv_scale, .qkv = a.qkv, .positions = at.positions,
                                     .inv_freq = at.inv_freq, .slots = at.slots, .q_out = a.q, .k_cache = k_cache, .v_cache = v_cache,
-                                    .attention_scaling = at.attention_scaling, .norm = norm},
+                                    .attention_scaling = at.attention_scaling},
                                    s));
   AERIE_CHECK_STATUS(ops::attention({.q = a.q, .k_cache = k_cache, .v_cache = v_cache, .out = a.attn, .qo_indptr = at.qo_indptr,
                                      .kv_indptr = at.kv_indptr, .kv_indices = at.kv_indices, .custom_mask = at.custom_mask,
                                      .mask_indptr = at.mask_indptr, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                                      .num_splits = at.num_splits, .workspace = at.workspace, .tokens_per_block = at.tokens_per_block},
                                     s));
-}
-
-}  // namespace
-
-void run_attention_block(const LlamaConfig& c, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
-                         const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
-                         const Stream& s) {
-  const int64_t T = a.hidden.dim(0);
-  run_attention_core(c, w, attn_input, {}, a, at, k_cache, v_cache, s);
   // Row-parallel: each rank's heads give a partial o_proj; the bias rides on one rank. The
   // all-reduce and the post-attention norm are one step (fused by the IPC communicator).
   AERIE_CHECK_STATUS(ops::matmul({.x = a.attn.reshape({T, c.q_size()}), .w = w.o_proj, .bias = w.o_bias, .w_fp8 = w.o_proj_fp8, .w_scale = w.o_proj_scale, .y = a.hidden}, s));
@@ -58,23 +46,6 @@ void run_decoder_layer(const LlamaConfig& c, const DecoderLayerWeights& w, const
   } else {
     tp.all_reduce_sum(a.hidden, s);
   }
-}
-
-void run_decoder_layer_norms_fused(const LlamaConfig& c, const DecoderLayerWeights& w, const ops::InputNorm& input_norm,
-                                   const TensorView& post_squares, const TensorView& next_squares, const LayerActivations& a,
-                                   const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, const Stream& s) {
-  const int64_t T = a.hidden.dim(0);
-  run_attention_core(c, w, input_norm.defined() ? a.residual : a.normed, input_norm, a, at, k_cache, v_cache, s);
-  AERIE_CHECK_STATUS(ops::matmul({.x = a.attn.reshape({T, c.q_size()}), .w = w.o_proj, .bias = w.o_bias, .w_fp8 = w.o_proj_fp8,
-                                  .w_scale = w.o_proj_scale, .y = a.hidden, .residual = a.residual, .residual_squares = post_squares},
-                                 s));
-  AERIE_CHECK_STATUS(ops::gate_up_silu({.x = a.residual, .w = w.gate_up, .bias = w.gate_up_bias, .w_fp8 = w.gate_up_fp8, .w_scale = w.gate_up_scale,
-                                        .gate_up = a.gate_up, .out = a.act,
-                                        .norm = {.weight = w.post_norm, .normed = a.normed, .squares = post_squares, .eps = c.rms_norm_eps}},
-                                       s));
-  AERIE_CHECK_STATUS(ops::matmul({.x = a.act, .w = w.down, .bias = w.down_bias, .w_fp8 = w.down_fp8, .w_scale = w.down_scale, .y = a.hidden,
-                                  .residual = a.residual, .residual_squares = next_squares},
-                                 s));
 }
 
 }  // namespace aerie::model

@@ -4,7 +4,6 @@
 // Under tensor parallelism every weight is this rank's shard (model/tp_shard.hpp): qkv
 // and gate/up produce this rank's heads and MLP rows, o_proj and down produce partial sums
 // that are all-reduced over the TP group, so `hidden` and `residual` are whole on every rank.
-#include "kernels/rms_norm.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
@@ -51,21 +50,6 @@ struct LayerAttention {
 void run_decoder_layer(const LlamaConfig& local, const DecoderLayerWeights& w, const TensorView& attn_input, const LayerActivations& a,
                        const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, parallel::Communicator& tp,
                        const Stream& stream, const TensorView& next_norm = {});
-
-// run_decoder_layer with its norms inside the projections that read them, for forwards whose
-// ops fuse them (kernels::input_norm_fuses: decode steps of one or two rows) on one rank
-// without DP attention (kernels/rms_norm.hpp's InputNorm): q/k/v normalise `residual` with
-// input_norm (or, input_norm undefined, read a.normed: layer 0, normed by a kernel), o_proj adds
-// its output to residual and its squares to post_squares, gate/up normalise residual with
-// post_norm from those squares, down adds its output to residual and, when next_squares is
-// given, its squares there (for the next layer's input norm). residual enters as the stream
-// entering the layer and leaves as the stream leaving it (what run_decoder_layer's next_norm
-// adds); normed is scratch; post_squares and next_squares [rows, kSquareSlots] start at zero.
-// Two kernels a layer fewer; the norms' sums of squares are exact fixed-point sums rather than
-// the norm kernel's float sums, so values may differ from run_decoder_layer's in the last bit.
-void run_decoder_layer_norms_fused(const LlamaConfig& local, const DecoderLayerWeights& w, const kernels::InputNorm& input_norm,
-                                   const TensorView& post_squares, const TensorView& next_squares, const LayerActivations& a,
-                                   const LayerAttention& at, const TensorView& k_cache, const TensorView& v_cache, const Stream& stream);
 
 // The two halves of run_decoder_layer, for DP attention (model/dp_attention.hpp), where the
 // MLP runs on other rows than attention. Attention: K/V into the caches, residual +=

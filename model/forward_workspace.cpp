@@ -6,7 +6,6 @@
 #include "kernels/attention.hpp"
 #include "kernels/future_tokens.hpp"
 #include "kernels/error.hpp"
-#include "kernels/rms_norm.hpp"
 
 namespace aerie::model {
 
@@ -50,13 +49,6 @@ ForwardWorkspace::ForwardWorkspace(const LlamaConfig& c, ForwardCapacity cap, De
   }
   attn_partial = Buffer(dev, DType::kF32,
                         {std::max<int64_t>(1, kernels::attention_workspace_floats(T, c.num_heads, c.head_dim, cap.max_splits))});
-  stream_squares = Buffer(dev, DType::kI64, {kStreamSquareNorms * c.num_layers, kStreamSquareRows, kernels::kSquareSlots});
-}
-
-TensorView ForwardWorkspace::stream_squares_of(int64_t layer, int64_t which, int64_t rows) const {
-  const int64_t block = kStreamSquareRows * kernels::kSquareSlots;
-  return TensorView(static_cast<int64_t*>(stream_squares.data()) + (kStreamSquareNorms * layer + which) * block, DType::kI64,
-                    {rows, kernels::kSquareSlots}, stream_squares.view().device);
 }
 
 ForwardCapacity ForwardCapacity::grown_for(const ForwardBatch& b, int splits) const {

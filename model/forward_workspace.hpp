@@ -60,13 +60,6 @@ class ForwardWorkspace {
 
   // Activations, [tokens, ...] views of the max-size buffers.
   Buffer hidden, residual, normed, qkv, q, attn, gate_up, act, selected, logits, attn_partial;
-  // The residual stream's sums of squares for the norms inside the projections (LlamaModel's
-  // decode steps of one or two rows; kernels/rms_norm.hpp's InputNorm::squares): for each layer,
-  // the input norm's and the post-attention norm's, [rows <= 2, kSquareSlots] i64 each, zeroed
-  // by the forward that accumulates them.
-  static constexpr int64_t kStreamSquareNorms = 2, kStreamSquareRows = 2;
-  Buffer stream_squares;
-  TensorView stream_squares_of(int64_t layer, int64_t which, int64_t rows) const;  // which: 0 input norm, 1 post-attention
   // Vocab-parallel LM head scratch (vocab_ranks > 1): this rank's logits and every rank's.
   Buffer shard_logits, gathered_logits;
   // Hidden states a speculative draft reads (LlamaModel's HiddenCapture), [max_tokens,

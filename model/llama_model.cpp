@@ -204,13 +204,8 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
 
   // The embeddings are the residual stream entering layer 0.
   vocab_parallel_embedding(ws.ids(T), weights_.embed.view(), shard_.first_vocab(config_.vocab_size), a.residual, *tp_, stream_);
-  // Decode steps of one or two rows on one rank: each layer's norms run inside its projections
-  // (run_decoder_layer_norms_fused) from sums of squares the projections before them add up;
-  // layer 0's input norm and the final norm stay kernels of their own.
-  const bool norms_fused = !dp_ && tp_->size() == 1 && ops::input_norm_fuses(a.residual);
-  if (norms_fused) cuda_runtime::memset_async(ws.stream_squares.data(), 0, static_cast<size_t>(ws.stream_squares.nbytes()), stream_.handle());
-  // Layer 0's input norm reads the embeddings; otherwise every later norm (the next layer's
-  // input norm, the final norm) is applied by the layer before it, fused with its all-reduce.
+  // Layer 0's input norm reads the embeddings; every later norm (the next layer's input
+  // norm, the final norm) is applied by the layer before it, fused with its all-reduce.
   AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = weights_.layers[0].input_norm.view(), .y = a.normed, .eps = c.rms_norm_eps},
                                    stream_));
   AERIE_CHECK(!dp_ || dp_plan_, "a DP-attention forward needs the step's padding plan; a captured graph cannot hold one");
@@ -220,17 +215,6 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
       if (capture_.aux_layers[k] == l) capture_into((capture_.final_normed ? 1 : 0) + static_cast<int64_t>(k), a.residual);
     const TensorView next_norm =
         l + 1 < c.num_layers ? weights_.layers[static_cast<size_t>(l + 1)].input_norm.view() : weights_.final_norm.view();
-    if (norms_fused) {
-      const bool last = l + 1 == c.num_layers;
-      const ops::InputNorm input_norm =
-          l == 0 ? ops::InputNorm{}
-                 : ops::InputNorm{.weight = weights_.layers[static_cast<size_t>(l)].input_norm.view(), .normed = a.normed,
-                                  .squares = ws.stream_squares_of(l, 0, T), .eps = c.rms_norm_eps};
-      run_decoder_layer_norms_fused(c, layer_views(l), input_norm, ws.stream_squares_of(l, 1, T),
-                                    last ? TensorView() : ws.stream_squares_of(l + 1, 0, T), a, at, kv.k(l), kv.v(l), stream_);
-      if (last) AERIE_CHECK_STATUS(ops::rms_norm({.x = a.residual, .weight = next_norm, .y = a.normed, .eps = c.rms_norm_eps}, stream_));
-      continue;
-    }
     if (!dp_) {
       run_decoder_layer(c, layer_views(l), a.normed, a, at, kv.k(l), kv.v(l), *tp_, stream_, next_norm);
       continue;

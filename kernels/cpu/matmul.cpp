@@ -118,16 +118,6 @@ Status matmul(const MatmulParams& p) {
       for (int64_t j = 0; j < n; ++j) y[i * n + j] += load_as_float(p.bias.data, p.bias.dtype, j);
   if (p.y.dtype != DType::kF32)
     for (int64_t i = 0; i < m * n; ++i) store_from_float(p.y.data, p.y.dtype, i, y[i]);
-  if (p.residual.defined())  // rms_norm's residual add: the stored y plus the residual
-    for (int64_t i = 0; i < m * n; ++i)
-      store_from_float(p.residual.data, p.residual.dtype, i,
-                       load_as_float(p.y.data, p.y.dtype, i) + load_as_float(p.residual.data, p.residual.dtype, i));
-  if (p.residual_squares.defined())  // each row's squares in fixed point, into its first slot
-    for (int64_t i = 0; i < m; ++i) {
-      int64_t sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += square_fixed_point(load_as_float(p.residual.data, p.residual.dtype, i * n + j));
-      p.residual_squares.ptr<int64_t>()[i * kSquareSlots] += sum;
-    }
   return Status::ok();
 }
 

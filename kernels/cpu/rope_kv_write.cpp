@@ -35,13 +35,6 @@ Status rope_kv_write(const RopeKvWriteParams& p) {
 }
 
 Status qkv_rope(const QkvRopeParams& p) {
-  if (p.norm.defined()) {  // the reference: rms_norm into the scratch, then the projection of it
-    if (Status st = rms_norm({.x = p.x, .weight = p.norm.weight, .y = p.norm.normed, .eps = p.norm.eps}); !st.is_ok()) return st;
-    QkvRopeParams q = p;
-    q.x = p.norm.normed;
-    q.norm = {};
-    return qkv_rope(q);
-  }
   Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.qkv});
   if (!s.is_ok()) return s;
   return rope_kv_write({.qkv = p.qkv, .positions = p.positions, .inv_freq = p.inv_freq, .slots = p.slots, .q_out = p.q_out,

@@ -113,13 +113,6 @@ Status silu_mul(const SiluMulParams& p) {
 }
 
 Status gate_up_silu(const GateUpSiluParams& p) {
-  if (p.norm.defined()) {  // the reference: rms_norm into the scratch, then the projection of it
-    if (Status st = rms_norm({.x = p.x, .weight = p.norm.weight, .y = p.norm.normed, .eps = p.norm.eps}); !st.is_ok()) return st;
-    GateUpSiluParams q = p;
-    q.x = p.norm.normed;
-    q.norm = {};
-    return gate_up_silu(q);
-  }
   Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.gate_up});
   if (!s.is_ok()) return s;
   return silu_mul({.gate_up = p.gate_up, .out = p.out});

@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/rms_norm.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -30,22 +29,7 @@ struct GemvArgs {
   float rope_scaling;
   const float* w_scale = nullptr;  // fp8 weights: one scale per output row
   int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
-  // Kernels built to normalise their input (InputNorm, kernels/rms_norm.hpp): x is the residual
-  // stream, whose rows' sums of squares are norm_squares ([rows, kSquareSlots] fixed point), and
-  // the block reads rmsnorm(x) * norm_w (rms_norm_row.cuh's arithmetic).
-  const T* norm_w = nullptr;
-  const unsigned long long* norm_squares = nullptr;
-  float norm_eps = 0.0f;
-  TO* residual = nullptr;                   // kStore, optional: residual += y as well (MatmulParams::residual)
-  unsigned long long* residual_squares = nullptr;  // with residual, optional: the new rows' squares added
 };
-
-// An element's square in kernels/rms_norm.hpp's fixed point (square_fixed_point), added to one
-// of its row's slots: the block's own, so that the blocks of a launch spread over the slots.
-__device__ __forceinline__ void add_square(unsigned long long* row_slots, float v) {
-  const long long q = __double2ll_rn(static_cast<double>(v) * v * 0x1p24);
-  atomicAdd(row_slots + (blockIdx.x % kSquareSlots), static_cast<unsigned long long>(q));
-}
 
 enum class Epilogue { kStore, kSiluPairs, kRope };
 
@@ -110,14 +94,7 @@ __device__ __forceinline__ void gemv_epilogue(const GemvArgs<T, TO, W>& a, int64
     for (int idx = threadIdx.x; idx < R * M; idx += THREADS) {
       const int r = idx / M, m = idx % M;
       if (row0 + r >= n || m >= a.rows) continue;
-      const int64_t at = m * n + row0 + r;
-      const TO y = from_float<TO>(row_sum(r, m));
-      a.y[at] = y;
-      if (a.residual) {
-        const TO stream = from_float<TO>(to_float(y) + to_float(a.residual[at]));  // as rms_norm adds it
-        a.residual[at] = stream;
-        if (a.residual_squares) add_square(a.residual_squares + m * kSquareSlots, to_float(stream));
-      }
+      a.y[m * n + row0 + r] = from_float<TO>(row_sum(r, m));
     }
   }
 }

@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/rms_norm_row.cuh"
 #include "kernels/device_runtime.hpp"
 
 namespace aerie::kernels::cuda {
@@ -126,6 +125,70 @@ __global__ void rms_norm_kernel(const T* x, const TW* w, TR* residual, T* y, int
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   norm_row(x + r * hidden, w, residual ? residual + r * hidden : nullptr, y + r * hidden, static_cast<T*>(nullptr), hidden, eps, scratch);
+}
+
+// 16-byte vectorized RMSNorm for 2-byte types: each thread keeps its (<= kMaxChunks) chunks
+// of the row in registers between the two passes, so the row is read once.
+constexpr int kNormThreads = 512;
+constexpr int kNormMaxChunks = 4;
+
+// The norm weight's chunks of this thread: they never depend on the previous kernel, so they
+// are fetched while that kernel ends.
+template <class TW>
+__device__ __forceinline__ void load_norm_weight(const TW* w, int64_t chunks, uint4 (&wv)[kNormMaxChunks]) {
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    wv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(w) + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// One row of the vectorized norm: x_row (+ res_row, updated in place) normalised into y_row;
+// copy_row (optional) gets x_row as read.
+template <class T, class TW>
+__device__ __forceinline__ void norm_row_vec(const T* x_row, const uint4 (&wv)[kNormMaxChunks], T* res_row, T* y_row, T* copy_row,
+                                             int64_t hidden, float eps, float* scratch) {
+  const int64_t chunks = hidden / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x_row);
+  uint4* rr = reinterpret_cast<uint4*>(res_row);
+  float v[kNormMaxChunks][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    if (c >= chunks) break;
+    uint4 xv = xr[c];
+    if (copy_row) reinterpret_cast<uint4*>(copy_row)[c] = xv;
+    const T* xe = reinterpret_cast<const T*>(&xv);
+    if (rr) {
+      uint4 rv = rr[c];
+      T* re = reinterpret_cast<T*>(&rv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) re[i] = from_float<T>(to_float(xe[i]) + to_float(re[i]));
+      rr[c] = rv;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(re[i]);  // what the next layer reads
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[u][i] = to_float(xe[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[u][i] * v[u][i];
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
+  uint4* yr = reinterpret_cast<uint4*>(y_row);
+#pragma unroll
+  for (int u = 0; u < kNormMaxChunks; ++u) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(u) * kNormThreads;
+    if (c >= chunks) break;
+    uint4 out;
+    T* oe = reinterpret_cast<T*>(&out);
+    const TW* we = reinterpret_cast<const TW*>(&wv[u]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) oe[i] = from_float<T>(to_float(we[i]) * (v[u][i] * inv));
+    yr[c] = out;
+  }
 }
 
 template <class T, class TW>
@@ -380,8 +443,8 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
   const int64_t rows = p.x.dim(0), hidden = p.x.dim(1);
   if (rows == 0) return Status::ok();
   auto aligned = [](const TensorView& t) { return !t.defined() || aligned16(t.data); };
-  const bool vec = p.x.dtype != DType::kF32 && p.weight.dtype == p.x.dtype && norm_row_vec_fits(hidden) && aligned(p.x) &&
-                   aligned(p.y) && aligned(p.residual);
+  const bool vec = p.x.dtype != DType::kF32 && p.weight.dtype == p.x.dtype && hidden % 8 == 0 &&
+                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.x) && aligned(p.y) && aligned(p.residual);
   if (vec) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
@@ -406,8 +469,8 @@ Status rms_norm_pair(const RmsNormPairParams& p, void* stream) {
   if (rows == 0) return Status::ok();
   auto aligned = [](const TensorView& t) { return !t.defined() || aligned16(t.data); };
   // The same choice of kernel as rms_norm, so each half equals rms_norm's result.
-  const bool vec = p.a.dtype != DType::kF32 && p.weight_a.dtype == p.a.dtype && p.weight_b.dtype == p.a.dtype && norm_row_vec_fits(hidden) &&
-                   aligned(p.a) && aligned(p.b) && aligned(p.y) &&
+  const bool vec = p.a.dtype != DType::kF32 && p.weight_a.dtype == p.a.dtype && p.weight_b.dtype == p.a.dtype && hidden % 8 == 0 &&
+                   hidden / 8 <= static_cast<int64_t>(kNormThreads) * kNormMaxChunks && aligned(p.a) && aligned(p.b) && aligned(p.y) &&
                    aligned(p.b_copy);
   const dim3 grid(static_cast<unsigned>(rows), 2);
   if (vec) {

@@ -12,7 +12,6 @@
 #include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/rms_norm_row.cuh"
 #include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
@@ -63,18 +62,6 @@ constexpr int kGemvMaxM = 16;
 constexpr int kGemvCudaCoreMaxM = 8;  // rows of x the CUDA-core GEMV serves
 constexpr int kGemvFp8ChunkM = 8;     // rows of x per fp8 GEMV launch
 
-// The 8 pairwise products of two chunks of T, rounded to T (packed multiplies).
-template <class T>
-__device__ __forceinline__ uint4 mul8(const uint4& a, const uint4& b) {
-  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-  uint4 out;
-  const T2* pa = reinterpret_cast<const T2*>(&a);
-  const T2* pb = reinterpret_cast<const T2*>(&b);
-  T2* po = reinterpret_cast<T2*>(&out);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) po[i] = __hmul2(pa[i], pb[i]);
-  return out;
-}
 template <class T>
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   const T* h = reinterpret_cast<const T*>(&v);
@@ -116,15 +103,7 @@ __device__ __forceinline__ void widen_fp8(const uint4& v, uint4& lo, uint4& hi) 
   hi = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-// NORM: x is the residual stream, normalised on the way (InputNorm, kernels/rms_norm.hpp): each
-// x chunk is multiplied by the norm weight's chunk as it is loaded (packed 16-bit products, one
-// instruction per two elements, rounded to T as the norm kernel rounds its output), and each row's
-// sum by 1 / rms at the end, from the row's sum of squares that the matmul updating the stream
-// accumulated (a.norm_squares), so that no block sums x itself. Normalising each element fully
-// (as the norm kernel does) cost ~6 instructions per element per block against the product's 2
-// and measured slower; so did blocks that summed and normalised x into shared memory first
-// (docs/performance.md).
-template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI, bool NORM = false>
+template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> a) {
   constexpr int kWarps = THREADS / 32;
   constexpr int E = kIsFp8<W> ? 16 : 8;  // weights per 16-byte chunk
@@ -160,23 +139,6 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
   // waiting for the previous kernel's output (x).
   load_round(threadIdx.x);
   pdl_wait();
-  float inv[M];  // NORM: each row's 1 / rms
-  const uint4* gr = reinterpret_cast<const uint4*>(a.norm_w);
-  if constexpr (NORM) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      long long sum = 0;  // the slots in a fixed order: integers, so any order gives the same sum
-#pragma unroll
-      for (int i = 0; i < kSquareSlots; ++i) sum += static_cast<long long>(a.norm_squares[m * kSquareSlots + i]);
-      inv[m] = norm_inverse(static_cast<float>(static_cast<double>(sum) * 0x1p-24), k, a.norm_eps);
-    }
-  }
-  // 8 elements of x's row m at 16-byte chunk c8, as floats (times the norm weight when NORM).
-  auto load_x8 = [&](int m, int64_t c8, float* xf) {
-    uint4 xv = __ldg(xr + m * (k / 8) + c8);
-    if constexpr (NORM) xv = mul8<T>(xv, __ldg(gr + c8));
-    unpack8<T>(xv, xf);
-  };
   for (int64_t base = threadIdx.x; base < chunks; base += static_cast<int64_t>(THREADS) * kUnroll) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -193,8 +155,9 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[E];
-        load_x8(m, c * (E / 8), xf);
-        if constexpr (E == 16) load_x8(m, c * (E / 8) + 1, xf + 8);
+        const uint4* xm = xr + m * (k / 8) + c * (E / 8);
+        unpack8<T>(__ldg(xm), xf);
+        if constexpr (E == 16) unpack8<T>(__ldg(xm + 1), xf + 8);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -217,7 +180,6 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
     float v = 0.0f;
 #pragma unroll
     for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][r * M + m];
-    if constexpr (NORM) v *= inv[m];
     if constexpr (kIsFp8<W>) v *= a.w_scale[row0 + r];
     return a.bias ? v + to_float(a.bias[row0 + r]) : v;
   };
@@ -498,29 +460,6 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   }
 }
 
-// The input norm folded into the CUDA-core GEMV (InputNorm with squares): one or two rows of x,
-// two weight rows a block (what those rows take unfused, the pair epilogues included).
-template <class T, class TO, Epilogue EPI, class W>
-void launch_gemv_normed(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
-  a.rows = m;
-  const unsigned blocks = static_cast<unsigned>((a.n + 1) / 2);
-  auto go = [&](auto rows_tag, auto threads_tag) {
-    constexpr int M = decltype(rows_tag)::value, THREADS = decltype(threads_tag)::value;
-    launch_pdl(gemv_kernel<T, TO, W, M, 2, THREADS, EPI, true>, dim3(blocks), dim3(THREADS), 0, s, a);
-  };
-  using One = std::integral_constant<int, 1>;
-  using Two = std::integral_constant<int, 2>;
-  using Narrow = std::integral_constant<int, 128>;
-  using Wide = std::integral_constant<int, 256>;  // as launch_gemv_rows: 256 threads from K = 8192
-  if (m == 1) {
-    if (a.k >= 8192) go(One{}, Wide{});
-    else go(One{}, Narrow{});
-  } else {
-    if (a.k >= 8192) go(Two{}, Wide{});
-    else go(Two{}, Narrow{});
-  }
-}
-
 // Measured on an H200 (docs/performance.md): Aerie's CUDA-core GEMV beats cuBLAS at one or
 // two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
 // for measuring).
@@ -550,12 +489,8 @@ bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const Tenso
 template <class T, class TO, class W, Epilogue EPI>
 GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
   a.x += m0 * a.k;
-  if (a.norm_squares) a.norm_squares += m0 * kSquareSlots;
-  if constexpr (EPI == Epilogue::kStore) {
-    a.y += m0 * a.n;
-    if (a.residual) a.residual += m0 * a.n;
-    if (a.residual_squares) a.residual_squares += m0 * kSquareSlots;
-  } else if constexpr (EPI == Epilogue::kSiluPairs) a.y += m0 * (a.n / 2);
+  if constexpr (EPI == Epilogue::kStore) a.y += m0 * a.n;
+  else if constexpr (EPI == Epilogue::kSiluPairs) a.y += m0 * (a.n / 2);
   else {
     a.positions += m0;
     a.slots += m0;
@@ -598,14 +533,6 @@ struct DequantTile {
 void set_gemv_max_rows(int rows) { max_gemv_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
 int gemv_max_rows() { return max_gemv_rows; }
 
-// One or two rows (a decode step at batch 1 or 2), read by the CUDA-core GEMV (kernels/rms_norm.hpp's
-// InputNorm).
-bool input_norm_fuses(const TensorView& x) {
-  const int64_t rows = x.dim(0), k = x.dim(1);
-  return (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && rows >= 1 && rows <= 2 && rows <= max_gemv_rows && k % 8 == 0 &&
-         aligned16(x.data);
-}
-
 namespace {
 
 // Rows [r0, r0 + rows) of w (or a tile holding just them), times x, into those columns of y.
@@ -647,52 +574,6 @@ Status matmul_fp8_tiles(const MatmulParams& p, cudaStream_t stream) {
   return Status::ok();
 }
 
-// residual += y after a product that did not add it in its epilogue (cuBLAS), as rms_norm adds,
-// with each new element's square added to its row's slots when asked.
-template <class T>
-__global__ void add_residual_kernel(const T* y, T* residual, unsigned long long* squares, int64_t total, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T stream = from_float<T>(to_float(y[i]) + to_float(residual[i]));
-    residual[i] = stream;
-    if (squares) add_square(squares + (i / n) * kSquareSlots, to_float(stream));
-  }
-}
-
-// Whether a GEMV launch of n weight rows over x can take the input norm itself: the rows' sums
-// of squares are given, the rows fit (input_norm_fuses), the norm weight is read as x's chunks,
-// and the unfused launch would be the CUDA-core GEMV too (short-K products with many rows go to
-// the tensor-core GEMV instead).
-bool gemv_takes_norm(const TensorView& x, const InputNorm& norm, int64_t n) {
-  return norm.defined() && norm.squares.defined() && input_norm_fuses(x) && norm.weight.dtype == x.dtype && aligned16(norm.weight.data) &&
-         !(x.dim(1) < kShortK && n >= kManyRows && short_k_mma_enabled());
-}
-
-// The input norm unfused: rms_norm into the scratch, then the op on the normalised rows.
-template <class P, class Op>
-Status norm_then(const P& p, void* stream, Op op) {
-  if (Status st = rms_norm({.x = p.x, .weight = p.norm.weight, .y = p.norm.normed, .eps = p.norm.eps}, stream); !st.is_ok()) return st;
-  P q = p;
-  q.x = p.norm.normed;
-  q.norm = {};
-  return op(q, stream);
-}
-
-// The launches of a GEMV op: normalising x first when asked (launch_gemv_normed), else the
-// plain launch for m rows (launch_fp8_gemv reads fp8 weights a chunk of rows at a time).
-template <class T, class TO, Epilogue EPI, class W>
-void launch_gemv_op(int64_t m, GemvArgs<T, TO, W> a, const InputNorm& norm, bool normed, cudaStream_t s) {
-  if (normed) {
-    a.norm_w = norm.weight.ptr<T>();
-    a.norm_squares = static_cast<const unsigned long long*>(norm.squares.data);
-    a.norm_eps = norm.eps;
-    launch_gemv_normed<T, TO, EPI>(m, a, s);
-  } else if constexpr (kIsFp8<W>) {
-    launch_fp8_gemv<T, TO, EPI>(m, a, s);
-  } else {
-    launch_gemv<T, TO, EPI>(m, a, s);
-  }
-}
-
 }  // namespace
 
 Status matmul(const MatmulParams& p, void* stream) {
@@ -703,7 +584,6 @@ Status matmul(const MatmulParams& p, void* stream) {
     return Status::error("matmul (cuda): y must have x's dtype or f32, got " + p.y.describe());
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
-  auto* squares = static_cast<unsigned long long*>(p.residual_squares.data);
   if (fp8 && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
@@ -712,14 +592,10 @@ Status matmul(const MatmulParams& p, void* stream) {
     if (p.y.dtype == DType::kF32) {
       GemvArgs<T, float, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<float>(), n, k};
       a.w_scale = scale;
-      a.residual = p.residual.defined() ? p.residual.ptr<float>() : nullptr;
-      a.residual_squares = squares;
       launch_fp8_gemv<T, float, Epilogue::kStore>(m, a, as_stream(stream));
     } else {
       GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), w, bias, p.y.ptr<T>(), n, k};
       a.w_scale = scale;
-      a.residual = p.residual.defined() ? p.residual.ptr<T>() : nullptr;
-      a.residual_squares = squares;
       launch_fp8_gemv<T, T, Epilogue::kStore>(m, a, as_stream(stream));
     }
     return launch_status("matmul (fp8 gemv)");
@@ -728,17 +604,11 @@ Status matmul(const MatmulParams& p, void* stream) {
     auto run = [&](auto tag) {  // bf16 and f16 only (gemv_eligible excludes f32)
       using T = decltype(tag);
       const T* bias = p.bias.defined() ? p.bias.ptr<T>() : nullptr;
-      if (p.y.dtype == DType::kF32) {
-        GemvArgs<T, float> a{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k};
-        a.residual = p.residual.defined() ? p.residual.ptr<float>() : nullptr;
-        a.residual_squares = squares;
-        launch_gemv<T, float, Epilogue::kStore>(m, a, as_stream(stream));
-      } else {
-        GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k};
-        a.residual = p.residual.defined() ? p.residual.ptr<T>() : nullptr;
-        a.residual_squares = squares;
-        launch_gemv<T, T, Epilogue::kStore>(m, a, as_stream(stream));
-      }
+      if (p.y.dtype == DType::kF32)
+        launch_gemv<T, float, Epilogue::kStore>(m, GemvArgs<T, float>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<float>(), n, k},
+                                                as_stream(stream));
+      else
+        launch_gemv<T, T, Epilogue::kStore>(m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), bias, p.y.ptr<T>(), n, k}, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});
@@ -759,12 +629,6 @@ Status matmul(const MatmulParams& p, void* stream) {
       });
     });
   }
-  if (p.residual.defined()) {
-    const int64_t blocks = std::min<int64_t>((m * n + 255) / 256, 4096);
-    AERIE_DISPATCH_FLOAT(p.y.dtype, T, [&] {
-      add_residual_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(p.y.ptr<T>(), p.residual.ptr<T>(), squares, m * n, n);
-    });
-  }
   return launch_status("matmul");
 }
 
@@ -772,22 +636,18 @@ Status gate_up_silu(const GateUpSiluParams& p, void* stream) {
   const int64_t m = p.x.dim(0), k = p.x.dim(1), n = p.w.dim(0);
   if (m == 0 || n == 0) return Status::ok();
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
-  const bool fp8_gemv = fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k);
-  const bool gemv = !fp8 && p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k);
-  const bool normed = (fp8_gemv || gemv) && gemv_takes_norm(p.x, p.norm, n);
-  if (p.norm.defined() && !normed) return norm_then(p, stream, [](const GateUpSiluParams& q, void* h) { return gate_up_silu(q, h); });
-  if (fp8_gemv) {
+  if (fp8 && p.out.dtype == p.x.dtype && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k};
     a.w_scale = p.w_scale.ptr<float>();
-    launch_gemv_op<T, T, Epilogue::kSiluPairs>(m, a, p.norm, normed, as_stream(stream));
+    launch_fp8_gemv<T, T, Epilogue::kSiluPairs>(m, a, as_stream(stream));
     return launch_status("gate_up_silu (fp8 gemv)");
   }
-  if (gemv) {
+  if (!fp8 && p.out.dtype == p.x.dtype && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      launch_gemv_op<T, T, Epilogue::kSiluPairs>(
-          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k}, p.norm, normed,
+      launch_gemv<T, T, Epilogue::kSiluPairs>(
+          m, GemvArgs<T, T>{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, p.out.ptr<T>(), n, k},
           as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
@@ -804,27 +664,23 @@ Status qkv_rope(const QkvRopeParams& p, void* stream) {
   if (m == 0) return Status::ok();
   const bool same = p.q_out.dtype == p.x.dtype && p.k_cache.dtype == p.x.dtype;
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
-  const bool fp8_gemv = fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k);
-  const bool gemv = !fp8 && same && gemv_eligible(p.x, p.w, p.bias, k);
-  const bool normed = (fp8_gemv || gemv) && gemv_takes_norm(p.x, p.norm, n);
-  if (p.norm.defined() && !normed) return norm_then(p, stream, [](const QkvRopeParams& q, void* h) { return qkv_rope(q, h); });
-  if (fp8_gemv) {
+  if (fp8 && same && fp8_gemv_eligible(p.x, p.w_fp8, p.bias, k)) {
     using T = __nv_bfloat16;
     GemvArgs<T, T, Fp8> a{p.x.ptr<T>(), static_cast<const Fp8*>(p.w_fp8.data), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
                           p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
                           p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
                           p.attention_scaling, p.w_scale.ptr<float>()};
-    launch_gemv_op<T, T, Epilogue::kRope>(m, a, p.norm, normed, as_stream(stream));
+    launch_fp8_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
     return launch_status("qkv_rope (fp8 gemv)");
   }
-  if (gemv) {
+  if (!fp8 && same && gemv_eligible(p.x, p.w, p.bias, k)) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       GemvArgs<T, T> a{p.x.ptr<T>(), p.w.ptr<T>(), p.bias.defined() ? p.bias.ptr<T>() : nullptr, nullptr, n, k,
                        p.positions.ptr<int32_t>(), p.inv_freq.ptr<float>(), p.slots.ptr<int32_t>(), p.q_out.ptr<T>(),
                        p.k_cache.ptr<T>(), p.v_cache.ptr<T>(), p.q_out.dim(1), p.k_cache.dim(1), p.k_cache.dim(2), p.k_cache.dim(0),
                        p.attention_scaling};
-      launch_gemv_op<T, T, Epilogue::kRope>(m, a, p.norm, normed, as_stream(stream));
+      launch_gemv<T, T, Epilogue::kRope>(m, a, as_stream(stream));
     };
     if (p.x.dtype == DType::kBF16) run(__nv_bfloat16{});
     else run(__half{});

@@ -8,7 +8,6 @@
 #include "spec/verify_batch.hpp"
 #include "spec/decode_graph_runner.hpp"
 #include "spec/draft_tree.hpp"
-#include "kernels/rms_norm.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
 #include "tests/test_util.hpp"
@@ -81,49 +80,6 @@ TEST_F(CudaModel, ForwardMatchesTheCpuReference) {
     if (act == DType::kF32) {
       EXPECT_EQ(row_argmax(got, cfg.vocab_size), row_argmax(ref, cfg.vocab_size));
     }
-  }
-}
-
-// Decode steps of one and two rows run each layer's norms inside its projections
-// (run_decoder_layer_norms_fused): the logits and the KV written agree with those of the
-// separate norm kernels up to the rounding of the norms' sums of squares, and pick the same tokens.
-TEST_F(CudaModel, DecodeWithNormsInsideTheProjectionsMatchesSeparateNorms) {
-  GpuModel g(DType::kBF16);
-  std::mt19937 rng(12);
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
-  g.model->forward(prefill(ids), *g.kv);
-  auto device_values = [&](const TensorView& t) {
-    Buffer h(Device::kCpu, t.dtype, {t.numel()});
-    copy_async(h.data(), t.data, static_cast<size_t>(h.nbytes()), g.stream.get());
-    synchronize(g.stream.get());
-    return aerie::testing::to_double(h.view());
-  };
-  for (int rows : {1, 2}) {
-    model::ForwardBatch step;
-    step.qo_indptr = {0};
-    step.kv_indptr = {0};
-    for (int r = 0; r < rows; ++r) {  // row r: the prompt's first 39 - r tokens, then a new one in slot 100 + r
-      const int32_t len = 40 - r;
-      for (int32_t p = 0; p + 1 < len; ++p) step.kv_indices.push_back(4 + p);
-      step.kv_indices.push_back(100 + r);
-      step.input_ids.push_back(ids[static_cast<size_t>(r)]);
-      step.positions.push_back(len - 1);
-      step.out_cache_loc.push_back(100 + r);
-      step.qo_indptr.push_back(r + 1);
-      step.kv_indptr.push_back(static_cast<int32_t>(step.kv_indices.size()));
-      step.logit_rows.push_back(r);
-    }
-    std::vector<std::vector<double>> logits, k_written;
-    for (bool fused : {true, false}) {
-      kernels::set_input_norm_fusion(fused);
-      logits.push_back(host_copy(g.model->forward(step, *g.kv), g.stream.get()));
-      k_written.push_back(device_values(g.kv->k(g.config.num_layers - 1).slice_rows(100, 100 + rows)));
-    }
-    kernels::set_input_norm_fusion(true);
-    EXPECT_LT(rel_error(logits[0], logits[1]), 1e-2) << rows << " rows";
-    EXPECT_EQ(row_argmax(logits[0], g.config.vocab_size), row_argmax(logits[1], g.config.vocab_size)) << rows << " rows";
-    EXPECT_LT(rel_error(k_written[0], k_written[1]), 1e-2) << rows << " rows";
   }
 }
 

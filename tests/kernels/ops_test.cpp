@@ -16,7 +16,6 @@
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
-#include "kernels/rope_kv_write.hpp"
 #include "kernels/silu_mul.hpp"
 #include "tests/test_util.hpp"
 
@@ -228,111 +227,6 @@ TEST_P(OpsByDType, RmsNormWithAndWithoutResidual) {
       EXPECT_LT(rel_error(to_double(res.view()), new_res), tolerance(GetParam()));
     }
   }
-}
-
-// MatmulParams::residual: the stored product added to the stream as rms_norm's residual add
-// does (the layer's o_proj and down when the next projection normalises the stream itself).
-TEST_P(OpsByDType, MatmulResidualAddIsRmsNormsResidualAdd) {
-  const DType t = GetParam();
-  std::mt19937 rng(41);
-  auto bytes_equal = [](const Buffer& a, const Buffer& b) { return std::memcmp(a.data(), b.data(), a.nbytes()) == 0; };
-  for (const int64_t m : {1, 3, 20}) {
-    const int64_t k = 48, n = 40;
-    Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}), bias = random_buffer(rng, t, {n});
-    Buffer stream_rows = random_buffer(rng, t, {m, n}), g = random_buffer(rng, t, {n});
-    Buffer y(Device::kCpu, t, {m, n}), y_ref(Device::kCpu, t, {m, n}), normed(Device::kCpu, t, {m, n});
-    Buffer res = random_buffer(rng, t, {m, n}), res_ref(Device::kCpu, t, {m, n});
-    std::memcpy(res_ref.data(), res.data(), res.nbytes());
-    // The squares start from what a earlier product left in the slots, and are added to it.
-    Buffer squares(Device::kCpu, DType::kI64, {m, kSquareSlots});
-    for (int64_t i = 0; i < squares.view().numel(); ++i) squares.view().ptr<int64_t>()[i] = 7 * i;
-    ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = bias.view(), .y = y.view(), .residual = res.view(), .residual_squares = squares.view()},
-                       kCpu).is_ok());
-    ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .bias = bias.view(), .y = y_ref.view()}, kCpu).is_ok());
-    ASSERT_TRUE(rms_norm({.x = y_ref.view(), .weight = g.view(), .residual = res_ref.view(), .y = normed.view()}, kCpu).is_ok());
-    EXPECT_TRUE(bytes_equal(y, y_ref)) << m;
-    EXPECT_TRUE(bytes_equal(res, res_ref)) << m;
-    for (int64_t r = 0; r < m; ++r) {
-      int64_t want = 0, got = 0;
-      for (int64_t i = 0; i < kSquareSlots; ++i) want += 7 * (r * kSquareSlots + i);
-      for (int64_t j = 0; j < n; ++j) {
-        const double v = load_as_float(res.data(), t, r * n + j);
-        want += std::llrint(v * v * 16777216.0);  // 2^24
-      }
-      for (int64_t i = 0; i < kSquareSlots; ++i) got += squares.view().ptr<int64_t>()[r * kSquareSlots + i];
-      EXPECT_EQ(got, want) << m << " row " << r;
-    }
-  }
-  Buffer x = random_buffer(rng, t, {2, 8}), w = random_buffer(rng, t, {4, 8}), y(Device::kCpu, t, {2, 4}), wide(Device::kCpu, t, {2, 5});
-  Buffer res = random_buffer(rng, t, {2, 4}), few_slots(Device::kCpu, DType::kI64, {2, 4}), slots(Device::kCpu, DType::kI64, {2, kSquareSlots});
-  EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = y.view(), .residual = wide.view()}, kCpu), Error);
-  EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = y.view(), .residual = y.view()}, kCpu), Error);
-  EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = y.view(), .residual = res.view(), .residual_squares = few_slots.view()}, kCpu), Error);
-  EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .y = y.view(), .residual_squares = slots.view()}, kCpu), Error);  // without residual
-}
-
-// InputNorm: gate_up_silu and qkv_rope given the residual stream and a norm compute what
-// rms_norm followed by the op computes (the CPU writes the normalised rows to the scratch and
-// sums the squares itself; only the CUDA GEMVs fuse and read `squares`, kernels/rms_norm.hpp).
-TEST_P(OpsByDType, InputNormIsRmsNormThenTheProjection) {
-  const DType t = GetParam();
-  std::mt19937 rng(43);
-  auto bytes_equal = [](const Buffer& a, const Buffer& b) { return std::memcmp(a.data(), b.data(), a.nbytes()) == 0; };
-  const int64_t m = 3, hidden = 64, inter = 24, qh = 2, kh = 1, dim = 16, slots = 8, width = (qh + 2 * kh) * dim;
-  Buffer stream_rows = random_buffer(rng, t, {m, hidden}), g = random_buffer(rng, t, {hidden});
-  EXPECT_FALSE(input_norm_fuses(stream_rows.view()));
-  Buffer normed(Device::kCpu, t, {m, hidden}), normed_ref(Device::kCpu, t, {m, hidden});
-  ASSERT_TRUE(rms_norm({.x = stream_rows.view(), .weight = g.view(), .y = normed_ref.view(), .eps = 1e-5f}, kCpu).is_ok());
-  Buffer squares(Device::kCpu, DType::kI64, {m, kSquareSlots});
-  squares.zero();
-  const InputNorm norm{.weight = g.view(), .normed = normed.view(), .squares = squares.view(), .eps = 1e-5f};
-
-  Buffer w = random_buffer(rng, t, {2 * inter, hidden}), gu(Device::kCpu, t, {m, 2 * inter});
-  Buffer out(Device::kCpu, t, {m, inter}), out_ref(Device::kCpu, t, {m, inter});
-  ASSERT_TRUE(gate_up_silu({.x = stream_rows.view(), .w = w.view(), .gate_up = gu.view(), .out = out.view(), .norm = norm}, kCpu).is_ok());
-  ASSERT_TRUE(gate_up_silu({.x = normed_ref.view(), .w = w.view(), .gate_up = gu.view(), .out = out_ref.view()}, kCpu).is_ok());
-  EXPECT_TRUE(bytes_equal(out, out_ref));
-  EXPECT_TRUE(bytes_equal(normed, normed_ref));
-
-  Buffer wq = random_buffer(rng, t, {width, hidden}), qkv(Device::kCpu, t, {m, width});
-  Buffer q(Device::kCpu, t, {m, qh, dim}), q_ref(Device::kCpu, t, {m, qh, dim});
-  Buffer kc(Device::kCpu, t, {slots, kh, dim}), vc(Device::kCpu, t, {slots, kh, dim}), kc_ref(Device::kCpu, t, {slots, kh, dim}),
-      vc_ref(Device::kCpu, t, {slots, kh, dim});
-  for (Buffer* b : {&kc, &vc, &kc_ref, &vc_ref}) b->zero();
-  Buffer pos(Device::kCpu, DType::kI32, {m}), sl(Device::kCpu, DType::kI32, {m}), inv(Device::kCpu, DType::kF32, {dim / 2});
-  for (int64_t i = 0; i < m; ++i) {
-    pos.view().ptr<int32_t>()[i] = static_cast<int32_t>(5 + i);
-    sl.view().ptr<int32_t>()[i] = static_cast<int32_t>(2 * i);
-  }
-  for (int64_t i = 0; i < dim / 2; ++i) inv.view().ptr<float>()[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / dim);
-  auto params = [&](const TensorView& x, const TensorView& qo, const TensorView& kcache, const TensorView& vcache) {
-    return QkvRopeParams{.x = x, .w = wq.view(), .qkv = qkv.view(), .positions = pos.view(), .inv_freq = inv.view(), .slots = sl.view(),
-                         .q_out = qo, .k_cache = kcache, .v_cache = vcache};
-  };
-  normed.zero();
-  QkvRopeParams with_norm = params(stream_rows.view(), q.view(), kc.view(), vc.view());
-  with_norm.norm = norm;
-  ASSERT_TRUE(qkv_rope(with_norm, kCpu).is_ok());
-  ASSERT_TRUE(qkv_rope(params(normed_ref.view(), q_ref.view(), kc_ref.view(), vc_ref.view()), kCpu).is_ok());
-  EXPECT_TRUE(bytes_equal(q, q_ref));
-  EXPECT_TRUE(bytes_equal(kc, kc_ref));
-  EXPECT_TRUE(bytes_equal(vc, vc_ref));
-  EXPECT_TRUE(bytes_equal(normed, normed_ref));
-
-  // The scratch is required, must be x's shape and must not be x itself (x is the stream).
-  with_norm.norm.normed = {};
-  EXPECT_THROW((void)qkv_rope(with_norm, kCpu), Error);
-  with_norm.norm.normed = stream_rows.view();
-  EXPECT_THROW((void)qkv_rope(with_norm, kCpu), Error);
-  with_norm.norm.normed = normed.view();
-  Buffer short_squares(Device::kCpu, DType::kI64, {m, kSquareSlots - 1});
-  with_norm.norm.squares = short_squares.view();
-  EXPECT_THROW((void)qkv_rope(with_norm, kCpu), Error);
-  Buffer short_weight(Device::kCpu, t, {hidden - 8});
-  EXPECT_THROW((void)gate_up_silu({.x = stream_rows.view(), .w = w.view(), .gate_up = gu.view(), .out = out.view(),
-                                   .norm = {.weight = short_weight.view(), .normed = normed.view()}},
-                                  kCpu),
-               Error);
 }
 
 TEST_P(OpsByDType, RopeRotatesHalvesByPosition) {
