@@ -5,8 +5,7 @@
 // split's keys in tiles of 16, interleaved (warp w takes tiles w, w + 4, ...), each warp with
 // its own two cp.async buffers (the next tile's copy in flight while this one computes), its
 // own online softmax and fp32 output fragments; at the end the warps' partial results are
-// merged in shared memory (as the splits are merged by the combine kernel). STAGES tile buffers
-// per warp keep STAGES - 1 tiles' copies in flight while one computes.
+// merged in shared memory (as the splits are merged by the combine kernel).
 //
 // Why: the CUDA-core kernel (ops_attention.cu) spends ~600 warp instructions per 32-key tile
 // on shared-memory reads, conversions and FMAs and ran a batch-128 decode step's attention at
@@ -17,7 +16,6 @@
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention_fragments.cuh"
-#include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -26,32 +24,27 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;   // keys per warp tile (the k of the P V mma)
+constexpr int kStages = 2;  // tile buffers per warp
 static_assert(kAttentionDecodeTcMaxRows == 16, "one m16 tile of rows");
 
-// Tile buffers per warp: 2 unless AERIE_ATTN_DECODE_STAGES says 3 or 4 (for measuring).
-int decode_stages() {
-  static const int forced = env_knob("AERIE_ATTN_DECODE_STAGES");
-  return forced == 3 || forced == 4 ? forced : 2;
-}
-
-// Shared memory: per warp, STAGES x (K tile, V tile) of [16 keys][D + 8] (8 elements of
+// Shared memory: per warp, kStages x (K tile, V tile) of [16 keys][D + 8] (8 elements of
 // padding put the eight rows an ldmatrix reads in distinct banks). At the end the warps'
 // fp32 outputs [16][D] are staged in the same memory.
-template <class T, int D, int STAGES>
+template <class T, int D>
 struct DecodeSmem {
   static constexpr int ld = D + 8;
   static constexpr int tile = kKeys * ld;
-  static constexpr int per_warp = STAGES * 2 * tile;
+  static constexpr int per_warp = kStages * 2 * tile;
   static constexpr size_t bytes = static_cast<size_t>(kWarps) * per_warp * sizeof(T);
   static_assert(static_cast<size_t>(kWarps) * 16 * D * sizeof(float) <= bytes, "the merge reuses the tiles' memory");
 };
 
-template <class T, int D, int STAGES>
+template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     const T* q, const T* kc, const T* vc, T* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, int q_heads, int kv_heads,
     int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
-  using Smem = DecodeSmem<T, D, STAGES>;
+  using Smem = DecodeSmem<T, D>;
   constexpr int kSteps = D / 16;                       // k-steps of Q K^T, dim pairs of P V
   constexpr int kChunks = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per cache row
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -88,10 +81,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   const int vis_lo = lo_ok ? visible_of(qi_lo) : 0, vis_hi = hi_ok ? visible_of(qi_hi) : 0;
   // The slot lists were uploaded before the forward began: read while the previous kernel
   // (which writes q and this step's K/V) still runs.
-  int first_slots[STAGES - 1];
-#pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) first_slots[t] = load_slot(t);
-  int next_slot = load_slot(STAGES - 1);
+  int next_slot = load_slot(0);
   pdl_wait();
 
   uint32_t qa[kSteps][4];  // Q as A fragments, in the input dtype (the scale applies to S)
@@ -122,25 +112,20 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
 #pragma unroll
   for (int n = 0; n < 2 * kSteps; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   RowPairSoftmax softmax;
-  uint64_t have = 0;  // which keys of each buffer's tile have a slot, 16 bits a buffer
-  static_assert(STAGES * 16 <= 64, "the buffers' key bits fit in 64");
-#pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) {
-    if (t < my_tiles) have |= static_cast<uint64_t>(issue(t, first_slots[t])) << (16 * t);
-    else cp_async_commit();
+  unsigned have_cur = 0, have_next = 0;
+  if (my_tiles > 0) {
+    have_cur = issue(0, next_slot);
+    next_slot = load_slot(1);
   }
   for (int t = 0; t < my_tiles; ++t) {
-    const int stage = t % STAGES;
-    const int ahead = t + STAGES - 1;
-    if (ahead < my_tiles) {
-      const int to = ahead % STAGES;
-      have = (have & ~(0xffffull << (16 * to))) | (static_cast<uint64_t>(issue(to, next_slot)) << (16 * to));
-      next_slot = load_slot(ahead + 1);
+    const int stage = t & 1;
+    if (t + 1 < my_tiles) {
+      have_next = issue(stage ^ 1, next_slot);
+      next_slot = load_slot(t + 2);  // used by the next iteration's copy
+      cp_async_wait<1>();
     } else {
-      cp_async_commit();
+      cp_async_wait<0>();
     }
-    cp_async_wait<STAGES - 1>();
-    const unsigned have_cur = static_cast<unsigned>(have >> (16 * stage)) & 0xffffu;
     __syncwarp();
     const T* kt = wbase + stage * 2 * Smem::tile;
     const T* vt = kt + Smem::tile;
@@ -185,9 +170,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
       mma_m16n8k16<T>(o[2 * dn], pa, vb[0], vb[1]);
       mma_m16n8k16<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
     }
-    __syncwarp();  // this buffer is consumed before a later iteration copies into it
+    __syncwarp();  // this buffer is consumed before the next iteration copies into it
+    have_cur = have_next;
   }
-  cp_async_wait<0>();
   softmax.finish();
 
   // Merge the four warps' (max, sum, output) per row, as the combine kernel merges splits.
@@ -234,10 +219,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   }
 }
 
-template <class T, int D, int STAGES>
-Status launch_stages(const AttentionParams& p, float* partial, void* stream) {
-  auto kernel = decode_attention_tc_kernel<T, D, STAGES>;
-  constexpr size_t smem = DecodeSmem<T, D, STAGES>::bytes;
+template <class T, int D>
+Status launch(const AttentionParams& p, float* partial, void* stream) {
+  auto kernel = decode_attention_tc_kernel<T, D>;
+  constexpr size_t smem = DecodeSmem<T, D>::bytes;
   if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const int q_heads = static_cast<int>(p.q.dim(1)), kv_heads = static_cast<int>(p.k_cache.dim(1));
   const int tpb = p.tokens_per_block;
@@ -248,14 +233,6 @@ Status launch_stages(const AttentionParams& p, float* partial, void* stream) {
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),
              q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb);
   return launch_status("attention (tensor-core decode)");
-}
-template <class T, int D>
-Status launch(const AttentionParams& p, float* partial, void* stream) {
-  switch (decode_stages()) {
-    case 3: return launch_stages<T, D, 3>(p, partial, stream);
-    case 4: return launch_stages<T, D, 4>(p, partial, stream);
-    default: return launch_stages<T, D, 2>(p, partial, stream);
-  }
 }
 
 }  // namespace
