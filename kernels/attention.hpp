@@ -64,11 +64,12 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
 // 32 keys per split. blocks_per_sm = 0: the measured policy (H200, 8B, 544-token contexts,
 // docs/performance.md): kAttentionBlocksPerSm while the query blocks (x KV heads) are fewer
 // than the SMs (all resident at once: a block's tiles are a chain of memory round trips, so
-// more, shorter blocks finish sooner), kAttentionBlocksPerSmFull once they fill them (both
-// kernels then read the cache fastest with fewer, longer splits: batch 32 in 3 splits
-// against 5, batch 128 in 1 against 2).
+// more, shorter blocks finish sooner), kAttentionBlocksPerSmFull once they fill them: then
+// one split, since the blocks (tensor-core kernel) read the cache fastest unsplit and no
+// combine kernel follows (batch 32: 5.40-5.48 ms a step in 1 split against 5.61-5.64 in 3;
+// batch 64 6.31 against 6.41-6.43 in 2; batch 128 unsplit either way).
 constexpr int kAttentionBlocksPerSm = 8;
-constexpr int kAttentionBlocksPerSmFull = 4;
+constexpr int kAttentionBlocksPerSmFull = 1;
 // AERIE_ATTN_BLOCKS_PER_SM (for measuring; 0 when unset): the default of `blocks_per_sm`.
 int attention_forced_blocks_per_sm();
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms,

@@ -315,12 +315,13 @@ TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTil
 }
 
 // The split policy (blocks_per_sm = 0): about 8 blocks per SM while the query blocks are fewer
-// than the SMs, 4 once they fill them; at least 32 keys a split; forced counts as given.
-TEST(AttentionPlan, SplitsAimAtEightBlocksPerSmForSmallBatchesAndFourForFullOnes) {
+// than the SMs, no split once they fill them; at least 32 keys a split; forced counts as given.
+TEST(AttentionPlan, SplitsAimAtEightBlocksPerSmForSmallBatchesAndNoneForFullOnes) {
   const int sms = 132;
   EXPECT_EQ(attention_splits_for(1, 8, 544, sms, 0), 17);    // 8 blocks: capped by 544 / 32 keys
   EXPECT_EQ(attention_splits_for(8, 8, 544, sms, 0), 17);    // 64 blocks: ceil(8 x 132 / 64)
-  EXPECT_EQ(attention_splits_for(32, 8, 544, sms, 0), 3);    // 256 blocks fill 132 SMs: ceil(4 x 132 / 256)
+  EXPECT_EQ(attention_splits_for(32, 8, 544, sms, 0), 1);    // 256 blocks fill 132 SMs: one split
+  EXPECT_EQ(attention_splits_for(17, 8, 544, sms, 0), 1);    // 136 blocks: just past the SMs
   EXPECT_EQ(attention_splits_for(128, 8, 544, sms, 0), 1);
   EXPECT_EQ(attention_splits_for(16, 8, 544, sms, 0), 9);    // 128 blocks < 132: ceil(8 x 132 / 128)
   EXPECT_EQ(attention_splits_for(1, 8, 40, sms, 0), 2);      // 40 keys: two splits at most
