@@ -189,7 +189,7 @@ void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, 
 
 template <class W>
 void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
-  if (isa == SmallBatchIsa::kNone || !cpu_has(isa)) std::abort();  // callers check small_batch_gemm_supports() first
+  if (!small_batch_gemm_supports(isa)) std::abort();  // callers check it first
   if (isa == SmallBatchIsa::kAvx512) {
     for_each_tile(m, n, k, x, w, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
       switch (rows_x) {
