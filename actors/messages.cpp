@@ -26,7 +26,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<StepOutcome>("aerie.StepOutcome");
   cfg.add_message_type<WorkArrived>("aerie.WorkArrived");
   cfg.add_message_type<CollectRemoteResult>("aerie.CollectRemoteResult");
-  cfg.add_message_type<WorkerIdle>("aerie.WorkerIdle");
+  cfg.add_message_type<WorkerStop>("aerie.WorkerStop");
   cfg.add_message_type<BatchWorkDone>("aerie.BatchWorkDone");
   cfg.add_message_type<DpSchedulers>("aerie.DpSchedulers");
 }

@@ -132,10 +132,14 @@ struct WorkArrived {};
 // A remote worker's note to itself: wait for the oldest result its rank owes
 // (actors/target_worker_actor.hpp).
 struct CollectRemoteResult {};
-// Answered by a TargetWorker once every batch sent to it before has run: under overlap
-// scheduling a batch may still be in flight when the last request ends, and the launch waits
-// for it before it takes the worker's draft client and actor system down.
-struct WorkerIdle {};
+// Asks a TargetWorker to stop: answered once every batch sent to it before has run (under
+// overlap scheduling a batch may still be in flight when the last request ends) and its
+// core::CompletionWaiter thread has ended; a batch after it is answered with an error. The
+// launch sends it before it takes the worker's draft client, actor system and model down:
+// the waiter thread holds the actor for each notice it sends, and were it the last to let
+// go, the actor (and the worker core it owns, which reads the model) would be destroyed on
+// that thread, at any time, after the model.
+struct WorkerStop {};
 // A TargetWorker's note to itself (from its core::CompletionWaiter): the oldest batch it
 // launched has run on the device, so its result can be collected.
 struct BatchWorkDone {};
@@ -158,8 +162,8 @@ typename Inspector::result_type inspect(Inspector& f, StepOutcome& x) {
   return f(caf::meta::type_name("StepOutcome"), x.result);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, WorkerIdle&) {
-  return f(caf::meta::type_name("WorkerIdle"));
+typename Inspector::result_type inspect(Inspector& f, WorkerStop&) {
+  return f(caf::meta::type_name("WorkerStop"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BatchWorkDone&) {

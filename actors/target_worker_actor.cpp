@@ -10,28 +10,38 @@ namespace aerie::actors {
 caf::behavior target_worker_actor(caf::event_based_actor* self, std::shared_ptr<core::TargetWorkerCore> core) {
   struct State {
     std::deque<caf::response_promise> owed;       // one per launched batch, oldest first
-    std::vector<caf::response_promise> idle_owed;  // WorkerIdle requests waiting for the batches in flight
-    std::unique_ptr<core::CompletionWaiter> waiter;
+    std::vector<caf::response_promise> stop_owed;  // WorkerStop requests waiting for the batches in flight
+    std::unique_ptr<core::CompletionWaiter> waiter;  // null once stopped
+    bool stopping = false;
   };
   auto st = std::make_shared<State>();
   // The waiter must not keep the actor alive: it holds a weak handle.
   st->waiter = std::make_unique<core::CompletionWaiter>([weak = caf::actor_cast<caf::weak_actor_ptr>(self)] {
     if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<caf::actor>(strong), BatchWorkDone{});
   });
-  // Hands over every result whose work has run, in launch order; never waits.
+  // Hands over every result whose work has run, in launch order; never waits. Once idle, a
+  // stop asked for ends the waiter thread here, on the actor's thread (it joins it).
   auto deliver_done = [core, st] {
     while (core->in_flight() > 0 && core->oldest_done()) {
       st->owed.front().deliver(core->collect());
       st->owed.pop_front();
     }
-    if (core->in_flight() == 0) {
-      for (auto& p : st->idle_owed) p.deliver(WorkerIdle{});
-      st->idle_owed.clear();
+    if (core->in_flight() == 0 && st->stopping) {
+      st->waiter.reset();
+      for (auto& p : st->stop_owed) p.deliver(WorkerStop{});
+      st->stop_owed.clear();
     }
   };
   return {
       // Enqueued behind the batch that runs (overlap scheduling), answered when it has run.
       [self, core, st, deliver_done](transport::BatchMessage& b) -> caf::result<transport::BatchResult> {
+        if (st->stopping) {
+          transport::BatchResult refused;
+          refused.step_id = b.step_id;
+          refused.rids = b.rids;
+          refused.error = "the target worker has stopped";
+          return refused;
+        }
         auto promise = self->make_response_promise<transport::BatchResult>();
         st->owed.push_back(promise);
         core->launch(b);
@@ -40,10 +50,11 @@ caf::behavior target_worker_actor(caf::event_based_actor* self, std::shared_ptr<
         return promise;
       },
       [deliver_done](BatchWorkDone) { deliver_done(); },
-      [self, core, st](WorkerIdle) -> caf::result<WorkerIdle> {
-        if (core->in_flight() == 0) return WorkerIdle{};
-        auto promise = self->make_response_promise<WorkerIdle>();
-        st->idle_owed.push_back(promise);
+      [self, st, deliver_done](WorkerStop) -> caf::result<WorkerStop> {
+        st->stopping = true;
+        auto promise = self->make_response_promise<WorkerStop>();
+        st->stop_owed.push_back(promise);
+        deliver_done();  // answers at once when nothing is in flight
         return promise;
       },
   };

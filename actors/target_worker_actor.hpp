@@ -4,7 +4,9 @@
 // It enqueues each batch as it arrives (core::TargetWorkerCore::launch) and answers once the
 // batch's work has run, which a core::CompletionWaiter thread tells it: under overlap
 // scheduling batch N + 1 is enqueued on the device while N still runs, and answers keep the
-// order of the batches.
+// order of the batches. Whoever owns the core's model sends WorkerStop (actors/messages.hpp)
+// before the model goes: it ends the waiter thread, which must never be the one to let the
+// actor (and the core) go.
 // A remote worker is the same behavior with a ZeroMQ hop: remote_worker_actor forwards the
 // batch to another rank (where a bridge hands it to that rank's TargetWorker actor) and
 // answers with what comes back. It forwards each batch as soon as it arrives, so that under

@@ -438,6 +438,7 @@ struct Deployment::Impl {
         to_scheduler->send(std::move(r));
       }
     }
+    bridge->request(w, std::chrono::seconds(60), actors::WorkerStop{}).receive([](actors::WorkerStop) {}, [](caf::error&) {});
     bridge->send_exit(w, caf::exit_reason::user_shutdown);
     worker->enable_speculation(nullptr);  // its client goes with this actor system
     draft_client.reset();
@@ -450,11 +451,15 @@ struct Deployment::Impl {
     if (world.rank() == 0) heartbeat.reset();
     if (world.rank() == 0) {
       if (dp_coordinator) caf::anon_send_exit(dp_coordinator, caf::exit_reason::user_shutdown);
-      // Overlap scheduling may leave a batch in flight after the last request ended: it runs
-      // before the worker's draft client and the actor system go.
+      // Overlap scheduling may leave a batch in flight after the last request ended: it runs,
+      // and the worker's waiter thread ends, before the worker's draft client, the actor
+      // system and the model go (actors::WorkerStop says why).
       if (local_worker && !fault->reason()) {
         caf::scoped_actor self{*sys};
-        self->request(local_worker, std::chrono::seconds(60), actors::WorkerIdle{}).receive([](actors::WorkerIdle) {}, [](caf::error&) {});
+        bool stopped_worker = false;
+        self->request(local_worker, std::chrono::seconds(60), actors::WorkerStop{})
+            .receive([&](actors::WorkerStop) { stopped_worker = true; }, [](caf::error&) {});
+        if (stopped_worker) worker->enable_speculation(nullptr);  // its draft client goes first
       }
       for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
     } else {

@@ -183,8 +183,11 @@ std::vector<RequestUpdate> SchedulerCore::on_verify_result(const transport::Batc
     RequestUpdate u = commit_tokens(p.rid, tokens, logprobs);
     // Rejected draft positions go back, but what a verify still in flight uses stays: its
     // context now that this one's count is known (the worst case it reserved, less the surplus).
-    const auto L = static_cast<int64_t>(q->tokens.size());
-    if (!u.finished) pages_.truncate(p.rid, q->verifying > 0 ? L - 1 + q->verify_context : L);
+    // A finished request is gone (commit_tokens erased it): q is read only while it lives.
+    if (!u.finished) {
+      const auto L = static_cast<int64_t>(q->tokens.size());
+      pages_.truncate(p.rid, q->verifying > 0 ? L - 1 + q->verify_context : L);
+    }
     updates.push_back(std::move(u));
   }
   return updates;

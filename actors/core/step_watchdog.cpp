@@ -44,8 +44,11 @@ void StepWatchdog::run() {
     auto first = armed_.begin();
     for (auto it = armed_.begin(); it != armed_.end(); ++it)
       if (it->second.deadline < first->second.deadline) first = it;
-    if (std::chrono::steady_clock::now() < first->second.deadline) {
-      cv_.wait_until(lock, first->second.deadline);
+    // A copy: wait_until reads the deadline again after it wakes, by when disarm() may
+    // have erased the slot.
+    const auto deadline = first->second.deadline;
+    if (std::chrono::steady_clock::now() < deadline) {
+      cv_.wait_until(lock, deadline);
       continue;
     }
     std::ostringstream why;

@@ -163,6 +163,48 @@ TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+// WorkerStop (what a launch sends before it takes the model down): answered after the batch
+// in flight has run (its result comes first); later batches are refused with an error.
+TEST(TargetWorkerActor, StopRunsWhatIsInFlightThenRefusesBatches) {
+  System s;
+  auto cfg = model::LlamaConfig::named_shape("tiny");
+  model::LlamaModel m(cfg, model::random_llama_weights(cfg, 5, Device::kCpu, DType::kF32, 0.1f), Stream::cpu(), DType::kF32);
+  model::KvCache kv(cfg, model::kv_shape_for_tokens(256, 4), Device::kCpu, DType::kF32);
+  auto core = std::make_shared<core::TargetWorkerCore>(m, kv, core::WorkerOptions{});
+  auto worker = s.sys->spawn<caf::detached>(target_worker_actor, core);
+  core::SchedulerCore planner(kv.shape(), core::scheduler_options_for(cfg, 16, 64));
+  planner.submit(1, request(7, 4));
+  auto batch = planner.plan_next();
+  ASSERT_TRUE(batch);
+  caf::scoped_actor self{*s.sys};
+  // The batch and the stop go out back to back: the result is answered before the stop.
+  std::vector<std::string> order;
+  auto result = self->request(worker, caf::infinite, *batch);
+  auto stop = self->request(worker, caf::infinite, WorkerStop{});
+  result.receive(
+      [&](transport::BatchResult& r) {
+        EXPECT_TRUE(r.error.empty()) << r.error;
+        EXPECT_EQ(r.step_id, batch->step_id);
+        order.push_back("result");
+      },
+      [](caf::error&) { ADD_FAILURE() << "no result"; });
+  stop.receive([&](WorkerStop) { order.push_back("stop"); }, [](caf::error&) { ADD_FAILURE() << "no stop"; });
+  EXPECT_EQ(order, (std::vector<std::string>{"result", "stop"}));
+  transport::BatchMessage late = *batch;
+  late.step_id += 1;
+  self->request(worker, caf::infinite, late)
+      .receive(
+          [&](transport::BatchResult& r) {
+            EXPECT_EQ(r.error, "the target worker has stopped");
+            EXPECT_EQ(r.step_id, late.step_id);
+            EXPECT_EQ(r.rids, late.rids);
+          },
+          [](caf::error&) { ADD_FAILURE() << "no reply to a batch after the stop"; });
+  // A second stop is answered too.
+  self->request(worker, caf::infinite, WorkerStop{}).receive([](WorkerStop) {}, [](caf::error&) { ADD_FAILURE(); });
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 // A batch says what it is (transport::ForwardMode) and the worker holds it to that: an IDLE
 // batch with tokens, a DECODE without, a VERIFY to a worker without a draft and a mode no
 // enum names each come back as an error naming the batch; a well-formed IDLE batch runs.
