@@ -41,21 +41,33 @@ float f8e4m3_to_float(uint8_t v);
 uint8_t float_to_f8e4m3(float f);
 constexpr float kF8E4M3Max = 448.0f;
 
-// Reads element i of a buffer of floating dtype t as float.
+// Reads element i of a buffer of floating dtype t as float. Through memcpy: a buffer may sit
+// at any byte offset (a safetensors tensor after an odd-sized one is not aligned to its dtype),
+// and the compiler turns it into the same plain load.
+template <class T>
+inline T load_unaligned(const void* data, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(data) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+template <class T>
+inline void store_unaligned(void* data, int64_t i, T v) {
+  std::memcpy(static_cast<char*>(data) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
 inline float load_as_float(const void* data, DType t, int64_t i) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kBF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF32: return load_unaligned<float>(data, i);
+    case DType::kBF16: return bf16_to_float(load_unaligned<uint16_t>(data, i));
+    case DType::kF16: return f16_to_float(load_unaligned<uint16_t>(data, i));
     case DType::kF8E4M3: return f8e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
     default: return 0.0f;
   }
 }
 inline void store_from_float(void* data, DType t, int64_t i, float v) {
   switch (t) {
-    case DType::kF32: static_cast<float*>(data)[i] = v; break;
-    case DType::kBF16: static_cast<uint16_t*>(data)[i] = float_to_bf16(v); break;
-    case DType::kF16: static_cast<uint16_t*>(data)[i] = float_to_f16(v); break;
+    case DType::kF32: store_unaligned<float>(data, i, v); break;
+    case DType::kBF16: store_unaligned<uint16_t>(data, i, float_to_bf16(v)); break;
+    case DType::kF16: store_unaligned<uint16_t>(data, i, float_to_f16(v)); break;
     case DType::kF8E4M3: static_cast<uint8_t*>(data)[i] = float_to_f8e4m3(v); break;
     default: break;
   }
