@@ -438,10 +438,18 @@ struct Deployment::Impl {
         to_scheduler->send(std::move(r));
       }
     }
-    bridge->request(w, std::chrono::seconds(60), actors::WorkerStop{}).receive([](actors::WorkerStop) {}, [](caf::error&) {});
+    stop_worker(bridge, w);
     bridge->send_exit(w, caf::exit_reason::user_shutdown);
     worker->enable_speculation(nullptr);  // its client goes with this actor system
     draft_client.reset();
+  }
+
+  // Sends this process's TargetWorker actor WorkerStop and waits for the answer (up to a
+  // minute: a batch may still be in flight); false when none came.
+  static bool stop_worker(caf::scoped_actor& self, const caf::actor& w) {
+    bool answered = false;
+    self->request(w, std::chrono::seconds(60), actors::WorkerStop{}).receive([&](actors::WorkerStop) { answered = true; }, [](caf::error&) {});
+    return answered;
   }
 
   void shutdown() {
@@ -456,10 +464,7 @@ struct Deployment::Impl {
       // system and the model go (actors::WorkerStop says why).
       if (local_worker && !fault->reason()) {
         caf::scoped_actor self{*sys};
-        bool stopped_worker = false;
-        self->request(local_worker, std::chrono::seconds(60), actors::WorkerStop{})
-            .receive([&](actors::WorkerStop) { stopped_worker = true; }, [](caf::error&) {});
-        if (stopped_worker) worker->enable_speculation(nullptr);  // its draft client goes first
+        if (stop_worker(self, local_worker)) worker->enable_speculation(nullptr);  // its draft client goes first
       }
       for (auto& l : links) l->to_worker->send(transport::Shutdown{.seq = 0, .reason = "done"});
     } else {

@@ -1,11 +1,11 @@
 #include "model/token_map.hpp"
 
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_set>
 
+#include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
 #include "model/safetensors.hpp"
 
@@ -37,14 +37,11 @@ std::vector<int64_t> read_safetensors_ids(const std::filesystem::path& path) {
   for (int64_t d : t.shape) n *= d;
   AERIE_CHECK(t.shape.size() == 1, path.string() << ": tensor '" << t.name << "' must be one-dimensional");
   std::vector<int64_t> ids(static_cast<size_t>(n));
-  const char* p = static_cast<const char*>(t.data);
   for (int64_t i = 0; i < n; ++i) {
     if (t.dtype_name == "I64") {
-      std::memcpy(&ids[static_cast<size_t>(i)], p + i * 8, 8);
+      ids[static_cast<size_t>(i)] = load_unaligned<int64_t>(t.data, i);
     } else if (t.dtype_name == "I32") {
-      int32_t v = 0;
-      std::memcpy(&v, p + i * 4, 4);
-      ids[static_cast<size_t>(i)] = v;
+      ids[static_cast<size_t>(i)] = load_unaligned<int32_t>(t.data, i);
     } else {
       AERIE_FAIL(path.string() << ": tensor '" << t.name << "' is " << t.dtype_name << "; a token map holds I64 or I32 ids");
     }
