@@ -14,6 +14,7 @@
 # "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"); "base" is the base build, any other name this one
 # (without "base", no .device_base.tgz is needed). BATCHES_8B (default 1,32,128,256) picks the
 # 8B shape's batches; SMOLLM2=1 adds the SmolLM2-135M shape at batch 1 (30 small layers).
+# DEADLINE_S stops starting runs after that many seconds.
 # The table in $OUT/decode_build_ab.txt, each run's JSON in $OUT/logs.tgz.
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-decode-ab}
@@ -21,6 +22,8 @@ source "$(dirname "$0")/gpu_steps.sh"
 [[ " ${VARIANTS:-base new} " == *" base "* ]] && { rm -rf .device_base && tar xzf .device_base.tgz; }
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for variant in ${VARIANTS:-base new}; do
+    # DEADLINE_S: start no run past this many seconds, so that a device call's limit leaves the table.
+    (( SECONDS < ${DEADLINE_S:-100000} )) || { echo "deadline: round $round, $variant and later skipped"; break 2; }
     build=${variant%%:*}
     envs=()
     [[ $variant == *:* ]] && IFS=, read -r -a envs <<< "${variant#*:}"
