@@ -18,14 +18,6 @@ namespace aerie::kernels {
 /// With custom_mask (tree verification), sequence b's mask is a row-major
 /// [q_len, kv_len] u8 block starting at mask_indptr[b]; 1 means "may attend".
 /// A query row that may attend to nothing produces zeros.
-///
-/// CUDA: the keys before a sequence's last q_len slots must have been written by earlier
-/// forwards (only the new tokens' K/V in this one): the kernels copy those rows before waiting
-/// for the previous kernel (programmatic dependent launch), so the first tile's memory round
-/// trip overlaps that kernel's tail. Safe because every forward begins with an embedding
-/// kernel that waits for its predecessor to finish before it lets the next kernel start, and
-/// the cache moves (kv_move, kv_write) are ordinary launches. AERIE_ATTN_EARLY_KV=0 turns it
-/// off (for measuring).
 struct AttentionParams {
   TensorView q;                 // [tokens, q_heads, head_dim]
   TensorView k_cache;           // [slots, kv_heads, head_dim]
@@ -58,9 +50,6 @@ constexpr int kAttentionMaxGroup = 8;
 constexpr int kAttentionMaxRows = 32;
 // Whether `tokens_per_block` fits every sequence's query count (q_lens) and a GQA group.
 bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::span<const int64_t> q_lens);
-// Whether the CUDA kernels copy old keys' K/V before waiting for the previous kernel (see
-// AttentionParams): on unless AERIE_ATTN_EARLY_KV=0.
-bool attention_early_kv();
 // AERIE_ATTN_TOKENS_PER_BLOCK (for measuring; 0 when unset): the default of `forced` below.
 int attention_forced_tokens_per_block();
 // The query tokens per block for a CUDA batch (kernels/cuda/ops_attention.cu), from an H200

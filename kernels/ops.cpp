@@ -323,11 +323,6 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   return knob > 0 || (p.q.dim(0) / tpb) * kv_heads >= num_sms;
 }
 
-bool attention_early_kv() {
-  static const bool early = !env_turned_off("AERIE_ATTN_EARLY_KV");
-  return early;
-}
-
 int attention_forced_tokens_per_block() {
   static const int forced = env_knob("AERIE_ATTN_TOKENS_PER_BLOCK");
   return forced;

@@ -57,7 +57,7 @@ template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int64_t num_slots, int tokens_per_block, bool early_kv) {
+    int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
   const int D = g.dim;
@@ -95,10 +95,6 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   const int chunk = (visible + num_splits - 1) / num_splits;
   const int j_begin = min(visible, split * chunk), j_end = min(visible, j_begin + chunk);
   const int32_t* slots = kv_indices + kv_indptr[b];
-  // Keys before the sequence's new tokens were written by earlier forwards (attention.hpp):
-  // their K/V rows may be copied before waiting for the previous kernel, which writes q and
-  // the new tokens' K/V.
-  const int old_end = early_kv ? kv_len - q_len : 0;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // The slot of key j of this block's range for the tile-filling threads (-1: none or masked).
   auto slot_of = [&](int j) {
@@ -114,30 +110,24 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
     l_s[threadIdx.x] = 0.0f;
   }
   __syncthreads();
+  pdl_wait();
 
   const int row_chunks = D * static_cast<int>(sizeof(TC)) / 16;  // 16-byte chunks per K/V row
-  // Starts copying the K and V rows of the tile whose first key is `first` and whose slots
-  // are in `tslots` into buffer `buf` (cp.async; unseen keys become zeros, so p * V stays
-  // finite). The caller's thread wrote tslots for its own keys; every thread reads them after
-  // a barrier. `rows`: all of them; only those that may be read before pdl_wait() (old keys,
-  // unseen keys), left uncommitted; or the rest, committed with them as one group.
-  enum Rows { kAll, kEarly, kLate };
-  auto issue_tile = [&](int buf, const int32_t* tslots, int first, Rows part) {
+  // Starts copying the K and V rows of the tile whose slots are in `tslots` into buffer `buf`
+  // (cp.async; unseen keys become zeros, so p * V stays finite). The caller's thread wrote
+  // tslots for its own keys; every thread reads them after a barrier.
+  auto issue_tile = [&](int buf, const int32_t* tslots) {
     TC* kt = kbuf + buf * kTile * kstride;
     TC* vt = vbuf + buf * kTile * D;
     for (int idx = threadIdx.x; idx < kTile * row_chunks; idx += kThreads) {
       const int jj = idx / row_chunks, ch = idx % row_chunks;
       const int32_t sl = tslots[jj];
-      if (part != kAll && (sl < 0 || first + jj < old_end) != (part == kEarly)) continue;
       const int64_t off = sl >= 0 ? (static_cast<int64_t>(sl) * g.kv_heads + kvh) * D : 0;
       cp_async16(reinterpret_cast<uint4*>(kt + jj * kstride) + ch, reinterpret_cast<const uint4*>(kc + off) + ch, sl >= 0);
       cp_async16(reinterpret_cast<uint4*>(vt + jj * D) + ch, reinterpret_cast<const uint4*>(vc + off) + ch, sl >= 0);
     }
-    if (part != kEarly) cp_async_commit();
+    cp_async_commit();
   };
-  // The first tile's old keys are in flight while the previous kernel finishes.
-  if (j_begin < j_end) issue_tile(0, slot_buf, j_begin, kEarly);
-  pdl_wait();
   // q in 16-byte loads, a batch of them in flight per thread, then widened and pre-scaled.
   auto load_q = [&] {
     constexpr int kQPer = 16 / sizeof(TQ);
@@ -164,8 +154,8 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
       }
     }
   };
-  // The rest of the first tile's K/V copy is in flight while q loads.
-  if (j_begin < j_end) issue_tile(0, slot_buf, j_begin, kLate);
+  // The first tile's K/V copy is in flight while q loads.
+  if (j_begin < j_end) issue_tile(0, slot_buf);
   load_q();
   float acc[kRows][kDimPer];
 #pragma unroll
@@ -180,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
     int32_t* ts = slot_buf + (t % kStages) * kTile;
     if (threadIdx.x < kTile) ts[threadIdx.x] = slot_of(j_begin + t * kTile + threadIdx.x);
     __syncthreads();
-    issue_tile(t % kStages, ts, j_begin + t * kTile, kAll);
+    issue_tile(t % kStages, ts);
   };
   // Tiles 1 .. kStages - 2 join tile 0 in flight before the loop.
   for (int t = 1; t < kStages - 1 && t < num_tiles; ++t) start_tile(t);
@@ -308,17 +298,12 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   }
 }
 
-// trigger_first: let the next kernel (the o_proj GEMV, whose blocks load their weights before
-// waiting) be scheduled before this one waits for the attention kernel, as the norm kernels
-// do for theirs; else only once the splits are final.
 template <class TQ>
-__global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits, bool trigger_first) {
+__global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits) {
   __shared__ float weight[kMaxAttentionSplits];  // exp(m_s - max) * [l_s > 0]
   __shared__ float weighted_sum[kMaxAttentionSplits];
   __shared__ float inv_den;
-  if (trigger_first) pdl_trigger();
-  pdl_wait();
-  if (!trigger_first) pdl_trigger();
+  pdl_begin();
   const int64_t row = blockIdx.x;  // token * q_heads + head
   const float* base = partial + row * num_splits * (D + 2);
   // Every split's (max, sum) in one parallel round trip, then the weights from shared memory.
@@ -380,8 +365,6 @@ Status attention(const AttentionParams& p, void* stream) {
   // Decode and verify batches that fit one mma tile of rows on the tensor cores
   // (ops_attention_decode.cu); the rest, and f32, on the kernel above.
   const bool tensor_cores = attention_decode_on_tensor_cores(p, num_sms);
-  // AERIE_ATTN_COMBINE_TRIGGER_FIRST=1 (for measuring): see combine_splits_kernel.
-  static const bool combine_trigger_first = env_knob("AERIE_ATTN_COMBINE_TRIGGER_FIRST") > 0;
   return AERIE_DISPATCH_FLOAT(p.q.dtype, TQ, [&]() -> Status {
     if (tensor_cores) {
       if (Status st = attention_decode_tc(p, partial, stream); !st.is_ok()) return st;
@@ -395,7 +378,7 @@ Status attention(const AttentionParams& p, void* stream) {
             p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
             p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
-            p.k_cache.dim(0), tpb, attention_early_kv());
+            p.k_cache.dim(0), tpb);
       };
       auto by_stages = [&](auto dims_per_thread, auto stages) {
         constexpr int kDimPer = decltype(dims_per_thread)::value, kStages = decltype(stages)::value;
@@ -421,8 +404,7 @@ Status attention(const AttentionParams& p, void* stream) {
     });
     if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
-                 static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits,
-                 combine_trigger_first);
+                 static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits);
     return launch_status("attention");
   });
 }

@@ -43,7 +43,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     const T* q, const T* kc, const T* vc, T* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, int q_heads, int kv_heads,
-    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block, bool early_kv) {
+    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
   using Smem = DecodeSmem<T, D>;
   constexpr int kSteps = D / 16;                       // k-steps of Q K^T, dim pairs of P V
   constexpr int kChunks = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per cache row
@@ -82,6 +82,12 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   // The slot lists were uploaded before the forward began: read while the previous kernel
   // (which writes q and this step's K/V) still runs.
   int next_slot = load_slot(0);
+  pdl_wait();
+
+  uint32_t qa[kSteps][4];  // Q as A fragments, in the input dtype (the scale applies to S)
+  load_a_rows<T, kSteps>(qa, q + (static_cast<int64_t>(t0 + g / group) * q_heads + head0 + g % group) * D + c,
+                         q + (static_cast<int64_t>(t0 + (g + 8) / group) * q_heads + head0 + (g + 8) % group) * D + c, lo_ok, hi_ok);
+
   T* wbase = reinterpret_cast<T*>(smem_raw) + warp * Smem::per_warp;
   // Starts copying the K and V rows of the keys whose slots lanes 0..15 hold into buffer
   // `stage` (keys without a slot become zeros, so p * V stays finite); returns which of the
@@ -101,26 +107,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     cp_async_commit();
     return have;
   };
-  // A first tile of keys written by earlier forwards only (attention.hpp) is copied while the
-  // previous kernel finishes; one holding a new token's key after it.
-  const bool early_first = early_kv && my_tiles > 0 && tile_base(0) + kKeys <= kv_len - q_len;
-  unsigned have_cur = 0, have_next = 0;
-  if (early_first) {
-    have_cur = issue(0, next_slot);
-    next_slot = load_slot(1);
-  }
-  pdl_wait();
-
-  uint32_t qa[kSteps][4];  // Q as A fragments, in the input dtype (the scale applies to S)
-  load_a_rows<T, kSteps>(qa, q + (static_cast<int64_t>(t0 + g / group) * q_heads + head0 + g % group) * D + c,
-                         q + (static_cast<int64_t>(t0 + (g + 8) / group) * q_heads + head0 + (g + 8) % group) * D + c, lo_ok, hi_ok);
-
 
   float o[2 * kSteps][4];  // output fragments: 8 dims each
 #pragma unroll
   for (int n = 0; n < 2 * kSteps; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   RowPairSoftmax softmax;
-  if (my_tiles > 0 && !early_first) {
+  unsigned have_cur = 0, have_next = 0;
+  if (my_tiles > 0) {
     have_cur = issue(0, next_slot);
     next_slot = load_slot(1);
   }
@@ -238,7 +231,7 @@ Status launch(const AttentionParams& p, float* partial, void* stream) {
              p.out.ptr<T>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
              p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),
-             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb, attention_early_kv());
+             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb);
   return launch_status("attention (tensor-core decode)");
 }
 
