@@ -32,7 +32,9 @@ struct AttentionParams {
   // Flash-decoding: each query's visible KV is cut into num_splits parts processed in
   // parallel and combined; needs a workspace of attention_workspace_floats() f32 (CUDA;
   // the CPU reference ignores both). The grid depends only on tokens and num_splits, so
-  // a captured graph stays valid as sequences grow.
+  // a captured graph stays valid as sequences grow. CUDA: a split holds at least
+  // attention_min_split_keys() keys, so a sequence shorter than the count was chosen for
+  // (a graph is captured for the longest context) uses fewer splits and leaves the rest empty.
   int num_splits = 1;
   TensorView workspace = {};    // [>= attention_workspace_floats(...)] f32
   // CUDA: one block serves this many consecutive query tokens of a sequence (for each KV
@@ -59,9 +61,18 @@ int attention_forced_tokens_per_block();
 int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms,
                                    int forced = attention_forced_tokens_per_block());
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
+// The fewest keys a split takes (a tile of the CUDA-core kernel). The graphs aerie-serve captures
+// for the model's whole context split batch 1 in 64; with 32 keys a split a 544-token sequence
+// uses 17 of them, the others exit at once and the merge reads only those 17: its step then costs
+// what a graph captured for 544 tokens costs (H200: SmolLM2 -7%, 1B -4.7%, 8B -1.6% a step,
+// docs/performance.md).
+constexpr int kAttentionMinSplitKeys = 32;
+// kAttentionMinSplitKeys, or AERIE_ATTN_MIN_SPLIT_KEYS when set (for measuring; 1: a sequence
+// is cut into all num_splits parts however short it is).
+int attention_min_split_keys();
 // A split count that fills the GPU for `query_blocks` blocks of query tokens (tokens /
 // tokens_per_block) over up to `max_kv_len` keys: about blocks_per_sm blocks per SM, at least
-// 32 keys per split. blocks_per_sm = 0: the measured policy (H200, 8B, 544-token contexts,
+// kAttentionMinSplitKeys keys per split. blocks_per_sm = 0: the measured policy (H200, 8B, 544-token contexts,
 // docs/performance.md): kAttentionBlocksPerSm while the query blocks (x KV heads) are fewer
 // than the SMs (all resident at once: a block's tiles are a chain of memory round trips, so
 // more, shorter blocks finish sooner), kAttentionBlocksPerSmFull once they fill them: then

@@ -328,11 +328,16 @@ int attention_forced_tokens_per_block() {
   return forced;
 }
 
+int attention_min_split_keys() {
+  static const int forced = env_knob("AERIE_ATTN_MIN_SPLIT_KEYS");
+  return forced > 0 ? forced : kAttentionMinSplitKeys;
+}
+
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms, int blocks_per_sm) {
   const int64_t blocks = std::max<int64_t>(1, query_blocks * kv_heads);
   if (blocks_per_sm <= 0) blocks_per_sm = blocks >= num_sms ? kAttentionBlocksPerSmFull : kAttentionBlocksPerSm;
   int64_t splits = (static_cast<int64_t>(blocks_per_sm) * num_sms + blocks - 1) / blocks;
-  splits = std::min<int64_t>(splits, (max_kv_len + 31) / 32);  // at least 32 keys per split
+  splits = std::min<int64_t>(splits, (max_kv_len + kAttentionMinSplitKeys - 1) / kAttentionMinSplitKeys);
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }
 Status attention(const AttentionParams& p, const Stream& s) {

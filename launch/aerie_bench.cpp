@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   one->add_option("--batch-size", ob.batch_sizes, "batch sizes to run")->delimiter(',');
   one->add_option("--input-len", ob.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);
   one->add_option("--output-len", ob.output_len, "decode steps")->check(CLI::Range(2, 100000));
+  one->add_option("--graph-context", ob.graph_context,
+                  "the longest context the decode graphs are captured for (it fixes their attention splits; aerie-serve "
+                  "captures them for the model's whole context); 0: input + output length")
+      ->check(CLI::NonNegativeNumber);
   one->add_option("--cuda-graph", ob.cuda_graph, "decode with graphs: on, off or both")->check(CLI::IsMember({"on", "off", "both"}));
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");

@@ -11,7 +11,8 @@
 #     strip .device_base/bin/* && tar czf .device_base.tgz .device_base    # the libraries: .device's
 #   device run (carry [".device.tgz", ".device_base.tgz"]): bash tools/gpu_decode_build_ab.sh
 # VARIANTS (default "base new") may add settings of this build as NAME:ENV=VALUE,... (e.g.
-# "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"); "base" is the base build, any other name this one
+# "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"; a setting starting with -- is a flag of the bench's,
+# e.g. --graph-context=8192); "base" is the base build, any other name this one
 # (without "base", no .device_base.tgz is needed). BATCHES_8B (default 1,32,128,256) picks the
 # 8B shape's batches; SMOLLM2=1 adds the SmolLM2-135M shape at batch 1 (30 small layers).
 # DEADLINE_S stops starting runs after that many seconds.
@@ -25,11 +26,12 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     # DEADLINE_S: start no run past this many seconds, so that a device call's limit leaves the table.
     (( SECONDS < ${DEADLINE_S:-100000} )) || { echo "deadline: round $round, $variant and later skipped"; break 2; }
     build=${variant%%:*}
-    envs=()
-    [[ $variant == *:* ]] && IFS=, read -r -a envs <<< "${variant#*:}"
+    settings=() envs=() args=()
+    [[ $variant == *:* ]] && IFS=, read -r -a settings <<< "${variant#*:}"
+    for x in "${settings[@]}"; do [[ $x == --* ]] && args+=("$x") || envs+=("$x"); done
     bin=$B/aerie-bench
     [[ $build == base ]] && bin=$PWD/.device_base/bin/aerie-bench
-    ONE=(env "${envs[@]}" "$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32)
+    ONE=(env "${envs[@]}" "$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32 "${args[@]}")
     STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size "${BATCHES_8B:-1,32,128,256}" --json "$LOGS/8b_${build}_$round.json"
     STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size 1 --json "$LOGS/1b_${build}_$round.json"
     [[ ${SMOLLM2:-0} == 1 ]] && STEP_TAIL=0 step "smollm2_${build}_$round" 120 "${ONE[@]}" --model-shape smollm2-135m --batch-size 1 \

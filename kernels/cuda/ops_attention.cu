@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
+#include "kernels/cuda/attention_splits.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/device_runtime.hpp"
 #include "kernels/env_knob.hpp"
@@ -57,7 +58,7 @@ template <class TQ, class TC, int kRows, int kDimPer, int kStages>
 __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel(
     const TQ* q, const TC* kc, const TC* vc, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, Geometry g, float scale,
-    int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
+    int num_splits, float* partial, int64_t num_slots, int tokens_per_block, int min_split_keys) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_trigger();
   const int D = g.dim;
@@ -88,12 +89,13 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
   // which), else causally. The block's range is its last token's.
   auto visible_of = [&](int i) { return mask ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1)); };
-  const int visible = visible_of(i0 + tokens_per_block - 1);
+  const BlockKeys keys = block_keys(q_len, kv_len, i0, tokens_per_block, mask != nullptr, num_splits, min_split_keys);
+  // A split past the block's keys has nothing to add: the merge reads only the used ones.
+  if (num_splits > 1 && split >= keys.used_splits()) return;
   // One token per block: its mask row is folded into the tile's slots; with several, every
   // row checks its own.
   const uint8_t* mrow = (mask_b && tokens_per_block == 1) ? mask_b + static_cast<int64_t>(i0) * kv_len : nullptr;
-  const int chunk = (visible + num_splits - 1) / num_splits;
-  const int j_begin = min(visible, split * chunk), j_end = min(visible, j_begin + chunk);
+  const int j_begin = keys.begin(split), j_end = keys.end(split);
   const int32_t* slots = kv_indices + kv_indptr[b];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // The slot of key j of this block's range for the tile-filling threads (-1: none or masked).
@@ -298,17 +300,26 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   }
 }
 
+// Merges the used splits of each (query token, head) row (attention_splits.cuh: the same
+// BlockKeys as the attention kernel's, so empty splits are never read). One block a row.
 template <class TQ>
-__global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, int num_splits) {
+__global__ void combine_splits_kernel(const float* partial, TQ* out, const int32_t* qo_indptr, const int32_t* kv_indptr, int batch,
+                                      int q_heads, int64_t D, int num_splits, int tokens_per_block, bool masked, int min_split_keys) {
   __shared__ float weight[kMaxAttentionSplits];  // exp(m_s - max) * [l_s > 0]
   __shared__ float weighted_sum[kMaxAttentionSplits];
   __shared__ float inv_den;
-  pdl_begin();
   const int64_t row = blockIdx.x;  // token * q_heads + head
+  const int t = static_cast<int>(row / q_heads);
+  // The batch layout was uploaded before the forward began: read before waiting.
+  const int b = find_sequence(qo_indptr, batch, t);
+  const int q_len = qo_indptr[b + 1] - qo_indptr[b], kv_len = kv_indptr[b + 1] - kv_indptr[b];
+  const int i0 = (t - qo_indptr[b]) / tokens_per_block * tokens_per_block;
+  const int used = block_keys(q_len, kv_len, i0, tokens_per_block, masked, num_splits, min_split_keys).used_splits();
+  pdl_begin();
   const float* base = partial + row * num_splits * (D + 2);
   // Every split's (max, sum) in one parallel round trip, then the weights from shared memory.
   float m = -INFINITY, l = 0.0f;
-  if (threadIdx.x < num_splits) {
+  if (threadIdx.x < used) {
     m = base[threadIdx.x * (D + 2) + D];
     l = base[threadIdx.x * (D + 2) + D + 1];
     if (!(l > 0.0f)) m = -INFINITY;
@@ -317,22 +328,22 @@ __global__ void combine_splits_kernel(const float* partial, TQ* out, int64_t D, 
   __shared__ float warp_mx[2];
   if (threadIdx.x < 64 && (threadIdx.x & 31) == 0) warp_mx[threadIdx.x >> 5] = mx;
   __syncthreads();
-  const float gmax = fmaxf(warp_mx[0], num_splits > 32 ? warp_mx[1] : -INFINITY);
-  if (threadIdx.x < num_splits) {
+  const float gmax = fmaxf(warp_mx[0], used > 32 ? warp_mx[1] : -INFINITY);
+  if (threadIdx.x < used) {
     weight[threadIdx.x] = (l > 0.0f && gmax != -INFINITY) ? __expf(m - gmax) : 0.0f;
     weighted_sum[threadIdx.x] = weight[threadIdx.x] * l;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     float den = 0.0f;
-    for (int s = 0; s < num_splits; ++s) den += weighted_sum[s];
+    for (int s = 0; s < used; ++s) den += weighted_sum[s];
     inv_den = den > 0.0f ? 1.0f / den : 0.0f;
   }
   __syncthreads();
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float num = 0.0f;
 #pragma unroll 8
-    for (int s = 0; s < num_splits; ++s) num += base[s * (D + 2) + d] * weight[s];  // independent loads
+    for (int s = 0; s < used; ++s) num += base[s * (D + 2) + d] * weight[s];  // independent loads
     out[row * D + d] = from_float<TQ>(num * inv_den);
   }
 }
@@ -378,7 +389,7 @@ Status attention(const AttentionParams& p, void* stream) {
             p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
             p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
             p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, batch, g, scale, p.num_splits, partial,
-            p.k_cache.dim(0), tpb);
+            p.k_cache.dim(0), tpb, attention_min_split_keys());
       };
       auto by_stages = [&](auto dims_per_thread, auto stages) {
         constexpr int kDimPer = decltype(dims_per_thread)::value, kStages = decltype(stages)::value;
@@ -404,7 +415,8 @@ Status attention(const AttentionParams& p, void* stream) {
     });
     if (p.num_splits > 1)
       launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
-                 static_cast<const float*>(partial), p.out.ptr<TQ>(), static_cast<int64_t>(g.dim), p.num_splits);
+                 static_cast<const float*>(partial), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), batch,
+                 g.q_heads, static_cast<int64_t>(g.dim), p.num_splits, tpb, p.custom_mask.defined(), attention_min_split_keys());
     return launch_status("attention");
   });
 }

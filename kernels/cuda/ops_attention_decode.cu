@@ -16,6 +16,7 @@
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention_fragments.cuh"
+#include "kernels/cuda/attention_splits.cuh"
 
 namespace aerie::kernels::cuda {
 
@@ -43,7 +44,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
     const T* q, const T* kc, const T* vc, T* out, const int32_t* qo_indptr, const int32_t* kv_indptr,
     const int32_t* kv_indices, const uint8_t* mask, const int32_t* mask_indptr, int batch, int q_heads, int kv_heads,
-    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block) {
+    int group, float scale, int num_splits, float* partial, int64_t num_slots, int tokens_per_block, int min_split_keys) {
   using Smem = DecodeSmem<T, D>;
   constexpr int kSteps = D / 16;                       // k-steps of Q K^T, dim pairs of P V
   constexpr int kChunks = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per cache row
@@ -61,9 +62,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_tc_kernel(
   // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
   // which), else causally. The block's range is its last token's.
   auto visible_of = [&](int i) { return mask ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1)); };
-  const int visible = visible_of(i0 + tokens_per_block - 1);
-  const int chunk = (visible + num_splits - 1) / num_splits;
-  const int j_begin = min(visible, split * chunk), j_end = min(visible, j_begin + chunk);
+  const BlockKeys keys = block_keys(q_len, kv_len, i0, tokens_per_block, mask != nullptr, num_splits, min_split_keys);
+  // A split past the block's keys has nothing to add: the merge reads only the used ones.
+  if (num_splits > 1 && split >= keys.used_splits()) return;
+  const int j_begin = keys.begin(split), j_end = keys.end(split);
   const int32_t* slots = kv_indices + kv_indptr[b];
   const int num_tiles = (j_end - j_begin + kKeys - 1) / kKeys;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
@@ -231,7 +233,7 @@ Status launch(const AttentionParams& p, float* partial, void* stream) {
              p.out.ptr<T>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
              p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),
-             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb);
+             q_heads, kv_heads, q_heads / kv_heads, p.scale, p.num_splits, partial, p.k_cache.dim(0), tpb, attention_min_split_keys());
   return launch_status("attention (tensor-core decode)");
 }
 

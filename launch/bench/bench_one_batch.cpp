@@ -121,7 +121,7 @@ int run_one_batch(const OneBatchOptions& o) {
   std::unique_ptr<spec::DecodeGraphRunner> runner;
   if (std::find(modes.begin(), modes.end(), true) != modes.end()) {
     auto t = Clock::now();
-    runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, ctx);
+    runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, std::max(ctx, o.graph_context));
     if (report) std::fprintf(stderr, "captured %zu decode graphs in %.0f ms\n", runner->buckets().size(), ms_since(t));
   }
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
@@ -215,7 +215,8 @@ int run_one_batch(const OneBatchOptions& o) {
       std::fflush(stdout);
       results.push_back({{"batch_size", bs}, {"cuda_graph", graph}, {"prefill_ms", prefill_ms},
                          {"prefill_tok_s", bs * o.input_len / (prefill_ms * 1e-3)}, {"prefill_mfu", prefill_mfu}, {"prefill_mfu_vs_zeros_rate", prefill_mfu_zeros}, {"decode_step_ms", step_ms}, {"forward_ms", forward_ms},
-                         {"decode_tok_s", bs / (step_ms * 1e-3)}, {"floor_ms", floor_ms}, {"fraction_of_floor", floor_ms / step_ms}});
+                         {"decode_tok_s", bs / (step_ms * 1e-3)}, {"floor_ms", floor_ms}, {"fraction_of_floor", floor_ms / step_ms},
+                         {"graph_context", graph ? std::max(ctx, o.graph_context) : 0}});
     }
     for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
   }

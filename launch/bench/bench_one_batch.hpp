@@ -17,6 +17,9 @@ struct OneBatchOptions {
   std::vector<int64_t> batch_sizes = {1, 8, 32, 128};
   int64_t input_len = 512;
   int64_t output_len = 32;
+  // The longest context the decode graphs are captured for (fixes their attention splits);
+  // 0: input_len + output_len. aerie-serve captures them for the model's whole context.
+  int64_t graph_context = 0;
   std::string cuda_graph = "both";  // on | off | both
   std::string json_path;            // write results here too
   uint64_t seed = 0;

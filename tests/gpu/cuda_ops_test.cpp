@@ -435,7 +435,7 @@ TEST_F(CudaOps, AttentionMatchesCpuForRaggedBatchesMasksGroupsAndSplits) {
   for (Shape s : {Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{32, 2, 128}, Shape{8, 1, 256}})
     for (DType t : {DType::kBF16, DType::kF32})
       for (bool masked : {false, true})
-        for (int splits : {1, 3, 16})  // prefill 37, extend 5 over 300, decode over 700, decode over 1
+        for (int splits : {1, 3, 16, 64})  // prefill 37, extend 5 over 300, decode over 700, decode over 1
           expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, 1, {37, 5, 1, 1}, {37, 300, 700, 1}}, gpu());
 }
 
@@ -483,7 +483,7 @@ TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
                               .qo_indptr = TensorView(nullptr, DType::kI32, {seqs + 1}, Device::kCuda), .tokens_per_block = tpb};
         ASSERT_TRUE(attention_decode_on_tensor_cores(probe, num_sms)) << "the tensor-core decode path must take this batch";
         for (bool masked : {false, true})
-          for (int splits : {1, 3, 16})
+          for (int splits : {1, 3, 16, 64})
             expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, q_lens, kv_lens}, gpu());
       }
 }
