@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"runner", "steps", "both"}))
       ->capture_default_str();
   specb->add_option("--input-len", spb.input_len, "prompt tokens per request")->check(aerie::launch::kPositive);
+  specb->add_option("--graph-context", spb.graph_context,
+                    "the longest context the verify and draft graphs are captured for (it fixes their attention splits; "
+                    "aerie-serve captures them for the model's whole context); 0: what the rounds need")
+      ->check(CLI::NonNegativeNumber);
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(aerie::launch::kPositive);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");
   specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(aerie::launch::kPositive);

@@ -74,6 +74,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
   const int64_t N = K > 1 ? (o.draft_tokens > 0 ? o.draft_tokens : S * K + 1) : S + 1;
   AERIE_CHECK(N >= 2 && N <= 1 + K + (S - 1) * K * K, "--speculative-num-draft-tokens " << N << " does not fit steps " << S << " and topk " << K);
   const int64_t per_request = o.input_len + max_new + spec::verify_reserve(S, K, N);
+  const int64_t graph_context = std::max(per_request, o.graph_context);
   const bool verify_graphs = o.verify_graphs && device == Device::kCuda;
   const int64_t eagle3_vocab = o.draft_vocab > 0 ? std::min(o.draft_vocab, config.vocab_size) : config.vocab_size;
   if (o.gemv_max_rows >= 0) kernels::set_gemv_max_rows(o.gemv_max_rows);
@@ -138,7 +139,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       model::KvCache draft_kv(draft_local_config(draft_shape, tp.shard), shape, device, wdt);
       auto draft = std::make_shared<spec::DraftWorkerCore>(choice.algorithm, std::move(draft_model.head), std::move(draft_model.model),
                                                            draft_kv, target, B, K);
-      if (draft_runner) draft->enable_draft_runners(S, B, per_request, device == Device::kCuda);
+      if (draft_runner) draft->enable_draft_runners(S, B, graph_context, device == Device::kCuda);
       const std::string label =
           alg_name + (draft_runner ? (device == Device::kCuda ? "+graph" : (K == 1 ? "+chain" : "+tree")) : "") + (fp8 ? "+fp8" : "");
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
@@ -154,7 +155,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       }
       auto spec_core = std::make_unique<core::SpecWorkerCore>(
           target, kv, *port, B,
-          core::VerifyGraphOptions{.max_bs = verify_graphs ? B : 0, .tokens_per_request = N, .max_context = per_request, .tree = K > 1});
+          core::VerifyGraphOptions{.max_bs = verify_graphs ? B : 0, .tokens_per_request = N, .max_context = graph_context, .tree = K > 1});
       core::SpecWorkerCore& spec = *spec_core;
       worker.enable_speculation(std::move(spec_core));
       auto reqs = prompts(B, o.input_len, config.vocab_size, max_new, o.seed + 1, o.temperature);

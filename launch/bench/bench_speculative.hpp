@@ -37,6 +37,9 @@ struct SpecBenchOptions {
   // a host round trip per draft step), or "both" (each, same run).
   std::string draft_chain = "both";
   int64_t input_len = 512;
+  // The longest context the verify and draft graphs are captured for (fixes their attention
+  // splits); 0: what the rounds need. aerie-serve captures them for the model's whole context.
+  int64_t graph_context = 0;
   int64_t rounds = 20;    // timed rounds per configuration
   std::string json_path;
   uint64_t seed = 0;

@@ -76,7 +76,7 @@ def main():
                 ids = [json.loads(l)["output_ids"] for l in out.stdout.splitlines()]
                 row = {"batch": bs, "temperature": temp, "config": name, "requests": int(m.group(1)), "output_tokens": int(m.group(2)),
                        "seconds": float(m.group(3)), "tok_per_s": float(m.group(4)),
-                       "accept_length": float(m.group(6)) if m.group(6) else 1.0}
+                       "accept_length": float(m.group(6)) if m.group(6) else 1.0, "output_ids": ids}
                 if name == "plain":
                     plain_ids = ids
                     base = row["tok_per_s"]
