@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   one->add_option("--graph-context", ob.graph_context,
                   "the longest context the decode graphs are captured for (it fixes their attention splits; aerie-serve "
                   "captures them for the model's whole context); 0: input + output length")
-      ->check(CLI::NonNegativeNumber);
+      ->check(aerie::launch::kNonNegative);
   one->add_option("--cuda-graph", ob.cuda_graph, "decode with graphs: on, off or both")->check(CLI::IsMember({"on", "off", "both"}));
   one->add_option("--json", ob.json_path, "also write the results as JSON here");
   one->add_option("--seed", ob.seed, "seed of the dummy weights and prompts");
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   specb->add_option("--graph-context", spb.graph_context,
                     "the longest context the verify and draft graphs are captured for (it fixes their attention splits; "
                     "aerie-serve captures them for the model's whole context); 0: what the rounds need")
-      ->check(CLI::NonNegativeNumber);
+      ->check(aerie::launch::kNonNegative);
   specb->add_option("--rounds", spb.rounds, "timed rounds")->check(aerie::launch::kPositive);
   specb->add_option("--json", spb.json_path, "also write the results as JSON here");
   specb->add_option("--tp-size", spb.tp_size, "tensor-parallel ranks (run under mpirun -np N, one GPU each)")->check(aerie::launch::kPositive);
