@@ -18,13 +18,18 @@ struct BlockKeys {
   __device__ int end(int split) const { return min(visible, begin(split) + chunk); }
 };
 
-// With a custom mask every key is visible (the mask then says which); else causally. At least
-// min_split_keys keys a split (kernels/attention.hpp): a graph captured for the longest context
-// keeps a shorter sequence in fewer, fuller splits.
+// The keys query i (of a sequence's q_len new tokens over kv_len slots) may see: [0, result).
+// With a custom mask every key (the mask then says which); else causally.
+__device__ __forceinline__ int visible_keys(int q_len, int kv_len, int i, bool masked) {
+  return masked ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1));
+}
+
+// A block's keys are its last token's. At least min_split_keys keys a split
+// (kernels/attention.hpp): a graph captured for the longest context keeps a shorter sequence in
+// fewer, fuller splits.
 __device__ __forceinline__ BlockKeys block_keys(int q_len, int kv_len, int i0, int tokens_per_block, bool masked, int num_splits,
                                                 int min_split_keys) {
-  const int last = i0 + tokens_per_block - 1;
-  const int visible = masked ? kv_len : min(kv_len, max(0, kv_len - q_len + last + 1));
+  const int visible = visible_keys(q_len, kv_len, i0 + tokens_per_block - 1, masked);
   return {visible, max(max(min_split_keys, 1), (visible + num_splits - 1) / num_splits)};
 }
 

@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
   const int q_len = qo_indptr[b + 1] - qo_indptr[b], kv_len = kv_indptr[b + 1] - kv_indptr[b];
   const int i0 = t0 - qo_indptr[b];
   const uint8_t* mask_b = mask ? mask + mask_indptr[b] : nullptr;
-  // Keys query i may see lie in [0, visible(i)): all of them with a mask (which then says
-  // which), else causally. The block's range is its last token's.
-  auto visible_of = [&](int i) { return mask ? kv_len : min(kv_len, max(0, kv_len - q_len + i + 1)); };
+  // Keys query i may see lie in [0, visible_of(i)) (attention_splits.cuh); the block's range is
+  // its last token's.
+  auto visible_of = [&](int i) { return visible_keys(q_len, kv_len, i, mask != nullptr); };
   const BlockKeys keys = block_keys(q_len, kv_len, i0, tokens_per_block, mask != nullptr, num_splits, min_split_keys);
   // A split past the block's keys has nothing to add: the merge reads only the used ones.
   if (num_splits > 1 && split >= keys.used_splits()) return;

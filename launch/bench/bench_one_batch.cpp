@@ -112,6 +112,7 @@ int run_one_batch(const OneBatchOptions& o) {
   model::LlamaModel llama(config, std::move(weights), stream.get(), act, tp.tp);
   const int64_t max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   const int64_t ctx = o.input_len + o.output_len;
+  const int64_t graph_context = std::max(ctx, o.graph_context);  // what the decode graphs are captured for
   const int64_t page = 16;
   model::KvCache kv(llama.local_config(), model::kv_shape_for_tokens(max_bs * (ctx + page), page), device, act);
   model::Sampler sampler(device, max_bs);
@@ -121,7 +122,7 @@ int run_one_batch(const OneBatchOptions& o) {
   std::unique_ptr<spec::DecodeGraphRunner> runner;
   if (std::find(modes.begin(), modes.end(), true) != modes.end()) {
     auto t = Clock::now();
-    runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, std::max(ctx, o.graph_context));
+    runner = std::make_unique<spec::DecodeGraphRunner>(llama, kv, max_bs, graph_context);
     if (report) std::fprintf(stderr, "captured %zu decode graphs in %.0f ms\n", runner->buckets().size(), ms_since(t));
   }
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
@@ -216,7 +217,7 @@ int run_one_batch(const OneBatchOptions& o) {
       results.push_back({{"batch_size", bs}, {"cuda_graph", graph}, {"prefill_ms", prefill_ms},
                          {"prefill_tok_s", bs * o.input_len / (prefill_ms * 1e-3)}, {"prefill_mfu", prefill_mfu}, {"prefill_mfu_vs_zeros_rate", prefill_mfu_zeros}, {"decode_step_ms", step_ms}, {"forward_ms", forward_ms},
                          {"decode_tok_s", bs / (step_ms * 1e-3)}, {"floor_ms", floor_ms}, {"fraction_of_floor", floor_ms / step_ms},
-                         {"graph_context", graph ? std::max(ctx, o.graph_context) : 0}});
+                         {"graph_context", graph ? graph_context : 0}});
     }
     for (int64_t r = 0; r < bs; ++r) seqs.pages.release(static_cast<uint64_t>(r));
   }
