@@ -72,6 +72,17 @@ def main():
         check(len(texts.text_prompts(d, 2, 3, HELD, 0)) == 5, "the counts asked for")
         check(texts.text_prompts(d, 3, 3, HELD, 7) == texts.text_prompts(d, 3, 3, HELD, 7), "same seed, same prompts")
 
+        # The request templates on words as topics: the same filter, the templates, the count, the seed.
+        topics = texts.word_topic_prompts(d, 100, prompt_sets.TEMPLATES, HELD, 0)
+        templated = {tpl.format(t=w): w for tpl in prompt_sets.TEMPLATES for w in ("teacup", "teapot", "primer", "window", "garden", "lantern", "meadow")}
+        check(len(topics) == 7 and all(p in templated for p in topics), f"templates over the kept words: {topics}")
+        check(sorted(templated[p] for p in topics) == ["garden", "lantern", "meadow", "primer", "teacup", "teapot", "window"],
+              f"every kept word once, none held out, no -ed form: {topics}")
+        check(len(texts.word_topic_prompts(d, 3, prompt_sets.TEMPLATES, HELD, 0)) == 3, "the count asked for")
+        check(texts.word_topic_prompts(d, 0, prompt_sets.TEMPLATES, HELD, 0) == [], "none asked, none made")
+        check(texts.word_topic_prompts(d, 5, prompt_sets.TEMPLATES, HELD, 3) == texts.word_topic_prompts(d, 5, prompt_sets.TEMPLATES, HELD, 3),
+              "same seed, same prompts")
+
     # The real split: the held-out topics are the ones the filter bans, and the two sets are disjoint.
     train, held = prompt_sets.split(0)
     check(not set(train) & set(held) and len(held) > 0, "training and held-out topics are disjoint")

@@ -77,11 +77,28 @@ def text_prompts(folder, n_fortunes, n_words, held_out_topics, seed):
     return out
 
 
+def word_topic_prompts(folder, n, templates, held_out_topics, seed):
+    """n prompts of the general request templates (prompts.TEMPLATES, which the held-out evaluation
+    asks too) on words of the word list as topics, none a held-out word. prompts.py has ~160
+    training topics; a head trained on them accepted 2.98 tokens a round at 5 steps on training
+    prompts and 2.70 on held-out ones (head_accept.py --split train / held-out, 32 prompts each):
+    it had learned the topics as much as the requests. Thousands of topics teach the requests."""
+    if not n:
+        return []
+    rng = random.Random(seed)
+    banned = _held_out_words(held_out_topics)
+    # Past tenses, adverbs and -ing forms read badly as topics ("Write a poem about strangled").
+    ws = [w for w in words(os.path.join(folder, "words")) if not w.endswith(("ed", "ly", "ing")) and not _mentions(w, banned)]
+    rng.shuffle(ws)
+    return [rng.choice(templates).format(t=w) for w in ws[:n]]
+
+
 if __name__ == "__main__":  # a look at what the prompts are
     import sys
     import prompts as prompt_sets
     _, held = prompt_sets.split(0)
-    ps = text_prompts(sys.argv[1] if len(sys.argv) > 1 else ".device_model/texts", 100000, 100000, held, 0)
+    folder = sys.argv[1] if len(sys.argv) > 1 else ".device_model/texts"
+    ps = text_prompts(folder, 100000, 100000, held, 0) + word_topic_prompts(folder, 100000, prompt_sets.TEMPLATES, held, 0)
     print(len(ps), "prompts available")
     for p in random.Random(1).sample(ps, 12):
         print(" ", p)

@@ -273,6 +273,8 @@ def main():
     ap.add_argument("--texts", default="", help="folder from fetch_texts.sh: prompts on quotations and words too (texts.py)")
     ap.add_argument("--fortune-prompts", type=int, default=0, help="prompts on quotations from --texts")
     ap.add_argument("--word-prompts", type=int, default=0, help="prompts on words from --texts")
+    ap.add_argument("--topic-word-prompts", type=int, default=0,
+                    help="prompts of prompts.py's request templates on words from --texts as topics (thousands of topics, not ~160)")
     ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
     ap.add_argument("--soft-labels", action="store_true",
@@ -298,6 +300,10 @@ def main():
         train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
     if args.texts and (args.fortune_prompts or args.word_prompts):
         train_prompts += text_sets.text_prompts(args.texts, args.fortune_prompts, args.word_prompts, held_topics, data_seed + 5)
+    if args.texts and args.topic_word_prompts:  # own seed: the prompts above stay those of earlier heads
+        train_prompts += text_sets.word_topic_prompts(args.texts, args.topic_word_prompts, prompt_sets.TEMPLATES, held_topics,
+                                                      data_seed + 7)
+    if args.texts and (args.fortune_prompts or args.word_prompts or args.topic_word_prompts):
         random.Random(data_seed + 6).shuffle(train_prompts)  # every kind in a --limit-prompts sample
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
