@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include "kernels/error.hpp"
@@ -27,6 +29,24 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
   return ids;
 }
 
+std::vector<std::vector<int32_t>> read_id_file(const std::string& path) {
+  std::ifstream in(path);
+  AERIE_CHECK(in, "--input-ids-file: cannot read '" << path << "'");
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      prompts.push_back(parse_id_list(line));
+    } catch (const Error& e) {
+      AERIE_FAIL("--input-ids-file " << path << ", line " << number << ": " << e.message());
+    }
+  }
+  AERIE_CHECK(!in.bad(), "--input-ids-file: reading '" << path << "' failed");
+  return prompts;
+}
+
 std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* argv) {
   GenerateOptions o;
   CLI::App app{"aerie-generate: offline generation for one or many prompts in one batch.\n"
@@ -35,6 +55,10 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   std::vector<std::string> id_lists;
   add_deployment_flags(app, o.deployment, "default: what the prompts need");
   app.add_option("--input-ids", id_lists, "a prompt as comma-separated token ids (repeat for a batch)")->take_all();
+  std::string id_file;
+  app.add_option("--input-ids-file", id_file,
+                 "prompts as token ids, one per line (comma-separated, as --input-ids; for batches too many for a command line); "
+                 "they follow the --input-ids ones, and their outputs too");
   app.add_option("--prompt", o.prompts, "a text prompt (needs the model's tokenizer: GGUF, tokenizer.json or tokenizer.model; repeatable)");
   app.add_flag("--chat", o.chat, "send each --prompt as a user message through the model's chat template (as /v1/chat/completions does)");
   app.add_option("--chat-template", o.chat_template, "with --chat: a .jinja file or a built-in (llama-3, llama-2, chatml, plain) instead of the model's");
@@ -63,6 +87,11 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
     AERIE_FAIL(e.what() << " (see --help)");
   }
   for (const auto& s : id_lists) o.input_ids.push_back(parse_id_list(s));
+  if (!id_file.empty()) {
+    auto from_file = read_id_file(id_file);
+    AERIE_CHECK(!from_file.empty(), "--input-ids-file " << id_file << ": no prompt in it");
+    o.input_ids.insert(o.input_ids.end(), std::make_move_iterator(from_file.begin()), std::make_move_iterator(from_file.end()));
+  }
   for (const auto& b : biases) {
     const auto colon = b.find(':');
     AERIE_CHECK(colon != std::string::npos, "--logit-bias wants ID:BIAS, got '" << b << "'");
@@ -72,7 +101,7 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
       AERIE_FAIL("--logit-bias wants ID:BIAS, got '" << b << "'");
     }
   }
-  AERIE_CHECK(!o.input_ids.empty() || !o.prompts.empty(), "give at least one --input-ids or --prompt");
+  AERIE_CHECK(!o.input_ids.empty() || !o.prompts.empty(), "give at least one --input-ids, --input-ids-file or --prompt");
   check_deployment_flags(o.deployment);
   o.sampling.validate();
   return o;

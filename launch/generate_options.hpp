@@ -30,4 +30,8 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
 // "1,5,7" -> {1, 5, 7}; throws on anything that is not a comma-separated list of ints.
 std::vector<int32_t> parse_id_list(const std::string& text);
 
+// The prompts of an --input-ids-file: one per line, comma-separated token ids as --input-ids
+// takes them; blank lines are skipped. Throws naming the file and line of anything else.
+std::vector<std::vector<int32_t>> read_id_file(const std::string& path);
+
 }  // namespace aerie::launch

@@ -10,8 +10,15 @@
 # (the first with --data-only). --texts .device_model/texts (tools/train_eagle3/fetch_texts.sh,
 # carried too) adds prompts on quotations and words; --wall-budget S ends training in time;
 # --init-head assets/smollm2-eagle3 goes on training the shipped head, so device calls add up.
+# --answers-by .device/bin/aerie-generate makes the answers with Aerie's engine instead of
+# transformers' generate (carry .device.tgz from BUILD_DIR=build BINS=launch/aerie-generate bash
+# tools/device_pack.sh; it is unpacked here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ -f .device.tgz ]]; then
+  rm -rf .device && tar xzf .device.tgz
+  export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+fi
 OUT=${OUT:-/tmp/aerie-eagle3}
 M=$PWD/.device_model/smollm2.gguf
 [[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"

@@ -14,8 +14,10 @@ own earlier keys, exactly as Aerie's draft steps do at inference.
 
 Data: prompts from prompts.py (held-out topics never used), and with --texts prompts on
 quotations and words from Debian's fortunes and wamerican (texts.py, fetch_texts.sh), each
-answered by the target at each --temperatures (greedy and sampled), through its chat template.
-Reproducible with --seed (the time budget may end training earlier on a slower machine).
+answered by the target at each --temperatures (greedy and sampled), through its chat template:
+by transformers' generate, or with --answers-by by Aerie's own engine (aerie-generate; in float32
+the same greedy answers, tests/train_eagle3/aerie_answers_test.py). --topic-word-prompts asks
+prompts.py's request templates about words of the word list. Reproducible with --seed (the time budget may end training earlier on a slower machine).
 
   PYTHONPATH=<gguf, accelerate> python3 train.py --model smollm2.gguf --out DIR [--steps-ttt 6]
 """
@@ -37,7 +39,7 @@ import texts as text_sets  # noqa: E402
 AUX_LAYERS = (2, 15, 27)  # hidden_states[l] of transformers = the input of layer l
 
 
-def load_target(path, device):
+def load_target(path, device, dtype=torch.bfloat16):
     from tokenizers import pre_tokenizers
     from transformers import AutoModelForCausalLM, AutoTokenizer
     folder, name = os.path.dirname(path), os.path.basename(path)
@@ -45,7 +47,7 @@ def load_target(path, device):
     # SmolLM2's own tokenizer splits digits first (transformers' GGUF import drops that step).
     tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype).to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)
     return tok, model
@@ -60,8 +62,7 @@ def generate_answers(tok, model, prompts, device, max_new, batch, temperature, s
     torch.manual_seed(seed)
     for b in range(0, len(prompts), batch):
         chunk = prompts[b:b + batch]
-        ids = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True, return_dict=False)
-               for p in chunk]
+        ids = [chat_ids(tok, p) for p in chunk]
         width = max(len(x) for x in ids)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         inp = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
@@ -75,6 +76,42 @@ def generate_answers(tok, model, prompts, device, max_new, batch, temperature, s
         print(f"  generated {min(b + batch, len(prompts))}/{len(prompts)} (T={temperature})", flush=True)
     del g
     return out
+
+
+def chat_ids(tok, prompt):
+    return tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False)
+
+
+def generate_answers_aerie(tok, binary, model_path, prompts, device, dtype, max_new, temperature, seed, max_running=256):
+    """generate_answers through Aerie's own engine (aerie-generate: continuous batching, CUDA graphs)
+    instead of transformers' generate: the same chat-template ids in, the answer ids out, ending at
+    the EOS the engine stops at (included, as generate_answers keeps it). In float32 on the CPU
+    greedy answers equal transformers' token for token (tests/train_eagle3/aerie_answers_test.py).
+    One --seed for all requests: each request's draws follow the target's distribution, though
+    requests share their uniforms step by step."""
+    import subprocess
+    import tempfile
+    ids = [chat_ids(tok, p) for p in prompts]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("".join(",".join(map(str, x)) + "\n" for x in ids))
+        id_file = f.name
+    # KV for the requests in flight, not for all of them (the engine's default).
+    pool = min(len(ids), max_running) * (max(len(x) for x in ids) + max_new + 1)
+    cmd = [binary, "--model-path", model_path, "--device", device, "--dtype", dtype, "--input-ids-file", id_file,
+           "--max-new-tokens", str(max_new), "--temperature", str(temperature), "--seed", str(seed),
+           "--max-running-requests", str(max_running), "--max-total-tokens", str(pool)]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        os.unlink(id_file)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({run.returncode}): {run.stderr[-2000:]}")
+    lines = run.stdout.splitlines()
+    if len(lines) != len(ids):
+        raise RuntimeError(f"aerie-generate returned {len(lines)} answers for {len(ids)} prompts")
+    summary = [ln for ln in run.stderr.splitlines() if ln.startswith("aerie-generate: ")]
+    print(f"  generated {len(ids)} (T={temperature}) with {binary}: {summary[-1] if summary else ''}", flush=True)
+    return [(x, json.loads(line)["output_ids"]) for x, line in zip(ids, lines)]
 
 
 def rope(x, positions, theta):
@@ -277,6 +314,9 @@ def main():
                     help="prompts of prompts.py's request templates on words from --texts as topics (thousands of topics, not ~160)")
     ap.add_argument("--data-cache", default="", help="JSON file of the generated answers: read when made with the same settings, else written")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the answers, then stop")
+    ap.add_argument("--answers-by", default="",
+                    help="an aerie-generate binary: the target's answers come from Aerie's engine (bf16 on cuda, f32 on cpu) "
+                         "instead of transformers' generate")
     ap.add_argument("--soft-labels", action="store_true",
                     help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
     ap.add_argument("--init-head", default="",
@@ -312,6 +352,8 @@ def main():
     settings = {"seed": args.seed, "temperatures": args.temperatures, "max_new": args.max_new, "prompts": train_prompts}
     if data_seed != args.seed:
         settings["data_seed"] = data_seed
+    if args.answers_by:
+        settings["answers_by"] = "aerie-generate"
     cached = None
     if args.data_cache and os.path.exists(args.data_cache):
         with open(args.data_cache) as f:
@@ -325,7 +367,11 @@ def main():
     else:
         data = []
         for s, temp in enumerate(args.temperatures, start=1):
-            data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, data_seed + s)
+            if args.answers_by:
+                data += generate_answers_aerie(tok, args.answers_by, args.model, train_prompts, dev, "bf16" if dev == "cuda" else "f32",
+                                               args.max_new, temp, data_seed + s)
+            else:
+                data += generate_answers(tok, target, train_prompts, dev, args.max_new, args.gen_batch, temp, data_seed + s)
         if args.data_cache:
             with open(args.data_cache, "w") as f:
                 json.dump({"settings": settings, "data": data}, f)
