@@ -66,13 +66,16 @@ def main():
         # Greedy decoding's own rounds: the first starts at the prompt's end, each next one where
         # the last stopped, so rounds start after a rejection as they do in the engine.
         tokens = rounds = 0
+        per_prompt = []  # which requests draft well and which do not (in the JSON)
         for r, (p, a) in enumerate(data):
-            i = len(p) - 1
+            i, t0, r0 = len(p) - 1, tokens, rounds
             while i < len(p) + len(a) - 2:
                 n = int(accept[r, i])
                 tokens, rounds, i = tokens + n, rounds + 1, i + n
+            per_prompt.append({"prompt": ps[r], "answer_tokens": len(a), "accept_length_rounds": (tokens - t0) / max(rounds - r0, 1)})
         rounds_mean = tokens / max(rounds, 1)
-        results[folder] = {"accept_length_every_position": mean, "accept_length_rounds": rounds_mean, "top1_per_step": per_step}
+        results[folder] = {"accept_length_every_position": mean, "accept_length_rounds": rounds_mean, "top1_per_step": per_step,
+                           "per_prompt": per_prompt}
         print(f"{folder}: {args.split} chain {args.steps}: accept length {rounds_mean:.2f} in greedy rounds, "
               f"{mean:.2f} from every position; top-1 per step {' '.join(f'{x:.3f}' for x in per_step)}", flush=True)
     if args.json:
