@@ -17,7 +17,8 @@ quotations and words from Debian's fortunes and wamerican (texts.py, fetch_texts
 answered by the target at each --temperatures (greedy and sampled), through its chat template:
 by transformers' generate, or with --answers-by by Aerie's own engine (aerie-generate; in float32
 the same greedy answers, tests/train_eagle3/aerie_answers_test.py). --topic-word-prompts asks
-prompts.py's request templates about words of the word list. Reproducible with --seed (the time budget may end training earlier on a slower machine).
+prompts.py's request templates about words of the word list. Reproducible with --seed (the time
+budget may end training earlier on a slower machine).
 
   PYTHONPATH=<gguf, accelerate> python3 train.py --model smollm2.gguf --out DIR [--steps-ttt 6]
 """
@@ -325,6 +326,8 @@ def main():
                     help="seed of the qualified and text prompts' picks and of the sampled answers (default: --seed); "
                          "the held-out topics stay --seed's, so a new data seed gives new training conversations only")
     args = ap.parse_args()
+    if not args.texts and (args.fortune_prompts or args.word_prompts or args.topic_word_prompts):
+        ap.error("--fortune-prompts, --word-prompts and --topic-word-prompts need --texts (tools/train_eagle3/fetch_texts.sh)")
     data_seed = args.seed if args.data_seed is None else args.data_seed
     random.seed(args.seed)
     torch.manual_seed(args.seed)
