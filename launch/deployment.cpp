@@ -79,7 +79,7 @@ struct Deployment::Impl {
   DraftShape draft_shape;
   DraftModel draft_weights;  // handed to the DraftWorkerCore once the pools exist
   std::unique_ptr<model::KvCache> draft_kv;
-  std::shared_ptr<spec::DraftWorkerCore> draft;  // runs behind this rank's DraftWorker actor
+  std::shared_ptr<spec::DraftWorkerCore> draft;  // behind this rank's DraftWorker actor, or in-process (--draft-worker)
   zmq::context_t zmq_ctx;
   // Rank 0: links to the other ranks' workers. Other ranks: their own two channels.
   std::vector<std::shared_ptr<actors::RemoteWorkerLink>> links;
@@ -335,13 +335,18 @@ struct Deployment::Impl {
             .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens()), .tree = tree};
   }
 
-  // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker.
+  // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker, or the draft
+  // on the TargetWorker's own thread (--draft-worker; DeploymentOptions::draft_worker says why).
   void start_draft_worker(caf::actor_system& s) {
     if (!draft) return;
-    const int device = model->stream().device() == Device::kCuda ? cuda_runtime::current_device() : -1;
-    caf::actor a = s.spawn<caf::detached>(actors::draft_worker_actor, draft, device);
-    draft_client = std::make_unique<actors::DraftWorkerClient>(s, a, draft->info());
-    worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *draft_client, o.max_running_requests, verify_graph_options()));
+    const bool on_cuda = model->stream().device() == Device::kCuda;
+    spec::DraftPort* port = draft.get();
+    if (o.draft_worker == "actor" || (o.draft_worker == "auto" && on_cuda)) {
+      caf::actor a = s.spawn<caf::detached>(actors::draft_worker_actor, draft, on_cuda ? cuda_runtime::current_device() : -1);
+      draft_client = std::make_unique<actors::DraftWorkerClient>(s, a, draft->info());
+      port = draft_client.get();
+    }
+    worker->enable_speculation(std::make_unique<core::SpecWorkerCore>(*model, *kv, *port, o.max_running_requests, verify_graph_options()));
   }
 
   void start_actors() {

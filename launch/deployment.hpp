@@ -67,6 +67,12 @@ struct DeploymentOptions {
   int64_t speculative_eagle_topk = 1;
   int64_t speculative_num_draft_tokens = 0;  // 0: steps + 1
   int64_t speculative_disable_batch_size = 0;  // above this many running requests, verify without drafts (0: never)
+  // Where the draft runs: "actor" (its own DraftWorker actor and thread, next to the
+  // TargetWorker), "in-process" (on the TargetWorker's thread), or "auto": the actor with a GPU,
+  // in-process on the CPU, where the actor's thread brought a second OpenMP pool beside the
+  // target's and a 2-core machine's verifies took 1.5-1.9 plain steps instead of 1.1
+  // (docs/cpu-backend.md).
+  std::string draft_worker = "auto";
   // vLLM's draft_tensor_parallel_size: 0 or tp_size: the draft sharded like the target; 1: an
   // EAGLE head's layer and LM head whole on every rank (model/eagle_head.hpp).
   int64_t speculative_draft_tp_size = 0;

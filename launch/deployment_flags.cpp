@@ -78,6 +78,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
       ->check(launch::kNonNegative);
+  app.add_option("--draft-worker", d.draft_worker,
+                 "where the draft runs: actor (its own DraftWorker thread), in-process (the target worker's thread), or auto "
+                 "(actor on CUDA, in-process on the CPU, where a second thread's compute pool slowed the verifies)")
+      ->check(CLI::IsMember({"auto", "actor", "in-process"}));
 }
 
 void check_deployment_flags(DeploymentOptions& d) {

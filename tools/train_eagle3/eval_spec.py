@@ -92,7 +92,7 @@ def main():
                         failures += 1
                 rows.append(row)
                 print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
-                      f"  speedup {row['speedup']:.2f}x" + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
+                      + (f"  speedup {row['speedup']:.2f}x" if row["speedup"] is not None else "  (no plain run: no speedup)") + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
     json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
               open(args.json, "w"), indent=2)
