@@ -10,30 +10,20 @@ the seed. Skips (77) when SmolLM2 or transformers' GGUF support is not available
 """
 import argparse
 import os
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from smollm2_or_skip import ROOT, check, smollm2_path
+
 sys.path.insert(0, os.path.join(ROOT, "tools", "train_eagle3"))
 
 PROMPTS = ["What is a lantern?", "Write a haiku about meadows.", "Give me three facts about copper.", "Hi"]
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     args = ap.parse_args()
-    fetched = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fetch_smollm2.py")], capture_output=True, text=True)
-    if fetched.returncode != 0:
-        print(f"SKIP: SmolLM2 is not available offline ({fetched.stderr.strip()[-200:]})")
-        sys.exit(77)
-    model_path = fetched.stdout.strip()
+    model_path = smollm2_path()
     try:
         import torch
         import gguf  # noqa: F401  (transformers reads GGUF through it)

@@ -15,15 +15,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from smollm2_or_skip import ROOT, check, smollm2_path
+
 EVAL = os.path.join(ROOT, "tools", "train_eagle3", "eval_spec.py")
 HEAD = os.path.join(ROOT, "assets", "smollm2-eagle3")
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
 
 
 def run(generate, model, configs, json_path):
@@ -40,11 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     args = ap.parse_args()
-    fetched = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fetch_smollm2.py")], capture_output=True, text=True)
-    if fetched.returncode != 0:
-        print(f"SKIP: SmolLM2 is not available offline ({fetched.stderr.strip()[-200:]})")
-        sys.exit(77)
-    model = fetched.stdout.strip()
+    model = smollm2_path()
     with tempfile.TemporaryDirectory() as tmp:
         rows = run(args.generate, model, ["plain", "chain-2"], os.path.join(tmp, "with_plain.json"))
         check([r["config"] for r in rows] == ["plain", "chain-2"], f"rows {[r['config'] for r in rows]}")
