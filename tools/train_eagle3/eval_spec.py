@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--batch-size", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.0, 0.7])
-    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS), help="plain must come first (the speedups' baseline)")
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS), help="plain first: the speedups' baseline (without it the rows have no speedup)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=["held-out", "train"], default="held-out", help="prompts of the held-out or the training topics")
     ap.add_argument("--json", required=True)
