@@ -27,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "launch"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from smollm2_or_skip import smollm2_path  # noqa: E402
 
 TEXT_PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, in a small village,",
                 "Les fleurs du jardin sont", "1, 2, 3, 4,"]
@@ -39,21 +41,13 @@ CHATS = [
 ]
 
 
-def fetch():
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fetch_smollm2.py")], capture_output=True, text=True)
-    if out.returncode != 0:
-        print(f"SKIP: SmolLM2 is not available offline ({out.stderr.strip()[-200:]})")
-        sys.exit(77)
-    return out.stdout.strip()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     ap.add_argument("--serve", required=True)
     ap.add_argument("--tokenize", required=True)
     args = ap.parse_args()
-    path = fetch()
+    path = smollm2_path()
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-from smollm2_or_skip import ROOT, check, smollm2_path
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: smollm2_or_skip
+from smollm2_or_skip import ROOT, check, smollm2_path  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tools", "train_eagle3"))
 

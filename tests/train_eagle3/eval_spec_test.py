@@ -15,7 +15,8 @@ import subprocess
 import sys
 import tempfile
 
-from smollm2_or_skip import ROOT, check, smollm2_path
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: smollm2_or_skip
+from smollm2_or_skip import ROOT, check, smollm2_path  # noqa: E402
 
 EVAL = os.path.join(ROOT, "tools", "train_eagle3", "eval_spec.py")
 HEAD = os.path.join(ROOT, "assets", "smollm2-eagle3")

@@ -1,11 +1,11 @@
-"""What the tests of tools/train_eagle3 that run the real model share: the SmolLM2 GGUF (fetched
-once by tools/fetch_smollm2.py), or a skip (exit code 77, ctest's SKIP_RETURN_CODE) when it is not
-available offline, and a failed check's exit."""
+"""What the Python tests that run the real model share (fidelity/smollm2_parity.py,
+train_eagle3/*): the SmolLM2 GGUF (fetched once by tools/fetch_smollm2.py), or a skip (exit code
+77, ctest's SKIP_RETURN_CODE) when it is not available offline, and a failed check's exit."""
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def check(cond, what):
