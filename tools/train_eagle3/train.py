@@ -341,12 +341,12 @@ def main():
         extra = prompt_sets.with_qualifiers(train_topics, args.extra_prompts, data_seed + 3)
         rng = random.Random(data_seed + 4)
         train_prompts += [rng.choice(prompt_sets.TEMPLATES).format(t=t) for t in extra]
-    if args.texts and (args.fortune_prompts or args.word_prompts):
+    if args.fortune_prompts or args.word_prompts:  # all three need --texts (checked above)
         train_prompts += text_sets.text_prompts(args.texts, args.fortune_prompts, args.word_prompts, held_topics, data_seed + 5)
-    if args.texts and args.topic_word_prompts:  # own seed: the prompts above stay those of earlier heads
+    if args.topic_word_prompts:  # own seed: the prompts above stay those of earlier heads
         train_prompts += text_sets.word_topic_prompts(args.texts, args.topic_word_prompts, prompt_sets.TEMPLATES, held_topics,
                                                       data_seed + 7)
-    if args.texts and (args.fortune_prompts or args.word_prompts or args.topic_word_prompts):
+    if args.fortune_prompts or args.word_prompts or args.topic_word_prompts:
         random.Random(data_seed + 6).shuffle(train_prompts)  # every kind in a --limit-prompts sample
     if args.limit_prompts:
         train_prompts = train_prompts[: args.limit_prompts]
