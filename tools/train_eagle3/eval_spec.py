@@ -27,6 +27,8 @@ CONFIGS = {
     "chain-3": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"],
     "chain-5": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
     "tree-4x3-8": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
+    # The same tree (topk 4, 8 draft tokens) drafted 5 steps deep: #19's goal reads 5 steps.
+    "tree-4x5-8": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
     # Larger trees: on a launch-bound model (SmolLM2 on a GPU) a verify of 16-32 tokens per
     # request costs about what one of 4 does; on the CPU it costs 4-8x more.
     "tree-4x5-16": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"],

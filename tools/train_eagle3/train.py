@@ -137,9 +137,12 @@ class RMSNorm(torch.nn.Module):
 
 
 class Eagle3Head(torch.nn.Module):
-    def __init__(self, cfg, draft_vocab):
+    def __init__(self, cfg, draft_vocab, intermediate=None):
         super().__init__()
-        h, i = cfg.hidden_size, cfg.intermediate_size
+        # The MLP's width is the head's own (config.json's intermediate_size, which sglang and
+        # Aerie read from the head): the target's unless widened (--widen-intermediate).
+        h, i = cfg.hidden_size, intermediate or cfg.intermediate_size
+        self.intermediate = i
         self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
         self.theta = cfg.rope_parameters["rope_theta"] if hasattr(cfg, "rope_parameters") and cfg.rope_parameters else cfg.rope_theta
         eps = cfg.rms_norm_eps
@@ -189,10 +192,67 @@ def load_head(folder, cfg, device):
     from safetensors.torch import load_file
     sd = load_file(os.path.join(folder, "model.safetensors"))
     nv = sd["lm_head.weight"].shape[0]
-    head = Eagle3Head(cfg, nv)
+    head = Eagle3Head(cfg, nv, intermediate=sd["midlayer.mlp.gate_proj.weight"].shape[0])
     head.load_state_dict({f"{module}.weight": sd[name].float() for module, name in HEAD_WEIGHTS.items()}, strict=True)
     draft_ids = sd["d2t"] + torch.arange(nv)
     return head.to(device), draft_ids.to(device)
+
+
+@torch.no_grad()
+def widen_mlp(head, width, seed):
+    """The head with its MLP widened to `width` and the same function: the new gate/up rows are
+    initialised as a new head's are (normal, std 0.02), the new down_proj columns are zero, so the
+    new units add nothing until training moves them (Net2Net-style growth: more capacity for a
+    head that underfits, without losing what its steps learned)."""
+    old = head.intermediate
+    if width <= old:
+        raise ValueError(f"--widen-intermediate {width} must exceed the head's intermediate size {old}")
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    dev = head.gate_proj.weight.device
+    h = head.gate_proj.weight.shape[1]
+
+    def grown(lin, rows=None, cols=None):
+        w = lin.weight
+        if rows is not None:
+            extra = torch.randn(rows - w.shape[0], w.shape[1], generator=g) * 0.02
+            w = torch.cat([w, extra.to(dev, w.dtype)], 0)
+        if cols is not None:
+            w = torch.cat([w, torch.zeros(w.shape[0], cols - w.shape[1], device=dev, dtype=w.dtype)], 1)
+        out = torch.nn.Linear(w.shape[1], w.shape[0], bias=False).to(dev)
+        out.weight.copy_(w)
+        return out
+
+    head.gate_proj, head.up_proj = grown(head.gate_proj, rows=width), grown(head.up_proj, rows=width)
+    head.down_proj = grown(head.down_proj, cols=width)
+    head.intermediate = width
+    assert head.gate_proj.weight.shape == (width, h) and head.down_proj.weight.shape == (h, width)
+    return head
+
+
+def save_head(head, draft_ids, cfg, out):
+    """The head in sglang's EAGLE-3 format (what Aerie's --speculative-draft-model-path loads):
+    model.safetensors (bf16 weights, d2t, t2d) and config.json, whose intermediate_size is the
+    head's own MLP width."""
+    from safetensors.torch import save_file
+    os.makedirs(out, exist_ok=True)
+    nv, dev = draft_ids.numel(), draft_ids.device
+    t2d = torch.full((cfg.vocab_size,), -1, dtype=torch.long, device=dev)
+    t2d[draft_ids] = torch.arange(nv, device=dev)
+    sd = {name: getattr(head, module).weight for module, name in HEAD_WEIGHTS.items()}
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in sd.items()}
+    sd["d2t"] = (draft_ids - torch.arange(nv, device=dev)).to(torch.int64).cpu()
+    sd["t2d"] = (t2d >= 0).cpu()
+    save_file(sd, os.path.join(out, "model.safetensors"))
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": cfg.hidden_size,
+              "intermediate_size": head.intermediate, "num_attention_heads": cfg.num_attention_heads,
+              "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.hidden_size // cfg.num_attention_heads,
+              "num_hidden_layers": 1, "vocab_size": cfg.vocab_size, "draft_vocab_size": nv, "rms_norm_eps": cfg.rms_norm_eps,
+              "rope_theta": head.theta, "max_position_embeddings": cfg.max_position_embeddings, "hidden_act": "silu",
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "bos_token_id": cfg.bos_token_id,
+              "eos_token_id": cfg.eos_token_id,
+              "eagle_config": {"eagle_aux_hidden_state_layer_ids": [l - 1 for l in AUX_LAYERS]}}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
 
 
 def batch_tensors(batch, pad_id, device):
@@ -322,10 +382,14 @@ def main():
                     help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
     ap.add_argument("--init-head", default="",
                     help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
+    ap.add_argument("--widen-intermediate", type=int, default=0,
+                    help="with --init-head: widen its MLP to this many units first, keeping its function (new down_proj columns zero)")
     ap.add_argument("--data-seed", type=int, default=None,
                     help="seed of the qualified and text prompts' picks and of the sampled answers (default: --seed); "
                          "the held-out topics stay --seed's, so a new data seed gives new training conversations only")
     args = ap.parse_args()
+    if args.widen_intermediate and not args.init_head:
+        ap.error("--widen-intermediate widens the head given by --init-head (a new head: the target's intermediate size)")
     if not args.texts and (args.fortune_prompts or args.word_prompts or args.topic_word_prompts):
         ap.error("--fortune-prompts, --word-prompts and --topic-word-prompts need --texts (tools/train_eagle3/fetch_texts.sh)")
     data_seed = args.seed if args.data_seed is None else args.data_seed
@@ -397,6 +461,9 @@ def main():
             previous_steps = before.get("optimizer_steps_total", before.get("optimizer_steps", 0))
             covered = before.get("draft_vocab_coverage")  # the vocabulary is the same
         print(f"going on from {args.init_head}: {nv} draft tokens, {previous_steps} optimizer steps before", flush=True)
+        if args.widen_intermediate:
+            widen_mlp(head, args.widen_intermediate, args.seed + 20)
+            print(f"MLP widened to {head.intermediate} units (the new ones start at zero output)", flush=True)
     else:
         # The draft vocabulary: the target tokens it predicts most often in the data.
         counts = torch.zeros(cfg.vocab_size, dtype=torch.long, device=dev)
@@ -462,25 +529,10 @@ def main():
             print(f"stopped after {step} steps ({'end of the schedule' if step >= total else 'time budget'})", flush=True)
             break
 
-    os.makedirs(args.out, exist_ok=True)
-    from safetensors.torch import save_file
-    sd = {name: getattr(head, module).weight for module, name in HEAD_WEIGHTS.items()}
-    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in sd.items()}
-    sd["d2t"] = (draft_ids - torch.arange(nv, device=dev)).to(torch.int64).cpu()
-    sd["t2d"] = (t2d >= 0).cpu()
-    save_file(sd, os.path.join(args.out, "model.safetensors"))
-    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": cfg.hidden_size,
-              "intermediate_size": cfg.intermediate_size, "num_attention_heads": cfg.num_attention_heads,
-              "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.hidden_size // cfg.num_attention_heads,
-              "num_hidden_layers": 1, "vocab_size": cfg.vocab_size, "draft_vocab_size": nv, "rms_norm_eps": cfg.rms_norm_eps,
-              "rope_theta": head.theta, "max_position_embeddings": cfg.max_position_embeddings, "hidden_act": "silu",
-              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "bos_token_id": cfg.bos_token_id,
-              "eos_token_id": cfg.eos_token_id,
-              "eagle_config": {"eagle_aux_hidden_state_layer_ids": [l - 1 for l in AUX_LAYERS]}}
-    json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
+    save_head(head, draft_ids, cfg, args.out)
     held = prompt_sets.prompts(held_topics, args.seed + 2)
     json.dump({"seed": args.seed, "data_seed": data_seed, "train_prompts": len(train_prompts), "conversations": len(data), "draft_vocab": nv,
-               "draft_vocab_coverage": covered, "ttt_steps": args.steps_ttt, "optimizer_steps": step,
+               "draft_vocab_coverage": covered, "intermediate_size": head.intermediate, "ttt_steps": args.steps_ttt, "optimizer_steps": step,
                "init_head": args.init_head or None, "optimizer_steps_total": previous_steps + step,
                "settings": {k: v for k, v in vars(args).items() if k not in ("model", "out", "data_cache")},
                "held_out_topics": held_topics, "held_out_prompts_sample": held[:50]},
