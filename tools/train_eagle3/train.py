@@ -17,8 +17,10 @@ quotations and words from Debian's fortunes and wamerican (texts.py, fetch_texts
 answered by the target at each --temperatures (greedy and sampled), through its chat template:
 by transformers' generate, or with --answers-by by Aerie's own engine (aerie-generate; in float32
 the same greedy answers, tests/train_eagle3/aerie_answers_test.py). --topic-word-prompts asks
-prompts.py's request templates about words of the word list. Reproducible with --seed (the time
-budget may end training earlier on a slower machine).
+prompts.py's request templates about words of the word list. --init-head goes on training a head;
+--widen-intermediate N first grows its MLP to N units without changing what it computes (the
+shipped head: 1,536 -> 4,608). Reproducible with --seed (the time budget may end training earlier
+on a slower machine).
 
   PYTHONPATH=<gguf, accelerate> python3 train.py --model smollm2.gguf --out DIR [--steps-ttt 6]
 """
