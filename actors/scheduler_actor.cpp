@@ -158,7 +158,13 @@ caf::behavior lockstep_scheduler_actor(caf::stateful_actor<SchedulerState>* self
         return b ? StepPlan{.has_batch = true, .batch = std::move(*b)} : StepPlan{};
       },
       [self](StepOutcome& o) {
-        if (!self->state.failed) take_result(self, o.result);
+        if (self->state.failed) return;
+        take_result(self, o.result);
+        // A result can make work plannable that was not when the coordinator last asked (the
+        // batch in flight held the overlap slot, or its request's pages): under overlap the
+        // coordinator may already have collected the next step's plans, found nothing and gone
+        // idle, and no submit will wake it. Tell it, as a new request would.
+        if (self->state.core->can_plan() && self->state.core->has_work()) self->send(self->state.worker, WorkArrived{});
       },
   };
 }

@@ -125,6 +125,48 @@ TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
             [](caf::error&) { ADD_FAILURE(); });
 }
 
+// DP attention's lock-step Scheduler plans only when its coordinator asks (PlanStep). A result
+// that leaves work to plan must say so (WorkArrived): with overlap the coordinator may have
+// collected the next step's plans before the result arrived, found nothing, and gone idle
+// (launch.mpi_dp_attention hung ~1 run in 14 that way, the 300-token prompt's next chunk waiting
+// for the pages a finishing request freed).
+TEST(LockstepSchedulerActor, AResultThatLeavesWorkWakesTheCoordinator) {
+  System s;
+  caf::scoped_actor client{*s.sys}, coordinator{*s.sys};
+  auto scheduler = s.sys->spawn(lockstep_scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
+                                caf::actor_cast<caf::actor>(coordinator), SchedulerFaults{});
+  auto done = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
+  bool woken = false;
+  auto expect_wake = [&](bool want, const char* when) {
+    woken = false;
+    coordinator->receive([&](WorkArrived) { woken = true; }, caf::after(want ? 2s : 300ms) >> [] {});
+    EXPECT_EQ(woken, want) << when;
+  };
+  expect_wake(true, "a submitted request wakes the coordinator");
+  auto plan = [&](uint64_t step) {
+    StepPlan p;
+    coordinator->request(scheduler, caf::infinite, PlanStep{step}).receive([&](StepPlan& x) { p = std::move(x); },
+                                                                          [](caf::error&) { ADD_FAILURE() << "no plan"; });
+    return p;
+  };
+  StepPlan prefill = plan(1);
+  ASSERT_TRUE(prefill.has_batch);
+  // The next step is collected while the prefill runs: the request's batch is in flight, so
+  // there is nothing to plan yet.
+  EXPECT_FALSE(plan(2).has_batch);
+  coordinator->send(scheduler, StepOutcome{answer(prefill.batch)});
+  expect_wake(true, "the prefill's result leaves two tokens to decode");
+  for (uint64_t step = 3; step < 10; ++step) {
+    StepPlan p = plan(step);
+    if (!p.has_batch) break;
+    coordinator->send(scheduler, StepOutcome{answer(p.batch)});
+    if (p.batch.positions.back() == 6) expect_wake(false, "the last token's result leaves nothing to plan");
+    else expect_wake(true, "a decode's result leaves the next token");
+  }
+  done.receive([](RequestDone& d) { EXPECT_EQ(d.result.output_ids, (std::vector<int32_t>{104, 105, 106})); },
+               [](caf::error&) { ADD_FAILURE() << "no answer"; });
+}
+
 TEST(TargetWorkerActor, AnswersInjectedBatchesLikeTheCore) {
   System s;
   auto cfg = model::LlamaConfig::named_shape("tiny");
