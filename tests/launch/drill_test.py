@@ -43,7 +43,24 @@ TINY = ["--load-format", "dummy", "--model-shape", "tiny", "--max-total-tokens",
 class Server:
     """aerie-serve under mpirun (or alone), its rank -> pid map, and clean-up of strays."""
 
-    def __init__(self, args, flags, np=2, mpmd_rank1_env=None, log=None):
+    def __init__(self, args, flags, log, np=2, mpmd_rank1_env=None):
+        # A port another process takes between free_port() and the server's bind (ctest runs
+        # tests in parallel; mpirun opens ports of its own) ends the launch with "cannot listen
+        # on": then another port, three tries, as serve_process.running_server does.
+        self.log_path = log  # the server's stderr; read back to tell a taken port from a failure
+        for _ in range(3):
+            if self._launch(args, flags, np, mpmd_rank1_env):
+                break
+        else:
+            raise AssertionError("the server found no free port in three tries")
+        if np:
+            self.ranks = rank_pids(self.proc.pid)
+            assert sorted(self.ranks) == list(range(np)), f"rank pids: {self.ranks}"
+        else:
+            self.ranks = {0: self.proc.pid}
+
+    def _launch(self, args, flags, np, mpmd_rank1_env):
+        """One launch on a fresh port: True once /health answers, False when the port was taken."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         serve = [args.serve, "--port", str(self.port)] + TINY + args.server_flags.split() + flags
@@ -55,23 +72,23 @@ class Server:
                 ":", "-np", "1"] + env + serve
         else:
             cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe"] + args.mpirun_flags.split() + ["-np", str(np)] + serve
-        self.log = open(log or os.devnull, "w")
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
         self.ranks = {}
         deadline = time.monotonic() + 120
         while True:
             try:
                 urllib.request.urlopen(self.base + "/health", timeout=2)
-                break
+                return True
             except OSError:
-                assert self.proc.poll() is None, f"server exited {self.proc.returncode}"
+                if self.proc.poll() is not None:
+                    self.log.close()
+                    text = open(self.log_path, errors="replace").read()
+                    if "cannot listen on" in text:
+                        return False
+                    raise AssertionError(f"server exited {self.proc.returncode}: {text[-2000:]}")
                 assert time.monotonic() < deadline, "server did not come up"
                 time.sleep(0.05)
-        if np:
-            self.ranks = rank_pids(self.proc.pid)
-            assert sorted(self.ranks) == list(range(np)), f"rank pids: {self.ranks}"
-        else:
-            self.ranks = {0: self.proc.pid}
 
     def wait(self, timeout):
         t0 = time.monotonic()
