@@ -55,6 +55,14 @@ core::SchedulerOptions scheduler_options() {
   return {.max_running_requests = 16, .chunked_prefill_size = 64, .eos_token_ids = {2}, .vocab_size = 512, .context_length = 4096};
 }
 
+// A Scheduler actor (`behaviour`: scheduler_actor, or DP attention's lock-step one) over a
+// 64-page pool, whose worker (or DP coordinator) is the test's scoped actor `peer`.
+template <class Behaviour>
+caf::actor spawn_scheduler(System& s, Behaviour behaviour, caf::scoped_actor& peer) {
+  return s.sys->spawn(behaviour, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(), caf::actor_cast<caf::actor>(peer),
+                      SchedulerFaults{});
+}
+
 }  // namespace
 
 TEST(ActorMessages, CafRoundTrips) {
@@ -84,8 +92,7 @@ TEST(ActorMessages, CafRoundTrips) {
 TEST(SchedulerActor, DrivesRequestsWithInjectedWorkerResults) {
   System s;
   caf::scoped_actor client{*s.sys}, worker{*s.sys};
-  auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
-                                caf::actor_cast<caf::actor>(worker), SchedulerFaults{});
+  auto scheduler = spawn_scheduler(s, scheduler_actor, worker);
   auto h1 = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
   auto h2 = client->request(scheduler, caf::infinite, SubmitRequest{2, request(3, 2)});
   auto bad = client->request(scheduler, caf::infinite, SubmitRequest{3, request(0, 2)});  // rejected at once
@@ -115,8 +122,7 @@ TEST(SchedulerActor, DrivesRequestsWithInjectedWorkerResults) {
 TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
   System s;
   caf::scoped_actor client{*s.sys}, worker{*s.sys};
-  auto scheduler = s.sys->spawn(scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
-                                caf::actor_cast<caf::actor>(worker), SchedulerFaults{});
+  auto scheduler = spawn_scheduler(s, scheduler_actor, worker);
   auto h = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
   worker->receive([](transport::BatchMessage& b) -> transport::BatchResult {
     return {.seq = 0, .step_id = b.step_id, .rids = {}, .next_tokens = {}, .error = "out of device memory"};
@@ -133,8 +139,7 @@ TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
 TEST(LockstepSchedulerActor, AResultThatLeavesWorkWakesTheCoordinator) {
   System s;
   caf::scoped_actor client{*s.sys}, coordinator{*s.sys};
-  auto scheduler = s.sys->spawn(lockstep_scheduler_actor, model::KvCacheShape{.num_pages = 64, .page_size = 4}, scheduler_options(),
-                                caf::actor_cast<caf::actor>(coordinator), SchedulerFaults{});
+  auto scheduler = spawn_scheduler(s, lockstep_scheduler_actor, coordinator);
   auto done = client->request(scheduler, caf::infinite, SubmitRequest{1, request(5, 3)});
   bool woken = false;
   auto expect_wake = [&](bool want, const char* when) {

@@ -74,7 +74,6 @@ class Server:
             cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe"] + args.mpirun_flags.split() + ["-np", str(np)] + serve
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
-        self.ranks = {}
         deadline = time.monotonic() + 120
         while True:
             try:
