@@ -6,6 +6,7 @@ namespace aerie::actors {
 
 void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<SubmitRequest>("aerie.SubmitRequest");
+  cfg.add_message_type<SubmitGroup>("aerie.SubmitGroup");
   cfg.add_message_type<RequestDone>("aerie.RequestDone");
   cfg.add_message_type<AbortRequest>("aerie.AbortRequest");
   cfg.add_message_type<TokenChunk>("aerie.TokenChunk");

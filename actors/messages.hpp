@@ -78,6 +78,16 @@ struct SubmitRequest {
   uint64_t rid = 0;
   core::GenerationRequest request;
   caf::actor stream_to;  // when set, receives a TokenChunk for every iteration that adds tokens
+  // Set by the Router on every member of a SubmitGroup but the last: another request of the
+  // group follows at once, so the Scheduler queues this one without planning a batch yet.
+  bool group_follows = false;
+};
+// Requests that must reach one Scheduler together (the n samples of one prompt): the Router
+// sends them all to one DP group, one after another, and that Scheduler plans nothing until
+// the last has arrived, so the first member computes the prompt and the others share its
+// pages however fast it finishes. Each member's RequestDone goes to its `stream_to` (required).
+struct SubmitGroup {
+  std::vector<SubmitRequest> members;
 };
 // Tokens a request gained in one iteration (streaming).
 struct TokenChunk {
@@ -184,7 +194,11 @@ typename Inspector::result_type inspect(Inspector& f, DpSchedulers& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitRequest& x) {
-  return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request, x.stream_to);
+  return f(caf::meta::type_name("SubmitRequest"), x.rid, x.request, x.stream_to, x.group_follows);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitGroup& x) {
+  return f(caf::meta::type_name("SubmitGroup"), x.members);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenChunk& x) {

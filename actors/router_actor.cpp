@@ -3,8 +3,47 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace aerie::actors {
+
+namespace {
+
+size_t least_busy(const RouterState& st) {
+  return static_cast<size_t>(std::min_element(st.in_progress.begin(), st.in_progress.end()) - st.in_progress.begin());
+}
+
+// Sends one request to Scheduler g; `reply` gets its RequestDone, or why it could not be served.
+template <class Reply>
+void forward(caf::stateful_actor<RouterState>* self, size_t g, SubmitRequest s, Reply reply) {
+  auto& st = self->state;
+  ++st.in_progress[g];
+  st.group_of[s.rid] = g;
+  const uint64_t rid = s.rid;
+  auto ended = [self, g, rid] {
+    --self->state.in_progress[g];
+    self->state.group_of.erase(rid);
+  };
+  self->request(st.schedulers[g], caf::infinite, std::move(s))
+      .then(
+          [ended, reply](RequestDone& d) mutable {
+            ended();
+            reply(std::move(d));
+          },
+          [self, ended, reply, rid](caf::error& e) mutable {
+            ended();
+            reply(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e), 503});
+          });
+}
+
+// Why no Scheduler can take a request now, if none can.
+std::optional<RequestDone> refusal(const RouterState& st, uint64_t rid) {
+  if (st.failed) return RequestDone{rid, {}, "engine unavailable: " + *st.failed, 503};
+  if (st.schedulers.empty()) return RequestDone{rid, {}, "no scheduler to serve the request"};
+  return std::nullopt;
+}
+
+}  // namespace
 
 caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<caf::actor> schedulers, std::shared_ptr<core::EngineFault> fault) {
   self->state.schedulers = std::move(schedulers);
@@ -20,27 +59,27 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
         for (const auto& s : self->state.schedulers) self->send(s, f);
       },
       [self](SubmitRequest& s) -> caf::result<RequestDone> {
-        auto& st = self->state;
-        if (st.failed) return RequestDone{s.rid, {}, "engine unavailable: " + *st.failed, 503};
-        if (st.schedulers.empty()) return RequestDone{s.rid, {}, "no scheduler to serve the request"};
-        const size_t g = static_cast<size_t>(std::min_element(st.in_progress.begin(), st.in_progress.end()) - st.in_progress.begin());
-        ++st.in_progress[g];
-        st.group_of[s.rid] = g;
+        if (auto no = refusal(self->state, s.rid)) return std::move(*no);
         auto promise = self->make_response_promise<RequestDone>();
-        const uint64_t rid = s.rid;
-        self->request(st.schedulers[g], caf::infinite, std::move(s))
-            .then(
-                [self, promise, g, rid](RequestDone& d) mutable {
-                  --self->state.in_progress[g];
-                  self->state.group_of.erase(rid);
-                  promise.deliver(std::move(d));
-                },
-                [self, promise, g, rid](caf::error& e) mutable {
-                  --self->state.in_progress[g];
-                  self->state.group_of.erase(rid);
-                  promise.deliver(RequestDone{rid, {}, "scheduler unreachable: " + self->system().render(e), 503});
-                });
+        forward(self, least_busy(self->state), std::move(s), [promise](RequestDone d) mutable { promise.deliver(std::move(d)); });
         return promise;
+      },
+      [self](SubmitGroup& group) {
+        // One Scheduler for all, in order, every member but the last marked as followed: the
+        // Scheduler admits them together (CAF keeps one sender's messages in order). A member
+        // without a `stream_to` has nobody to answer: it is dropped.
+        std::erase_if(group.members, [](const SubmitRequest& s) { return !s.stream_to; });
+        const size_t g = least_busy(self->state);
+        for (size_t i = 0; i < group.members.size(); ++i) {
+          SubmitRequest& s = group.members[i];
+          auto reply = [self, to = s.stream_to](RequestDone d) { self->send(to, std::move(d)); };
+          if (auto no = refusal(self->state, s.rid)) {
+            reply(std::move(*no));
+            continue;
+          }
+          s.group_follows = i + 1 < group.members.size();
+          forward(self, g, std::move(s), reply);
+        }
       },
       [self](GetLoad g) -> caf::result<LoadReport> {
         auto& st = self->state;

@@ -1,7 +1,8 @@
 #pragma once
 // The Router: picks a DP group's Scheduler for each request (the one with the fewest
 // requests in progress; ties by index) and delegates the request to it, so the client's
-// reply comes straight from that Scheduler.
+// reply comes straight from that Scheduler. A SubmitGroup's members all go to one Scheduler,
+// which admits them together; each member's reply goes to its stream_to.
 #include <caf/all.hpp>
 #include <map>
 #include <memory>

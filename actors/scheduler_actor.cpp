@@ -102,15 +102,21 @@ void send_batch(caf::stateful_actor<SchedulerState>* self, transport::BatchMessa
 template <class Wake>
 caf::result<RequestDone> submit(caf::stateful_actor<SchedulerState>* self, SubmitRequest& s, Wake wake) {
   if (self->state.failed) return RequestDone{s.rid, {}, "engine unavailable: " + *self->state.failed, 503};
+  // A member of a group whose next member follows waits for it: the group is admitted together
+  // (the last member wakes the planner, rejected or not).
+  const auto wake_unless_followed = [&] {
+    if (!s.group_follows && self->state.core->can_plan() && self->state.core->has_work()) wake();
+  };
   try {
     self->state.core->submit(s.rid, std::move(s.request));
   } catch (const std::exception& e) {
+    wake_unless_followed();
     return RequestDone{s.rid, {}, ::aerie::client_message(e)};
   }
   auto promise = self->make_response_promise();
   self->state.waiting.emplace(s.rid, promise);
   if (s.stream_to) self->state.streams.emplace(s.rid, s.stream_to);
-  if (self->state.core->can_plan()) wake();
+  wake_unless_followed();
   return caf::delegated<RequestDone>{};
 }
 

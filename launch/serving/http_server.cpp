@@ -310,9 +310,10 @@ HttpReply HttpServer::serve(ParsedRequest p, const ClientLink& link) {
   return json_reply(200, dump(writer.body(u, session.seconds_since_arrival())));
 }
 
-// n > 1, not streamed: every sample is a request of its own with seed + i, all submitted at
-// once (the engine batches them), then gathered: sglang answers with a list of n replies,
-// OpenAI with n choices (index i) and the usage summed over them.
+// n > 1, not streamed: every sample is a request of its own with seed + i, all submitted as
+// one group (one Scheduler admits them together: the prompt is computed once and shared),
+// then gathered: sglang answers with a list of n replies, OpenAI with n choices (index i) and
+// the usage summed over them.
 HttpReply HttpServer::serve_samples(const ParsedRequest& p, const std::string& id, const ClientLink& link) {
   std::vector<std::unique_ptr<RequestSession>> sessions;
   std::vector<std::unique_ptr<ResponseWriter>> writers;
@@ -320,10 +321,12 @@ HttpReply HttpServer::serve_samples(const ParsedRequest& p, const std::string& i
     ParsedRequest one = p;
     one.n = 1;
     one.request.sampling.seed = sample_seed(p.request.sampling.seed, i);
-    sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, one));
+    sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, one,
+                                                        RequestSession::Submission::kTogether));
     writers.push_back(std::make_unique<ResponseWriter>(one, id, options_.model_name, tokenizer_.get()));
   }
   for (const auto& session : sessions) track(id, session->handle());
+  RequestSession::submit_together(sessions);
   const auto gone = [&link] { return link.gone(); };
   std::vector<json> bodies;
   for (size_t i = 0; i < sessions.size(); ++i) {
@@ -381,11 +384,15 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
     };
     json usage;  // n > 1: the samples' usage, summed
     std::mutex usage_mu;
-    auto run_sample = [&](int i) {
+    auto sample_request = [&](int i) {
       ParsedRequest one = p;
       one.n = 1;
       if (p.n > 1) one.request.sampling.seed = sample_seed(p.request.sampling.seed, i);
-      RequestSession session(deployment_, tokenizer_.get(), metrics_, next_rid_++, one);
+      return one;
+    };
+    // One sample's stream, on its own thread when n > 1 (the session is used by it alone).
+    auto run_sample = [&](int i, RequestSession& session) {
+      const ParsedRequest one = sample_request(i);
       track(id, session.handle());
       ResponseWriter writer(one, id, options_.model_name, tokenizer_.get());
       SessionUpdate u;
@@ -417,10 +424,18 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
       log_request(p.n > 1 ? id + "#" + std::to_string(i) : id, u, session.seconds_since_arrival());
     };
     if (p.n <= 1) {
-      run_sample(0);
+      RequestSession session(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(0));
+      run_sample(0, session);
     } else {
+      // The samples are submitted as one group (admitted together: the prompt is computed
+      // once and shared), then each streams on a thread of its own.
+      std::vector<std::unique_ptr<RequestSession>> sessions;
+      for (int i = 0; i < p.n; ++i)
+        sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(i),
+                                                            RequestSession::Submission::kTogether));
+      RequestSession::submit_together(sessions);
       std::vector<std::thread> samples;
-      for (int i = 0; i < p.n; ++i) samples.emplace_back(run_sample, i);
+      for (int i = 0; i < p.n; ++i) samples.emplace_back(run_sample, i, std::ref(*sessions[static_cast<size_t>(i)]));
       for (auto& t : samples) t.join();
       if (!usage.is_null()) write(dump(usage));
     }

@@ -10,7 +10,7 @@
 namespace aerie::launch {
 
 RequestSession::RequestSession(Deployment& deployment, const model::TextTokenizer* tokenizer, ServingMetrics& metrics, uint64_t rid,
-                               const ParsedRequest& request)
+                               const ParsedRequest& request, Submission submission)
     : deployment_(deployment),
       tokenizer_(tokenizer),
       metrics_(metrics),
@@ -25,7 +25,25 @@ RequestSession::RequestSession(Deployment& deployment, const model::TextTokenize
     zero_tokens_ = true;
     return;
   }
+  if (submission == Submission::kTogether) {
+    unsent_ = request.request;
+    return;
+  }
   (*self_)->send(deployment_.router(), actors::SubmitRequest{rid_, request.request, caf::actor_cast<caf::actor>(*self_)});
+}
+
+void RequestSession::submit_together(const std::vector<std::unique_ptr<RequestSession>>& sessions) {
+  actors::SubmitGroup group;
+  for (const auto& s : sessions) {
+    if (!s->unsent_) continue;  // submitted already, or nothing to generate
+    group.members.push_back({s->rid_, std::move(*s->unsent_), caf::actor_cast<caf::actor>(*s->self_)});
+    s->unsent_.reset();
+  }
+  if (group.members.empty()) return;
+  // Sent by the first session: its own later AbortRequest cannot overtake the group, and the
+  // others' are sent after it from this thread (a local mailbox takes them in that order).
+  RequestSession& first = *sessions.front();
+  (*first.self_)->send(first.deployment_.router(), std::move(group));
 }
 
 RequestSession::~RequestSession() {

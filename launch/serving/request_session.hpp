@@ -4,7 +4,8 @@
 // stream target, turns the TokenChunks into client-visible text (incremental
 // detokenization, stop strings with hold-back), ends the request early when a stop string
 // appears (an AbortRequest frees its KV pages), and records the serving metrics. It owns a
-// scoped actor, so it must be created and used on one thread.
+// scoped actor, so one thread at a time may use it (a streamed sample's session is created
+// by the handler and then used by the sample's thread alone).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -39,8 +40,15 @@ struct SessionUpdate {
 
 class RequestSession {
  public:
+  // kNow: the session submits its request itself. kTogether: the caller submits it with its
+  // siblings through submit_together() before the first next().
+  enum class Submission { kNow, kTogether };
   RequestSession(Deployment& deployment, const model::TextTokenizer* tokenizer, ServingMetrics& metrics, uint64_t rid,
-                 const ParsedRequest& request);
+                 const ParsedRequest& request, Submission submission = Submission::kNow);
+  // Submits the sessions' requests (created with kTogether, on this thread) as one
+  // actors::SubmitGroup: the n samples of one prompt reach one Scheduler together, so the
+  // first computes the prompt and the others share its pages, however fast it finishes.
+  static void submit_together(const std::vector<std::unique_ptr<RequestSession>>& sessions);
   ~RequestSession();
   // Blocks until the request gains tokens or ends (an error after `timeout`). With
   // `client_gone`, asks it a few times a second while waiting: once it says so, the request
@@ -72,6 +80,7 @@ class RequestSession {
   bool got_first_ = false;
   bool done_ = false;
   bool zero_tokens_ = false;  // max_new_tokens 0: finished without the engine
+  std::optional<core::GenerationRequest> unsent_;  // kTogether: the request until submit_together()
 };
 
 }  // namespace aerie::launch

@@ -79,6 +79,14 @@ TEST(ActorMessages, CafRoundTrips) {
   auto done2 = caf_round_trip(*s.sys, done);
   EXPECT_EQ(done2.result.output_ids, done.result.output_ids);
   EXPECT_EQ(done2.result.finish_reason, "stop");
+  SubmitGroup group{{sub, SubmitRequest{8, request(2, 1)}}};
+  group.members[0].group_follows = true;
+  auto group2 = caf_round_trip(*s.sys, group);
+  ASSERT_EQ(group2.members.size(), 2u);
+  EXPECT_EQ(group2.members[0].rid, 7u);
+  EXPECT_TRUE(group2.members[0].group_follows);
+  EXPECT_EQ(group2.members[1].rid, 8u);
+  EXPECT_FALSE(group2.members[1].group_follows);
   transport::BatchMessage b;
   b.step_id = 4;
   b.mode = transport::ForwardMode::kDecode;
@@ -117,6 +125,50 @@ TEST(SchedulerActor, DrivesRequestsWithInjectedWorkerResults) {
              [](caf::error&) { ADD_FAILURE(); });
   h2.receive([](RequestDone& d) { EXPECT_EQ(d.result.output_ids, (std::vector<int32_t>{102, 103})); },
              [](caf::error&) { ADD_FAILURE(); });
+}
+
+// The n samples of one prompt come as a group: the Scheduler plans nothing until the last
+// member is in, so the first computes the prompt and the others share its whole pages however
+// fast it finishes (one output token here: it ends with its prefill). Sent one by one, a
+// sample that finished before the next arrived left it nothing to share (a fidelity.hf_parity
+// failure on a busy CI machine: cached_tokens 0 for every sample).
+TEST(SchedulerActor, AGroupIsAdmittedTogetherAndSharesItsPrompt) {
+  System s;
+  caf::scoped_actor client{*s.sys}, worker{*s.sys};
+  auto scheduler = spawn_scheduler(s, scheduler_actor, worker);
+  auto member = [](uint64_t rid, bool follows) {
+    SubmitRequest m{rid, request(9, 1)};  // 9 prompt tokens: 2 whole pages of 4 before the last
+    m.group_follows = follows;
+    return m;
+  };
+  std::vector<decltype(client->request(scheduler, caf::infinite, SubmitRequest{}))> done;
+  done.push_back(client->request(scheduler, caf::infinite, member(1, true)));
+  done.push_back(client->request(scheduler, caf::infinite, member(2, true)));
+  bool early = false;
+  worker->receive([&](transport::BatchMessage& b) -> transport::BatchResult {
+                    early = true;
+                    return answer(b);
+                  },
+                  caf::after(300ms) >> [] {});
+  EXPECT_FALSE(early) << "a batch was planned before the group's last member came";
+  done.push_back(client->request(scheduler, caf::infinite, member(3, false)));
+  std::vector<std::vector<uint64_t>> batches;
+  for (int i = 0; i < 10; ++i) {
+    bool got = false;
+    worker->receive([&](transport::BatchMessage& b) -> transport::BatchResult {
+                      got = true;
+                      batches.push_back(b.rids);
+                      return answer(b);
+                    },
+                    caf::after(300ms) >> [] {});
+    if (!got) break;
+  }
+  ASSERT_GE(batches.size(), 2u);
+  EXPECT_EQ(batches[0], (std::vector<uint64_t>{1}));  // the others wait for its prompt pages
+  std::vector<int64_t> cached;
+  for (auto& h : done)
+    h.receive([&](RequestDone& d) { cached.push_back(d.result.cached_tokens); }, [](caf::error&) { ADD_FAILURE(); });
+  EXPECT_EQ(cached, (std::vector<int64_t>{0, 8, 8}));
 }
 
 TEST(SchedulerActor, AWorkerErrorFailsTheBatchsRequests) {
@@ -317,6 +369,37 @@ TEST(RouterActor, SpreadsRequestsOverTheLeastBusySchedulers) {
   EXPECT_EQ(at_b.size(), 2u);
   for (auto& h : pending)
     h.receive([](RequestDone& d) { EXPECT_EQ(d.result.finish_reason, "length"); }, [](caf::error&) { ADD_FAILURE(); });
+}
+
+// A group goes to one Scheduler, in order, every member but the last marked as followed; each
+// member's reply goes to its stream_to, and a member without one is dropped.
+TEST(RouterActor, SendsAGroupToOneSchedulerInOrder) {
+  System s;
+  caf::scoped_actor client{*s.sys}, a{*s.sys}, b{*s.sys}, sample1{*s.sys}, sample2{*s.sys};
+  auto router = s.sys->spawn(router_actor, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a), caf::actor_cast<caf::actor>(b)},
+                             std::shared_ptr<core::EngineFault>{});
+  auto busy = client->request(router, caf::infinite, SubmitRequest{9, request(2, 1)});  // a (ties go to the first): the group goes to b
+  SubmitGroup group;
+  group.members.push_back({1, request(3, 1), caf::actor_cast<caf::actor>(sample1)});
+  group.members.push_back({2, request(3, 1), caf::actor{}});  // nobody to answer: dropped
+  group.members.push_back({3, request(3, 1), caf::actor_cast<caf::actor>(sample2)});
+  client->send(router, std::move(group));
+  std::vector<std::pair<uint64_t, bool>> at_b;
+  for (int i = 0; i < 2; ++i)
+    b->receive([&](SubmitRequest& r) -> RequestDone {
+      at_b.emplace_back(r.rid, r.group_follows);
+      return {r.rid, {.output_ids = {static_cast<int32_t>(r.rid)}, .finish_reason = "length", .prompt_tokens = 3}, ""};
+    });
+  EXPECT_EQ(at_b, (std::vector<std::pair<uint64_t, bool>>{{1, true}, {3, false}}));
+  b->receive([](SubmitRequest&) { ADD_FAILURE() << "the member without stream_to was sent"; }, caf::after(100ms) >> [] {});
+  sample1->receive([](RequestDone& d) { EXPECT_EQ(d.rid, 1u); }, caf::after(5s) >> [] { ADD_FAILURE() << "no reply for 1"; });
+  sample2->receive([](RequestDone& d) { EXPECT_EQ(d.rid, 3u); }, caf::after(5s) >> [] { ADD_FAILURE() << "no reply for 3"; });
+  a->receive([](SubmitRequest& r) -> RequestDone {
+    EXPECT_EQ(r.rid, 9u);
+    EXPECT_FALSE(r.group_follows);
+    return {r.rid, {.output_ids = {1}, .finish_reason = "length", .prompt_tokens = 2}, ""};
+  });
+  busy.receive([](RequestDone&) {}, [](caf::error&) { ADD_FAILURE(); });
 }
 
 TEST(FrontendActor, TurnsLinesIntoRequestsAndRepliesIntoLines) {

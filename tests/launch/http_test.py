@@ -108,6 +108,9 @@ def main():
                                    "sampling_params": {"max_new_tokens": 8, "temperature": 1.0, "seed": 41, "ignore_eos": True, "n": 3}})
         last = {e["index"]: e["output_ids"] for e in events}
         assert [last[i] for i in range(3)] == alone, (last, alone)
+        # Submitted as one group, the streamed samples share the prompt too.
+        cached = {e["index"]: e["meta_info"]["cached_tokens"] for e in events}
+        assert [cached[i] for i in range(3)] == [0] + [len(prompts[0]) - 1] * 2, cached
         events = sse("/v1/completions", {"prompt": prompts[0], "max_tokens": 8, "temperature": 1.0, "seed": 41, "n": 3, "ignore_eos": True,
                                          "stream": True, "stream_options": {"include_usage": True}})
         usage = [e for e in events if not e["choices"]]
