@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 
+#include "kernels/log.hpp"
+
 namespace aerie::actors {
 
 namespace {
@@ -68,7 +70,10 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
         // One Scheduler for all, in order, every member but the last marked as followed: the
         // Scheduler admits them together (CAF keeps one sender's messages in order). A member
         // without a `stream_to` has nobody to answer: it is dropped.
-        std::erase_if(group.members, [](const SubmitRequest& s) { return !s.stream_to; });
+        std::erase_if(group.members, [](const SubmitRequest& s) {
+          if (!s.stream_to) AERIE_LOG_ERROR("request " << s.rid << " of a SubmitGroup has no stream_to to answer: dropped");
+          return !s.stream_to;
+        });
         const size_t g = least_busy(self->state);
         for (size_t i = 0; i < group.members.size(); ++i) {
           SubmitRequest& s = group.members[i];
