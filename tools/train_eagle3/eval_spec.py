@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speculative decoding with a trained EAGLE-3 head against plain decoding, on held-out prompts
+"""Speculative decoding with a trained EAGLE-3 head (or a STANDALONE draft) against plain decoding, on held-out prompts
 (prompts.py's held-out topics), through `aerie-generate --chat`: for each batch size
 (--max-running-requests), temperature (0 and 0.7, seeded) and configuration (plain; EAGLE3
 chain 3 and 5 steps; tree topk 4 with 8 draft tokens; with --configs also chain 2 and larger trees), the output tokens per second of prefill
@@ -43,7 +43,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--head", required=True)
+    ap.add_argument("--head", required=True, help="the EAGLE-3 head's folder (or with --algorithm STANDALONE the draft model's)")
+    ap.add_argument("--algorithm", default="EAGLE3", choices=["EAGLE3", "STANDALONE"],
+                    help="STANDALONE: --head is a small Llama of the target's vocabulary (distill_draft.py)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--prompts", type=int, default=16)
@@ -68,7 +70,7 @@ def main():
                        "--temperature", str(temp), "--seed", "1", "--max-new-tokens", str(args.max_new),
                        "--max-running-requests", str(bs), "--output", "json"] + args.extra.split() + sum((["--prompt", p] for p in prompts), [])
                 if name != "plain":
-                    cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", args.head] + CONFIGS[name]
+                    cmd += ["--speculative-algorithm", args.algorithm, "--speculative-draft-model-path", args.head] + CONFIGS[name]
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
                 if out.returncode != 0:
                     print(f"FAIL {name} batch {bs} T={temp}: {out.stderr[-1500:]}")
@@ -96,7 +98,7 @@ def main():
                 print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
                       + (f"  speedup {row['speedup']:.2f}x" if row["speedup"] is not None else "  (no plain run: no speedup)") + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
-    json.dump({"device": args.device, "dtype": args.dtype, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
+    json.dump({"device": args.device, "dtype": args.dtype, "algorithm": args.algorithm, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
               open(args.json, "w"), indent=2)
     sys.exit(1 if failures else 0)
 

@@ -351,25 +351,13 @@ def ttt_forward(head, embed, aux, ids, valid, steps):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cuda")
+def add_data_args(ap):
+    """The options of the training conversations (training_conversations), shared with distill_draft.py."""
     ap.add_argument("--max-new", type=int, default=160)
     ap.add_argument("--gen-batch", type=int, default=512)
     ap.add_argument("--limit-prompts", type=int, default=0, help="use only this many training prompts (smoke test)")
     ap.add_argument("--extra-prompts", type=int, default=0, help="add this many prompts on qualified training topics")
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7], help="one answer per prompt at each")
-    ap.add_argument("--draft-vocab", type=int, default=16384)
-    ap.add_argument("--steps-ttt", type=int, default=6)
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
-    ap.add_argument("--wall-budget", type=float, default=0,
-                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
     ap.add_argument("--texts", default="", help="folder from fetch_texts.sh: prompts on quotations and words too (texts.py)")
     ap.add_argument("--fortune-prompts", type=int, default=0, help="prompts on quotations from --texts")
     ap.add_argument("--word-prompts", type=int, default=0, help="prompts on words from --texts")
@@ -380,27 +368,24 @@ def main():
     ap.add_argument("--answers-by", default="",
                     help="an aerie-generate binary: the target's answers come from Aerie's engine (bf16 on cuda, f32 on cpu) "
                          "instead of transformers' generate")
-    ap.add_argument("--soft-labels", action="store_true",
-                    help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
-    ap.add_argument("--init-head", default="",
-                    help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
-    ap.add_argument("--widen-intermediate", type=int, default=0,
-                    help="with --init-head: widen its MLP to this many units first, keeping its function (new down_proj columns zero)")
     ap.add_argument("--data-seed", type=int, default=None,
                     help="seed of the qualified and text prompts' picks and of the sampled answers (default: --seed); "
                          "the held-out topics stay --seed's, so a new data seed gives new training conversations only")
-    args = ap.parse_args()
-    if args.widen_intermediate and not args.init_head:
-        ap.error("--widen-intermediate widens the head given by --init-head (a new head: the target's intermediate size)")
+
+
+def check_data_args(ap, args):
     if not args.texts and (args.fortune_prompts or args.word_prompts or args.topic_word_prompts):
         ap.error("--fortune-prompts, --word-prompts and --topic-word-prompts need --texts (tools/train_eagle3/fetch_texts.sh)")
-    data_seed = args.seed if args.data_seed is None else args.data_seed
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    t0 = time.time()
+
+
+def training_conversations(args, tok, target, t0):
+    """The training conversations (prompt ids, answer ids): prompts of the training topics (never a
+    held-out one), with --texts also on quotations and words, each answered by the target at each
+    --temperatures (transformers' generate, or Aerie's engine with --answers-by); read from
+    --data-cache when it was made with the same settings. Returns (data, train_prompts,
+    held_topics, data_seed)."""
     dev = args.device
-    tok, target = load_target(args.model, dev)
-    cfg = target.config
+    data_seed = args.seed if args.data_seed is None else args.data_seed
     train_topics, held_topics = prompt_sets.split(args.seed)
     train_prompts = prompt_sets.prompts(train_topics, args.seed + 1)
     if args.extra_prompts:  # qualified training topics ("tiny robots"): more variety, never a held-out topic
@@ -446,6 +431,41 @@ def main():
                 json.dump({"settings": settings, "data": data}, f)
     print(f"data: {len(data)} conversations, {sum(len(a) for _, a in data)} answer tokens "
           f"({'from ' + args.data_cache if cached is not None else 'generated'}, {time.time() - t0:.0f} s)", flush=True)
+    return data, train_prompts, held_topics, data_seed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda")
+    add_data_args(ap)
+    ap.add_argument("--draft-vocab", type=int, default=16384)
+    ap.add_argument("--steps-ttt", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
+    ap.add_argument("--wall-budget", type=float, default=0,
+                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
+    ap.add_argument("--soft-labels", action="store_true",
+                    help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
+    ap.add_argument("--init-head", default="",
+                    help="go on training this head (its weights and draft vocabulary) instead of a new one: device calls add up")
+    ap.add_argument("--widen-intermediate", type=int, default=0,
+                    help="with --init-head: widen its MLP to this many units first, keeping its function (new down_proj columns zero)")
+    args = ap.parse_args()
+    if args.widen_intermediate and not args.init_head:
+        ap.error("--widen-intermediate widens the head given by --init-head (a new head: the target's intermediate size)")
+    check_data_args(ap, args)
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    t0 = time.time()
+    dev = args.device
+    tok, target = load_target(args.model, dev)
+    cfg = target.config
+    data, train_prompts, held_topics, data_seed = training_conversations(args, tok, target, t0)
     if args.data_only:
         return
 
