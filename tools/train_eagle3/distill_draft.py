@@ -20,7 +20,6 @@ what it accepts against the shipped EAGLE-3 head.
 import argparse
 import copy
 import json
-import math
 import os
 import random
 import sys
@@ -123,15 +122,11 @@ def main():
     params = sum(p.numel() for p in draft.parameters())
     print(f"draft: target layers {layers}, {params / 1e6:.1f}M parameters", flush=True)
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    total = full_total = args.epochs * (len(data) // args.batch)
-    # Cosine decay to where training ends: the last epoch, or where the time budget stops it
-    # (re-estimated from the step rate as it goes), as train.py does.
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
     budget = args.time_budget
-    t_train = time.time()
     if args.wall_budget:
-        budget = min(budget, args.wall_budget - (t_train - t0) - 30)  # 30 s to save the draft
-    print(f"training for {total} steps or {budget:.0f} s", flush=True)
+        budget = min(budget, args.wall_budget - (time.time() - t0) - 30)  # 30 s to save the draft
+    schedule = trainer.TimedSchedule(opt, args.epochs * (len(data) // args.batch), budget)
+    print(f"training for {schedule.total} steps or {budget:.0f} s", flush=True)
     data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
     batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
     step, done, first_agree = 0, False, None
@@ -147,24 +142,19 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
             opt.step()
-            sched.step()
-            step += 1
-            if step == 100:
-                t100 = time.time()
-            if step > 100 and step % 200 == 0:
-                rate = (step - 100) / (time.time() - t100)
-                total = min(full_total, step + int(rate * (budget - (time.time() - t_train)) * 0.98))
+            stop = schedule.advance()
+            step = schedule.step
             if step % 50 == 0:
                 a = agree_sum.tolist()
-                print(f"  epoch {epoch} step {step}/{total} KL {loss.item():.3f} top-1 agreement {a[0] / max(a[1], 1):.3f} "
+                print(f"  epoch {epoch} step {step}/{schedule.total} KL {loss.item():.3f} top-1 agreement {a[0] / max(a[1], 1):.3f} "
                       f"({time.time() - t0:.0f} s)", flush=True)
-            if step >= total or time.time() - t_train > budget:
+            if stop:
                 done = True
                 break
         a = agree_sum.tolist()
         print(f"epoch {epoch}: top-1 agreement with the target {a[0] / max(a[1], 1):.3f}", flush=True)
         if done:
-            print(f"stopped after {step} steps ({'end of the schedule' if step >= total else 'time budget'})", flush=True)
+            print(f"stopped after {step} steps ({schedule.why_stopped()})", flush=True)
             break
     save_draft(draft, args.out)
     a = agree_sum.tolist()

@@ -351,6 +351,34 @@ def ttt_forward(head, embed, aux, ids, valid, steps):
     return out
 
 
+class TimedSchedule:
+    """The learning rate of a run bounded by steps and by time: 50 warm-up steps, then a cosine that
+    reaches zero where training ends: at `full_total` steps, or (re-estimated from the step rate
+    every 200 steps) where `budget` seconds stop it. Shared by train.py and distill_draft.py."""
+
+    def __init__(self, opt, full_total, budget):
+        self.total = self.full_total = full_total
+        self.budget, self.step, self.rate = budget, 0, None
+        self.started, self.t100 = time.time(), None
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / self.total))))
+
+    def advance(self):
+        """After an optimizer step; True when training should stop."""
+        self.sched.step()
+        self.step += 1
+        if self.step == 100:
+            self.t100 = time.time()  # the first steps are slower (allocator, autotuning): rates count from here
+        if self.step > 100 and self.step % 200 == 0:
+            self.rate = (self.step - 100) / (time.time() - self.t100)
+            left = self.budget - (time.time() - self.started)
+            self.total = min(self.full_total, self.step + int(self.rate * left * 0.98))
+        return self.step >= self.total or time.time() - self.started > self.budget
+
+    def why_stopped(self):
+        return "the last epoch" if self.step >= self.full_total else "the time budget"
+
+
 def add_data_args(ap):
     """The options of the training conversations (training_conversations), shared with distill_draft.py."""
     ap.add_argument("--max-new", type=int, default=160)
@@ -503,18 +531,14 @@ def main():
     t2d[draft_ids] = torch.arange(nv, device=dev)
     embed = target.get_input_embeddings()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    total = full_total = args.epochs * (len(data) // args.batch)
-    # The cosine decay ends where training will end: at the last epoch, or (re-estimated from the
-    # step rate as it goes) where the time budget stops it, so the learning rate reaches zero either way.
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
-    step, t_train = 0, time.time()
     budget = args.time_budget
     if args.wall_budget:
-        budget = min(budget, args.wall_budget - (t_train - t0) - 30)  # 30 s to save the head
-    print(f"training for {total} steps or {budget:.0f} s", flush=True)
+        budget = min(budget, args.wall_budget - (time.time() - t0) - 30)  # 30 s to save the head
+    schedule = TimedSchedule(opt, args.epochs * (len(data) // args.batch), budget)
+    print(f"training for {schedule.total} steps or {budget:.0f} s", flush=True)
     data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
     batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
-    done = False
+    step, done = 0, False
     for epoch in range(args.epochs):
         random.Random(args.seed + 10 + epoch).shuffle(batches)
         acc_sum = torch.zeros(args.steps_ttt, device=dev)  # on the device: read only when printed
@@ -530,25 +554,20 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
             opt.step()
-            sched.step()
-            step += 1
-            if step == 100:
-                t100 = time.time()  # the first steps are slower (allocator, autotuning): rates count from here
-            if step > 100 and step % 200 == 0:
-                rate = (step - 100) / (time.time() - t100)
-                total = min(full_total, step + int(rate * (budget - (time.time() - t_train)) * 0.98))
-                if step % 1000 == 0:
-                    print(f"  {rate:.1f} steps/s: the schedule ends at step {total}", flush=True)
+            stop = schedule.advance()
+            step = schedule.step
+            if step % 1000 == 0 and schedule.rate:
+                print(f"  {schedule.rate:.1f} steps/s: the schedule ends at step {schedule.total}", flush=True)
             if step % 50 == 0:
                 accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum.tolist(), n_sum.tolist()))
-                print(f"  epoch {epoch} step {step}/{total} loss {loss.item():.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
-            if step >= total or time.time() - t_train > budget:
+                print(f"  epoch {epoch} step {step}/{schedule.total} loss {loss.item():.3f} top-1 per step {accs} ({time.time() - t0:.0f} s)", flush=True)
+            if stop:
                 done = True
                 break
         accs = " ".join(f"{a / max(n, 1):.3f}" for a, n in zip(acc_sum.tolist(), n_sum.tolist()))
         print(f"epoch {epoch}: train top-1 per TTT step {accs}", flush=True)
         if done:
-            print(f"stopped after {step} steps ({'end of the schedule' if step >= total else 'time budget'})", flush=True)
+            print(f"stopped after {step} steps ({schedule.why_stopped()})", flush=True)
             break
 
     save_head(head, draft_ids, cfg, args.out)
