@@ -41,7 +41,8 @@ void RequestSession::submit_together(const std::vector<std::unique_ptr<RequestSe
   }
   if (group.members.empty()) return;
   // Sent by the first session: its own later AbortRequest cannot overtake the group, and the
-  // others' are sent after it from this thread (a local mailbox takes them in that order).
+  // others' are sent after this send returns (from this thread, or from sample threads started
+  // after it), so the Router's local mailbox holds the group first.
   RequestSession& first = *sessions.front();
   (*first.self_)->send(first.deployment_.router(), std::move(group));
 }
