@@ -20,3 +20,15 @@ def smollm2_path():
         print(f"SKIP: SmolLM2 is not available offline ({fetched.stderr.strip()[-200:]})")
         sys.exit(77)
     return fetched.stdout.strip()
+
+
+def run_unit_then_engine(unit, engine):
+    """A test of a torch unit part and, given --generate BIN, a real-model part through aerie-generate."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--generate", default="")
+    args = ap.parse_args()
+    unit()
+    if args.generate:
+        engine(args.generate)
+    print("PASS")

@@ -12,7 +12,6 @@ what Aerie loads and drafts with.
 
   widen_head_test.py [--generate BIN]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -27,7 +26,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: smollm2_or_skip
-from smollm2_or_skip import ROOT, check, smollm2_path  # noqa: E402
+from smollm2_or_skip import ROOT, check, run_unit_then_engine, smollm2_path  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tools", "train_eagle3"))
 import train  # noqa: E402
@@ -102,15 +101,5 @@ def engine(generate):
     print("engine: PASS")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--generate", default="")
-    args = ap.parse_args()
-    unit()
-    if args.generate:
-        engine(args.generate)
-    print("PASS")
-
-
 if __name__ == "__main__":
-    main()
+    run_unit_then_engine(unit, engine)
