@@ -101,12 +101,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     trainer.add_data_args(ap)
     ap.add_argument("--layers", default="0,1,28,29", help="the target layers the draft starts from, comma-separated (2-4 for #19)")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
-    ap.add_argument("--wall-budget", type=float, default=0,
-                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
+    trainer.add_run_args(ap, epochs=2, lr=3e-4)
     args = ap.parse_args()
     trainer.check_data_args(ap, args)
     layers = [int(x) for x in args.layers.split(",") if x.strip()]
@@ -122,11 +117,8 @@ def main():
     params = sum(p.numel() for p in draft.parameters())
     print(f"draft: target layers {layers}, {params / 1e6:.1f}M parameters", flush=True)
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    budget = args.time_budget
-    if args.wall_budget:
-        budget = min(budget, args.wall_budget - (time.time() - t0) - 30)  # 30 s to save the draft
-    schedule = trainer.TimedSchedule(opt, args.epochs * (len(data) // args.batch), budget)
-    print(f"training for {schedule.total} steps or {budget:.0f} s", flush=True)
+    schedule = trainer.TimedSchedule(opt, args.epochs * (len(data) // args.batch), trainer.budget(args, t0))
+    print(f"training for {schedule.total} steps or {schedule.budget:.0f} s", flush=True)
     data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
     batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
     step, done, first_agree = 0, False, None

@@ -379,6 +379,24 @@ class TimedSchedule:
         return "the last epoch" if self.step >= self.full_total else "the time budget"
 
 
+def add_run_args(ap, epochs, lr):
+    """How long and how fast a trainer runs (train.py, distill_draft.py): its budget() bounds TimedSchedule."""
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
+    ap.add_argument("--wall-budget", type=float, default=0,
+                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
+
+
+def budget(args, t0):
+    """Seconds of training left: --time-budget, or less where --wall-budget (counted from t0) ends
+    the run first, with 30 s kept to save what was trained."""
+    if not args.wall_budget:
+        return args.time_budget
+    return min(args.time_budget, args.wall_budget - (time.time() - t0) - 30)
+
+
 def add_data_args(ap):
     """The options of the training conversations (training_conversations), shared with distill_draft.py."""
     ap.add_argument("--max-new", type=int, default=160)
@@ -471,12 +489,7 @@ def main():
     add_data_args(ap)
     ap.add_argument("--draft-vocab", type=int, default=16384)
     ap.add_argument("--steps-ttt", type=int, default=6)
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--time-budget", type=float, default=330, help="seconds of training at most")
-    ap.add_argument("--wall-budget", type=float, default=0,
-                    help="seconds for the whole run (loading, answers, training, saving): training ends in time (0: no limit)")
+    add_run_args(ap, epochs=4, lr=1e-3)
     ap.add_argument("--soft-labels", action="store_true",
                     help="learn the target's distribution over the draft vocabulary (EAGLE-3 / SpecForge) instead of its greedy token")
     ap.add_argument("--init-head", default="",
@@ -531,11 +544,8 @@ def main():
     t2d[draft_ids] = torch.arange(nv, device=dev)
     embed = target.get_input_embeddings()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    budget = args.time_budget
-    if args.wall_budget:
-        budget = min(budget, args.wall_budget - (time.time() - t0) - 30)  # 30 s to save the head
-    schedule = TimedSchedule(opt, args.epochs * (len(data) // args.batch), budget)
-    print(f"training for {schedule.total} steps or {budget:.0f} s", flush=True)
+    schedule = TimedSchedule(opt, args.epochs * (len(data) // args.batch), budget(args, t0))
+    print(f"training for {schedule.total} steps or {schedule.budget:.0f} s", flush=True)
     data.sort(key=lambda x: len(x[0]) + len(x[1]))  # similar lengths per batch
     batches = [list(range(b, min(b + args.batch, len(data)))) for b in range(0, len(data), args.batch)]
     step, done = 0, False
