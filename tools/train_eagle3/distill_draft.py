@@ -130,11 +130,7 @@ def main():
             agree_sum += agree
             if first_agree is None:
                 first_agree = (agree[0] / agree[1]).item()  # the pruned target before any training
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-            opt.step()
-            stop = schedule.advance()
+            stop = schedule.update(loss, draft.parameters())
             step = schedule.step
             if step % 50 == 0:
                 a = agree_sum.tolist()

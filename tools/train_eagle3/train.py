@@ -357,11 +357,20 @@ class TimedSchedule:
     every 200 steps) where `budget` seconds stop it. Shared by train.py and distill_draft.py."""
 
     def __init__(self, opt, full_total, budget):
+        self.opt = opt
         self.total = self.full_total = full_total
         self.budget, self.step, self.rate = budget, 0, None
         self.started, self.t100 = time.time(), None
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / self.total))))
+
+    def update(self, loss, params):
+        """One optimizer step on `loss` (gradients clipped to norm 1); True when training should stop."""
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        self.opt.step()
+        return self.advance()
 
     def advance(self):
         """After an optimizer step; True when training should stop."""
@@ -560,11 +569,7 @@ def main():
             loss, correct, counted = ttt_loss(outs, labels, loss_mask, valid, t2d, probs)
             acc_sum += correct
             n_sum += counted
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            opt.step()
-            stop = schedule.advance()
+            stop = schedule.update(loss, head.parameters())
             step = schedule.step
             if step % 1000 == 0 and schedule.rate:
                 print(f"  {schedule.rate:.1f} steps/s: the schedule ends at step {schedule.total}", flush=True)
