@@ -4,6 +4,8 @@
 
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
+#include "kernels/sampling.hpp"
+#include "kernels/topk.hpp"
 #include "kernels/staging.hpp"
 #include "spec/draft_chain_runner.hpp"
 
@@ -51,11 +53,13 @@ model::ForwardBatch fixed_width_batch(const std::vector<ExtendSeq>& seqs, int64_
 
 DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
                                      const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
-                                     int64_t width, int64_t hidden_width, int64_t max_bs, int64_t max_context, bool graphs)
+                                     int64_t width, int64_t hidden_width, int64_t max_bs, int64_t max_context, bool graphs,
+                                     ExtendTopkPools topk_pools)
     : net_(net),
       state_pool_(state_pool),
       next_pool_(next_pool),
       to_target_(to_target),
+      topk_pools_(topk_pools),
       kv_(kv),
       target_(target),
       stream_(target.stream()),
@@ -67,7 +71,16 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
       buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   net_.check("an extend runner");
   AERIE_CHECK(!net_.head || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
-  AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "an extend runner writes the requests' next tokens to a pool");
+  if (tree()) {
+    const TensorView& t = topk_pools_.top_tokens;
+    const TensorView& l = topk_pools_.top_logp;
+    AERIE_CHECK(t.dtype == DType::kI32 && l.defined() && l.dtype == DType::kF32 && t.ndim == 2 && l.ndim == 2 && t.dim(0) == l.dim(0) &&
+                    t.dim(1) == l.dim(1) && t.dim(1) > 1,
+                "a tree extend runner writes each request's k best tokens [rows, k] i32 and log-probabilities [rows, k] f32");
+    topk_ = t.dim(1);
+  } else {
+    AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "an extend runner writes the requests' next tokens to a pool");
+  }
   AERIE_CHECK(width_ >= 1 && max_bs_ >= 1 && max_context_ >= width_, "an extend runner needs a width, a batch and a context");
   AERIE_CHECK(!graphs || stream_.device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   const Device dev = stream_.device();
@@ -78,8 +91,14 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
   cap.max_kv_indices = kv.shape().num_slots() + top * width_;  // every real slot once, plus width per padded sequence
   cap.max_splits = buckets_.max_splits();
   ws_ = net_.make_workspace(cap);
-  argmax_ = std::make_unique<DeviceArgmax>(dev, top);
-  tokens_ = Buffer(dev, DType::kI32, {top, 1});
+  if (tree()) {
+    top_values_ = Buffer(dev, DType::kF32, {top, topk_});
+    top_ids_ = Buffer(dev, DType::kI32, {top, topk_});
+    top_tokens_ = Buffer(dev, DType::kI32, {top, topk_});
+  } else {
+    argmax_ = std::make_unique<DeviceArgmax>(dev, top);
+    tokens_ = Buffer(dev, DType::kI32, {top, 1});
+  }
   rows_ = Buffer(dev, DType::kI32, {top});
   rows_.zero();
   if (net_.head) {
@@ -110,7 +129,7 @@ bool DraftExtendRunner::can_run(const std::vector<ExtendSeq>& seqs) const {
     if (committed < 1 || committed > width_ || static_cast<int64_t>(s.slots.size()) != width_) return false;
     if (static_cast<int64_t>(s.context.size()) != s.first_position || s.first_position + width_ > max_context_) return false;
     if (net_.head && static_cast<int64_t>(s.hidden_rows.size()) != committed) return false;
-    if (s.state_row < 0 || s.state_row >= next_pool_.dim(0) - 1) return false;
+    if (s.state_row < 0 || s.state_row >= pool_rows() - 1) return false;
     indices += s.first_position + width_;
   }
   return indices + top * width_ <= ws_->capacity().max_kv_indices;
@@ -121,11 +140,21 @@ void DraftExtendRunner::enqueue(int64_t bs) {
   const model::ForwardDims dims = buckets_.dims(bs);
   const TensorView in = net_.eagle() ? TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev) : TensorView();
   const TensorView logits = net_.run(*ws_, in, kv_, dims);
-  const TensorView tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
   const TensorView rows = rows_.view().slice_rows(0, bs);
-  argmax_->run(logits, tokens, stream_, to_target_);  // target ids, through the draft vocabulary's map
-  AERIE_CHECK_STATUS(kernels::scatter_rows(
-      {.src = tokens, .rows = rows, .out = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev)}, stream_));
+  if (tree()) {  // the k best first tokens and their log-probabilities, as DraftWorkerCore's eager extend leaves them
+    const TensorView values(top_values_.data(), DType::kF32, {bs, topk_}, dev), ids(top_ids_.data(), DType::kI32, {bs, topk_}, dev);
+    const TensorView tokens(top_tokens_.data(), DType::kI32, {bs, topk_}, dev);
+    AERIE_CHECK_STATUS(kernels::log_softmax({.logits = logits, .out = logits}, stream_));  // the forward's scratch
+    AERIE_CHECK_STATUS(kernels::topk({.x = logits, .values = values, .indices = ids}, stream_));
+    draft_ids_to_target(ids.reshape({bs * topk_}), to_target_, tokens.reshape({bs * topk_, 1}), stream_);
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = rows, .out = topk_pools_.top_tokens}, stream_));
+    AERIE_CHECK_STATUS(kernels::scatter_rows({.src = values, .rows = rows, .out = topk_pools_.top_logp}, stream_));
+  } else {
+    const TensorView tokens(tokens_.data(), DType::kI32, {bs, 1}, dev);
+    argmax_->run(logits, tokens, stream_, to_target_);  // target ids, through the draft vocabulary's map
+    AERIE_CHECK_STATUS(kernels::scatter_rows(
+        {.src = tokens, .rows = rows, .out = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev)}, stream_));
+  }
   if (net_.head) {  // the head's output at each request's last committed token, to its state row
     const TensorView picked(picked_.data(), act_, {bs, target_.config().hidden_size}, dev);
     AERIE_CHECK_STATUS(kernels::embedding({.ids = ws_->logit_rows(bs), .table = net_.head->out_hidden(), .out = picked}, stream_));
@@ -139,7 +168,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
   const int64_t bs = *buckets_.batch_for(n);
   ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
   // Padded requests write the pools' last row, which no request owns.
-  std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(next_pool_.dim(0) - 1));
+  std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(pool_rows() - 1));
   for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].state_row;
   upload_ints(rows_, rows, stream_);  // from pageable memory: read before it returns
   if (net_.head) {

@@ -1,14 +1,16 @@
 #pragma once
-// DraftExtendRunner: the draft extend after a chain verify (sglang's draft extend at a fixed
-// width) as one device-side sequence, on CUDA one graph per batch-size bucket. Every request
+// DraftExtendRunner: the draft extend after a chain or tree verify (sglang's draft extend at a
+// fixed width) as one device-side sequence, on CUDA one graph per batch-size bucket. Every request
 // brings exactly `width` tokens (steps + 1): its committed ones, then padding tokens at the
 // positions after them, which write the draft's K/V into slots the verify reserved and the
 // Scheduler gives back (nothing reads them before their next owner writes them). Attention is
 // causal, so padding after a request's last committed token cannot reach it. The request's
 // state, the argmax of the head at its last committed token (mapped to a target id) and, for
 // an EAGLE head, the head's output there, goes to its rows of the state pools, as
-// DraftWorkerCore's eager extend leaves it for the chain runner. Padded requests (up to the
-// bucket) read token 0 at slot 0 and write the pools' last row, which no request owns.
+// DraftWorkerCore's eager extend leaves it for the chain runner; for a tree draft (topk > 1)
+// the head's k best tokens there (target ids) and their log-probabilities instead of the
+// argmax, as the tree runner reads them. Padded requests (up to the bucket) read token 0 at
+// slot 0 and write the pools' last row, which no request owns.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,16 +38,23 @@ struct ExtendSeq {
   int32_t state_row = 0;             // the request's row of the state pools
 };
 
+// Where a tree draft's extend leaves each request's first tokens (DraftTreeRunner's pools).
+struct ExtendTopkPools {
+  TensorView top_tokens;  // [rows, topk] i32: the k best tokens (target ids)
+  TensorView top_logp;    // [rows, topk] f32: their draft log-probabilities
+};
+
 class DraftExtendRunner {
  public:
   // net: an EAGLE head or a STANDALONE model. state_pool: EAGLE's state hidden [rows, H]; next_pool:
   // each request's next token [rows] i32; both with one more row than requests (the last
   // row is the padding's). to_target: the head's draft -> target id map [draft vocab, 1] i32
   // (empty: the same ids). width: tokens per request (chain steps + 1); hidden_width: the
-  // target hidden state's width an EAGLE head reads (3H for EAGLE3).
+  // target hidden state's width an EAGLE head reads (3H for EAGLE3). topk_pools (a tree draft):
+  // the k best tokens and log-probabilities go there instead of a next token (next_pool empty).
   DraftExtendRunner(DraftNet net, const TensorView& state_pool, const TensorView& next_pool,
                     const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t width, int64_t hidden_width,
-                    int64_t max_bs, int64_t max_context, bool graphs);
+                    int64_t max_bs, int64_t max_context, bool graphs, ExtendTopkPools topk_pools = {});
   DraftExtendRunner(const DraftExtendRunner&) = delete;
   DraftExtendRunner& operator=(const DraftExtendRunner&) = delete;
 
@@ -62,9 +71,13 @@ class DraftExtendRunner {
  private:
   void enqueue(int64_t bs);
   model::ForwardDims dims_for(int64_t bs) const;
+  bool tree() const { return topk_pools_.top_tokens.defined(); }
+  int64_t pool_rows() const { return tree() ? topk_pools_.top_tokens.dim(0) : next_pool_.dim(0); }
 
   DraftNet net_;
   TensorView state_pool_, next_pool_, to_target_;
+  ExtendTopkPools topk_pools_;
+  int64_t topk_ = 1;
   model::KvCache& kv_;
   const model::LlamaModel& target_;
   Stream stream_;
@@ -78,6 +91,7 @@ class DraftExtendRunner {
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
   Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
   Buffer hidden_rows_; // [max_bs * width] i32: target hidden rows to gather
+  Buffer top_values_, top_ids_, top_tokens_;  // a tree draft: [max_bs, topk] log-probabilities, draft ids, target ids
 };
 
 }  // namespace aerie::spec

@@ -256,6 +256,12 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
         spec::TreeStatePools{.hidden = state_hidden, .top_tokens = top_tokens_pool_.view(),
                              .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
         to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
+    // The extend after a tree verify at the same fixed width as a chain's (its committed path
+    // is at most steps + 1 tokens), leaving the k best first tokens in the tree runner's pools.
+    if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
+      extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
+          net, state_hidden, TensorView(), to_target, kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0, runner_bs,
+          max_context, graphs, spec::ExtendTopkPools{.top_tokens = top_tokens_pool_.view(), .top_logp = top_logp_pool_.view()});
     return;
   }
   next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});

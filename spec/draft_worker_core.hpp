@@ -59,7 +59,7 @@ class DraftWorkerCore : public DraftPort {
   // each captured as a CUDA graph per batch-size bucket up to max_bs with graphs, else eager.
   // Proposals a runner cannot take draft step by step. The draft state (next tokens, a
   // tree's first tokens and their log-probabilities, hidden states) stays on the device.
-  // fixed_width_extend (chains; default: with graphs): a chain verify's extend runs at width
+  // fixed_width_extend (default: with graphs): a chain or tree verify's extend runs at width
   // steps + 1 (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only
   // costs the padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
   void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});

@@ -207,7 +207,10 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     }
     e.slots = range_of(full[s], e.first_position, e.first_position + a + 1);
     e.context = range_of(full[s], 0, e.first_position + a + 1);
-    if (K == 1 && e.first_position + S + 1 <= static_cast<int64_t>(full[s].size()))  // a chain's extend may run at width S + 1
+    // The extend may run at width S + 1: its padding writes the draft's K/V at the reserved
+    // positions after the committed ones (a tree's rejected nodes were there), which the next
+    // proposal writes before it reads them.
+    if (e.first_position + S + 1 <= static_cast<int64_t>(full[s].size()))
       e.spare_slots = range_of(full[s], e.first_position + a + 1, e.first_position + S + 1);
     r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
     r.token_counts.push_back(static_cast<int32_t>(a + 1));

@@ -260,3 +260,72 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
       check(ps, "after a verify");
     }
 }
+
+// A tree verify's draft extend at the fixed width (the extend runner with the tree runner's
+// pools: the k best first tokens and their log-probabilities instead of the argmax) leaves the
+// state the variable-width extend leaves: after the prompts and a verify extend of 1, 3 and 6
+// committed tokens (a path of up to steps + 1), both cores propose the same trees. Topk 2 and 4;
+// EAGLE3 with a reduced vocabulary, EAGLE with hot tokens, STANDALONE; the padding writes the
+// reserved positions after the committed tokens, which the next proposal writes before it reads.
+TEST(DraftExtendRunner, TreeExtendAtFixedWidthLeavesTheStateOfTheVariableWidthOne) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(33);
+  constexpr int64_t kSteps = 5, kDraftTokens = 16;
+  for (const int64_t topk : {2, 4})
+    for (const DraftCase& c : {kEagle3Reduced, kEagleHot, kStandalone}) {
+      const std::string what = c.name + " topk " + std::to_string(topk);
+      const bool eagle = c.eagle();
+      model::KvCache kv_a(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      model::KvCache kv_b(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+      auto variable = c.core(*target, kv_a, 13, topk);
+      auto fixed = c.core(*target, kv_b, 13, topk);
+      variable->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/false);
+      fixed->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/true);
+      ASSERT_EQ(variable->extend_runner(), nullptr) << what;
+      ASSERT_NE(fixed->extend_runner(), nullptr) << what;
+      Buffer hidden;
+      if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
+      auto offset = [](std::vector<int32_t> v, uint64_t rid) {  // each request in its own slot range, 200 apart
+        for (auto& s : v) s += static_cast<int32_t>(200 * rid);
+        return v;
+      };
+      const std::vector<int32_t> committed_counts = {1, 3, static_cast<int32_t>(kSteps) + 1};
+      std::vector<spec::DraftExtendSeq> prompts, verifies;
+      std::vector<spec::DraftProposeSeq> ps;
+      for (uint64_t rid = 1; rid <= 3; ++rid) {
+        const int32_t n = static_cast<int32_t>(4 + 3 * rid);
+        std::vector<int32_t> prompt;
+        for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+        auto seq = prompt_extend(rid, prompt);
+        seq.slots = offset(seq.slots, rid);
+        seq.context = offset(seq.context, rid);
+        if (eagle)
+          for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        prompts.push_back(seq);
+        const int32_t a1 = committed_counts[rid - 1], first = eagle ? n : n + 1;
+        spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+        for (int32_t j = 0; j < a1; ++j) {
+          v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+          if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        }
+        v.slots = offset(slots(first, first + a1), rid);
+        v.context = offset(slots(0, first + a1), rid);
+        v.spare_slots = offset(slots(first + a1, first + static_cast<int32_t>(kSteps) + 1), rid);
+        verifies.push_back(v);
+        const int32_t next_first = eagle ? first + a1 - 1 : first + a1;
+        ps.push_back({.rid = rid, .first_position = next_first,
+                      .context = offset(slots(0, next_first + static_cast<int32_t>((kSteps - 1) * topk)), rid), .root_token = v.tokens.back()});
+      }
+      for (auto* core : {variable.get(), fixed.get()}) {
+        core->extend(prompts, eagle ? hidden.view() : TensorView());
+        core->extend(verifies, eagle ? hidden.view() : TensorView());
+      }
+      const auto want = variable->propose_tree(ps, kSteps, kDraftTokens);
+      const auto got = fixed->propose_tree(ps, kSteps, kDraftTokens);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << what << " request " << i;
+        EXPECT_EQ(got[i].parents, want[i].parents) << what << " request " << i;
+      }
+    }
+}
