@@ -50,6 +50,44 @@ struct DraftCase {
   }
 };
 
+// Request rid's slots lie in a range of its own, 200 apart, so requests never share a slot.
+std::vector<int32_t> own_range(std::vector<int32_t> v, uint64_t rid) {
+  for (auto& s : v) s += static_cast<int32_t>(200 * rid);
+  return v;
+}
+
+// Request rid's prompt of n random tokens as a draft extend in its own slot range (EAGLE:
+// paired with random rows of 64 target hidden states).
+spec::DraftExtendSeq random_prompt(std::mt19937& rng, uint64_t rid, int32_t n, bool eagle) {
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
+  auto seq = prompt_extend(rid, prompt);
+  seq.slots = own_range(seq.slots, rid);
+  seq.context = own_range(seq.context, rid);
+  if (eagle)
+    for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+  return seq;
+}
+
+// A verify's extend for request rid: `committed` random tokens from position `first` on.
+spec::DraftExtendSeq random_verify(std::mt19937& rng, uint64_t rid, int32_t first, int32_t committed, bool eagle) {
+  spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
+  for (int32_t j = 0; j < committed; ++j) {
+    v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+    if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+  }
+  v.slots = own_range(slots(first, first + committed), rid);
+  v.context = own_range(slots(0, first + committed), rid);
+  return v;
+}
+
+// A tree proposal for request rid from position `first`: its context reaches the scratch
+// positions of the steps' candidates.
+spec::DraftProposeSeq tree_proposal(uint64_t rid, int32_t first, int64_t steps, int64_t topk, int32_t root) {
+  return {.rid = rid, .first_position = first, .context = own_range(slots(0, first + static_cast<int32_t>((steps - 1) * topk)), rid),
+          .root_token = root};
+}
+
 const DraftCase kEagle3{"EAGLE3", spec::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 0, false};
 const DraftCase kEagle3Reduced{"EAGLE3 reduced vocabulary", spec::SpecAlgorithm::kEagle3, model::EagleKind::kEagle3, 200, false};
 const DraftCase kEagleHot{"EAGLE hot tokens", spec::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true};
@@ -205,10 +243,6 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
       const int64_t width = eagle ? hc.input_width() : 0;
       Buffer hidden;
       if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
-      auto offset = [](std::vector<int32_t> v, uint64_t rid) {  // each request in its own slot range, 200 apart
-        for (auto& s : v) s += static_cast<int32_t>(200 * rid);
-        return v;
-      };
       auto check = [&](const std::vector<spec::DraftProposeSeq>& ps, const char* when) {
         const auto want = stepwise->propose_tree(ps, kSteps, kDraftTokens);
         const auto got = runner->propose_tree(ps, kSteps, kDraftTokens);
@@ -223,18 +257,10 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
       std::vector<int32_t> lengths;
       for (uint64_t rid = 1; rid <= 3; ++rid) {
         const int32_t n = static_cast<int32_t>(4 + 3 * rid);
-        std::vector<int32_t> prompt;
-        for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
-        auto seq = prompt_extend(rid, prompt);
-        seq.slots = offset(seq.slots, rid);
-        seq.context = offset(seq.context, rid);
-        if (eagle)
-          for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+        const auto seq = random_prompt(rng, rid, n, eagle);
         stepwise->extend({seq}, eagle ? hidden.view() : TensorView());
         runner->extend({seq}, eagle ? hidden.view() : TensorView());
-        const int32_t first = eagle ? n - 1 : n;
-        ps.push_back({.rid = rid, .first_position = first, .context = offset(slots(0, first + static_cast<int32_t>((kSteps - 1) * topk)), rid),
-                      .root_token = prompt.back()});
+        ps.push_back(tree_proposal(rid, eagle ? n - 1 : n, kSteps, topk, seq.tokens.back()));
         lengths.push_back(n);
       }
       check(ps, "after the prompts");
@@ -242,18 +268,8 @@ TEST(DraftTreeRunner, ProposesWhatStepByStepDraftingProposes) {
       std::vector<spec::DraftExtendSeq> verifies;
       for (uint64_t rid = 1; rid <= 3; ++rid) {
         const int32_t n = lengths[rid - 1], a = static_cast<int32_t>(rid), first = eagle ? n : n + 1;
-        spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
-        for (int32_t j = 0; j < a; ++j) {
-          v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
-          if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-        }
-        v.slots = offset(slots(first, first + a), rid);
-        v.context = offset(slots(0, first + a), rid);
-        verifies.push_back(v);
-        const int32_t next_first = eagle ? first + a - 1 : first + a;
-        ps[rid - 1].first_position = next_first;
-        ps[rid - 1].context = offset(slots(0, next_first + static_cast<int32_t>((kSteps - 1) * topk)), rid);
-        ps[rid - 1].root_token = v.tokens.back();
+        verifies.push_back(random_verify(rng, rid, first, a, eagle));
+        ps[rid - 1] = tree_proposal(rid, eagle ? first + a - 1 : first + a, kSteps, topk, verifies.back().tokens.back());
       }
       stepwise->extend(verifies, eagle ? hidden.view() : TensorView());
       runner->extend(verifies, eagle ? hidden.view() : TensorView());
@@ -285,36 +301,17 @@ TEST(DraftExtendRunner, TreeExtendAtFixedWidthLeavesTheStateOfTheVariableWidthOn
       ASSERT_NE(fixed->extend_runner(), nullptr) << what;
       Buffer hidden;
       if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
-      auto offset = [](std::vector<int32_t> v, uint64_t rid) {  // each request in its own slot range, 200 apart
-        for (auto& s : v) s += static_cast<int32_t>(200 * rid);
-        return v;
-      };
       const std::vector<int32_t> committed_counts = {1, 3, static_cast<int32_t>(kSteps) + 1};
       std::vector<spec::DraftExtendSeq> prompts, verifies;
       std::vector<spec::DraftProposeSeq> ps;
       for (uint64_t rid = 1; rid <= 3; ++rid) {
         const int32_t n = static_cast<int32_t>(4 + 3 * rid);
-        std::vector<int32_t> prompt;
-        for (int32_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 400));
-        auto seq = prompt_extend(rid, prompt);
-        seq.slots = offset(seq.slots, rid);
-        seq.context = offset(seq.context, rid);
-        if (eagle)
-          for (int32_t i = 0; i < n; ++i) seq.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-        prompts.push_back(seq);
+        prompts.push_back(random_prompt(rng, rid, n, eagle));
         const int32_t a1 = committed_counts[rid - 1], first = eagle ? n : n + 1;
-        spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = {}, .context = {}, .hidden_rows = {}, .keep = true};
-        for (int32_t j = 0; j < a1; ++j) {
-          v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
-          if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-        }
-        v.slots = offset(slots(first, first + a1), rid);
-        v.context = offset(slots(0, first + a1), rid);
-        v.spare_slots = offset(slots(first + a1, first + static_cast<int32_t>(kSteps) + 1), rid);
+        auto v = random_verify(rng, rid, first, a1, eagle);
+        v.spare_slots = own_range(slots(first + a1, first + static_cast<int32_t>(kSteps) + 1), rid);
         verifies.push_back(v);
-        const int32_t next_first = eagle ? first + a1 - 1 : first + a1;
-        ps.push_back({.rid = rid, .first_position = next_first,
-                      .context = offset(slots(0, next_first + static_cast<int32_t>((kSteps - 1) * topk)), rid), .root_token = v.tokens.back()});
+        ps.push_back(tree_proposal(rid, eagle ? first + a1 - 1 : first + a1, kSteps, topk, v.tokens.back()));
       }
       for (auto* core : {variable.get(), fixed.get()}) {
         core->extend(prompts, eagle ? hidden.view() : TensorView());
