@@ -36,13 +36,21 @@ struct DraftCase {
   }
   // The draft's layer shape (its KV cache's).
   model::LlamaConfig layer() const { return eagle() ? head_config().layer : tiny(); }
-  // A draft core of 8 requests: a random head (seed) or a random tiny Llama.
-  std::shared_ptr<spec::DraftWorkerCore> core(const model::LlamaModel& target, model::KvCache& kv, uint64_t seed, int64_t topk) const {
+  // A draft core of 8 requests: a random head (seed) or a random tiny Llama. lm_head_scale
+  // (EAGLE3, whose LM head is its own): sharper draft distributions, so that log-probabilities,
+  // not only the tokens' order, decide which candidates a tree keeps.
+  std::shared_ptr<spec::DraftWorkerCore> core(const model::LlamaModel& target, model::KvCache& kv, uint64_t seed, int64_t topk,
+                                              float lm_head_scale = 1.0f) const {
     std::unique_ptr<model::EagleHead> head;
     std::unique_ptr<model::LlamaModel> standalone;
     if (eagle()) {
       const auto hc = head_config();
-      head = std::make_unique<model::EagleHead>(hc, model::random_eagle_head(hc, seed, Device::kCpu, DType::kF32), target);
+      auto w = model::random_eagle_head(hc, seed, Device::kCpu, DType::kF32);
+      if (w.lm_head.data() && lm_head_scale != 1.0f) {
+        float* x = static_cast<float*>(w.lm_head.data());
+        for (int64_t i = 0; i < w.lm_head.view().numel(); ++i) x[i] *= lm_head_scale;
+      }
+      head = std::make_unique<model::EagleHead>(hc, std::move(w), target);
     } else {
       standalone = tiny_model(6);
     }
@@ -293,8 +301,8 @@ TEST(DraftExtendRunner, TreeExtendAtFixedWidthLeavesTheStateOfTheVariableWidthOn
       const bool eagle = c.eagle();
       model::KvCache kv_a(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
       model::KvCache kv_b(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
-      auto variable = c.core(*target, kv_a, 13, topk);
-      auto fixed = c.core(*target, kv_b, 13, topk);
+      auto variable = c.core(*target, kv_a, 13, topk, 200.0f);
+      auto fixed = c.core(*target, kv_b, 13, topk, 200.0f);
       variable->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/false);
       fixed->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/true);
       ASSERT_EQ(variable->extend_runner(), nullptr) << what;
