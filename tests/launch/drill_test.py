@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_process import free_port, rank_pids  # noqa: E402
+from serve_process import rank_pids, start_on_free_port  # noqa: E402
 
 TINY = ["--load-format", "dummy", "--model-shape", "tiny", "--max-total-tokens", "60000"]
 
@@ -44,50 +44,29 @@ class Server:
     """aerie-serve under mpirun (or alone), its rank -> pid map, and clean-up of strays."""
 
     def __init__(self, args, flags, log, np=2, mpmd_rank1_env=None):
-        # A port another process takes between free_port() and the server's bind (ctest runs
-        # tests in parallel; mpirun opens ports of its own) ends the launch with "cannot listen
-        # on": then another port, three tries, as serve_process.running_server does.
-        self.log_path = log  # the server's stderr; read back to tell a taken port from a failure
-        for _ in range(3):
-            if self._launch(args, flags, np, mpmd_rank1_env):
-                break
-        else:
-            raise AssertionError("the server found no free port in three tries")
+        # The server's stderr goes to `log`; a port another process takes first is replaced
+        # (serve_process.start_on_free_port).
+        self.log = open(log, "w")
+        self.proc, self.port = start_on_free_port(lambda port: self._command(args, flags, np, mpmd_rank1_env, port), self.log,
+                                                  startup_s=120)
+        self.base = f"http://127.0.0.1:{self.port}"
         if np:
             self.ranks = rank_pids(self.proc.pid)
             assert sorted(self.ranks) == list(range(np)), f"rank pids: {self.ranks}"
         else:
             self.ranks = {0: self.proc.pid}
 
-    def _launch(self, args, flags, np, mpmd_rank1_env):
-        """One launch on a fresh port: True once /health answers, False when the port was taken."""
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        serve = [args.serve, "--port", str(self.port)] + TINY + args.server_flags.split() + flags
+    @staticmethod
+    def _command(args, flags, np, mpmd_rank1_env, port):
+        """aerie-serve on `port`: alone (np 0), or under mpirun with np ranks."""
+        serve = [args.serve, "--port", str(port)] + TINY + args.server_flags.split() + flags
         if np == 0:
-            cmd = serve
-        elif mpmd_rank1_env:  # rank 1 gets its own environment (MPMD: one program per rank)
+            return serve
+        mpirun = [args.mpirun, "--allow-run-as-root", "--oversubscribe"] + args.mpirun_flags.split()
+        if mpmd_rank1_env:  # rank 1 gets its own environment (MPMD: one program per rank)
             env = sum((["-x", f"{k}={v}"] for k, v in mpmd_rank1_env.items()), [])
-            cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe"] + args.mpirun_flags.split() + ["-np", "1"] + serve + [
-                ":", "-np", "1"] + env + serve
-        else:
-            cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe"] + args.mpirun_flags.split() + ["-np", str(np)] + serve
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(self.base + "/health", timeout=2)
-                return True
-            except OSError:
-                if self.proc.poll() is not None:
-                    self.log.close()
-                    text = open(self.log_path, errors="replace").read()
-                    if "cannot listen on" in text:
-                        return False
-                    raise AssertionError(f"server exited {self.proc.returncode}: {text[-2000:]}")
-                assert time.monotonic() < deadline, "server did not come up"
-                time.sleep(0.05)
+            return mpirun + ["-np", "1"] + serve + [":", "-np", "1"] + env + serve
+        return mpirun + ["-np", str(np)] + serve
 
     def wait(self, timeout):
         t0 = time.monotonic()

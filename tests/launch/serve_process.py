@@ -42,15 +42,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _start(serve, args, launcher, stderr, startup_s):
-    """One launch on a fresh port: (server, port), or None when the server could not listen on
-    it (another process took the port between free_port() and the server's bind: tests run in
-    parallel, and mpirun opens ports of its own)."""
+def _start(argv_for, stderr, startup_s):
+    """One launch of argv_for(port) on a fresh port: (server, port), or None when the server
+    could not listen on it (another process took the port between free_port() and the server's
+    bind: tests run in parallel, and mpirun opens ports of its own)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     # A log file the caller passes holds every attempt: this one's starts here.
     log_start = None if stderr is subprocess.PIPE else os.path.getsize(stderr.name)
-    server = subprocess.Popen([*launcher, serve, "--port", str(port), *args], stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
+    server = subprocess.Popen(argv_for(port), stdout=subprocess.DEVNULL if stderr is not subprocess.PIPE else subprocess.PIPE,
                               stderr=stderr, text=True)
     deadline = time.monotonic() + startup_s
     while True:
@@ -74,6 +74,17 @@ def _start(serve, args, launcher, stderr, startup_s):
             time.sleep(0.05)
 
 
+def start_on_free_port(argv_for, stderr=subprocess.PIPE, startup_s=60):
+    """(server, port) once argv_for(port), the server's command line on that port, answers
+    /health. stderr: a file for the server's log (default: a pipe, read back for failure
+    messages). A port taken before the server could bind it is replaced by another (three tries)."""
+    for _ in range(3):
+        started = _start(argv_for, stderr, startup_s)
+        if started:
+            return started
+    raise AssertionError("the server found no free port in three tries")
+
+
 @contextlib.contextmanager
 def running_server(serve, args, startup_s=60, launcher=(), stderr=subprocess.PIPE):
     """Yields (base_url, port) of `[launcher...] serve --port P *args` once it answers /health
@@ -81,12 +92,7 @@ def running_server(serve, args, startup_s=60, launcher=(), stderr=subprocess.PIP
     Open MPI's mpirun answers SIGTERM by killing the job and exits 1 itself. stderr: a file to
     keep the server's log in (default: read back for failure messages). A port taken before the
     server could bind it is replaced by another (three tries)."""
-    for _ in range(3):
-        started = _start(serve, args, launcher, stderr, startup_s)
-        if started:
-            break
-    assert started, "the server found no free port in three tries"
-    server, port = started
+    server, port = start_on_free_port(lambda p: [*launcher, serve, "--port", str(p), *args], stderr, startup_s)
 
     def tail():
         return server.stderr.read()[-3000:] if server.stderr else "(see the server's stderr file)"
