@@ -65,9 +65,15 @@ json parse_body(const HttpRequest& req) {
   }
 }
 
-// A sample's seed: seed + i, wrapping within the non-negative seeds.
-int64_t sample_seed(int64_t seed, int i) {
-  return static_cast<int64_t>((static_cast<uint64_t>(seed) + static_cast<uint64_t>(i)) & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+// Sample i of a request with n > 1: a request of its own (n = 1) seeded seed + i, wrapping
+// within the non-negative seeds. With n = 1 the request itself.
+ParsedRequest sample_request(const ParsedRequest& p, int i) {
+  ParsedRequest one = p;
+  one.n = 1;
+  if (p.n > 1)
+    one.request.sampling.seed = static_cast<int64_t>((static_cast<uint64_t>(p.request.sampling.seed) + static_cast<uint64_t>(i)) &
+                                                     static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  return one;
 }
 
 // Labels a streamed chunk of sample i: OpenAI chunks by their choices' index, sglang's by
@@ -318,9 +324,7 @@ HttpReply HttpServer::serve_samples(const ParsedRequest& p, const std::string& i
   std::vector<std::unique_ptr<RequestSession>> sessions;
   std::vector<std::unique_ptr<ResponseWriter>> writers;
   for (int i = 0; i < p.n; ++i) {
-    ParsedRequest one = p;
-    one.n = 1;
-    one.request.sampling.seed = sample_seed(p.request.sampling.seed, i);
+    const ParsedRequest one = sample_request(p, i);
     sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, one,
                                                         RequestSession::Submission::kTogether));
     writers.push_back(std::make_unique<ResponseWriter>(one, id, options_.model_name, tokenizer_.get()));
@@ -384,15 +388,9 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
     };
     json usage;  // n > 1: the samples' usage, summed
     std::mutex usage_mu;
-    auto sample_request = [&](int i) {
-      ParsedRequest one = p;
-      one.n = 1;
-      if (p.n > 1) one.request.sampling.seed = sample_seed(p.request.sampling.seed, i);
-      return one;
-    };
     // One sample's stream, on its own thread when n > 1 (the session is used by it alone).
     auto run_sample = [&](int i, RequestSession& session) {
-      const ParsedRequest one = sample_request(i);
+      const ParsedRequest one = sample_request(p, i);
       track(id, session.handle());
       ResponseWriter writer(one, id, options_.model_name, tokenizer_.get());
       SessionUpdate u;
@@ -424,14 +422,14 @@ HttpReply HttpServer::stream(ParsedRequest p, const std::string& id) {
       log_request(p.n > 1 ? id + "#" + std::to_string(i) : id, u, session.seconds_since_arrival());
     };
     if (p.n <= 1) {
-      RequestSession session(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(0));
+      RequestSession session(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(p, 0));
       run_sample(0, session);
     } else {
       // The samples are submitted as one group (admitted together: the prompt is computed
       // once and shared), then each streams on a thread of its own.
       std::vector<std::unique_ptr<RequestSession>> sessions;
       for (int i = 0; i < p.n; ++i)
-        sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(i),
+        sessions.push_back(std::make_unique<RequestSession>(deployment_, tokenizer_.get(), metrics_, next_rid_++, sample_request(p, i),
                                                             RequestSession::Submission::kTogether));
       RequestSession::submit_together(sessions);
       std::vector<std::thread> samples;
