@@ -15,14 +15,14 @@ export NCCL_NVLS_ENABLE=0
 M=$PWD/.device_model/smollm2.gguf
 [[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"
 echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c || exit 1
-rm -rf .device .device_before && mkdir -p /tmp/before && tar xzf .device_base.tgz -C /tmp/before && mv /tmp/before/.device .device_before
+rm -rf .device .device_base /tmp/before && mkdir -p /tmp/before && tar xzf .device_base.tgz -C /tmp/before && mv /tmp/before/.device .device_base
 tar xzf .device.tgz
 if [[ -x .device/bin/gpu_test ]]; then
   LD_LIBRARY_PATH=$PWD/.device/lib .device/bin/gpu_test --gtest_filter='*Spec*:*Draft*:*Tree*:*Extend*' 2>&1 | tail -25 | tee "$OUT/gpu_test_spec.txt"
 fi
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for build in before now; do
-    dir=.device; [[ $build == before ]] && dir=.device_before
+    dir=.device; [[ $build == before ]] && dir=.device_base
     LD_LIBRARY_PATH=$PWD/$dir/lib python3 tools/train_eagle3/eval_spec.py --generate $dir/bin/aerie-generate --model "$M" \
       --head "${HEAD:-assets/smollm2-eagle3}" --device cuda --dtype bf16 --prompts ${PROMPTS:-96} --max-new 128 --batch-size 1 8 --temperature 0 \
       --configs ${CONFIGS:-plain chain-3 tree-4x3-8 tree-4x5-8} --json "$OUT/tree_extend_${build}_r${round}.json" | sed "s/^/$build r$round: /"
