@@ -5,11 +5,12 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
 #include "spec/graph_capture.hpp"
+#include "spec/graph_times.hpp"
 
 namespace aerie::spec {
 
-BucketGraphs::BucketGraphs(int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for)
-    : max_bs_(max_bs), graphs_on_(graphs), schedule_(max_bs), dims_for_(std::move(dims_for)) {
+BucketGraphs::BucketGraphs(std::string label, int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for)
+    : label_(std::move(label)), max_bs_(max_bs), graphs_on_(graphs), schedule_(max_bs), dims_for_(std::move(dims_for)) {
   AERIE_CHECK(max_bs_ >= 1, "a graph runner needs a batch of at least one");
   if (graphs_on_)
     for (int64_t bs : schedule_.sizes()) dims_[bs] = dims_for_(bs);
@@ -54,12 +55,12 @@ void BucketGraphs::capture(const Stream& stream, const std::function<void(int64_
 
 void BucketGraphs::run(int64_t bs, const Stream& stream, const std::function<void(int64_t)>& enqueue) const {
   if (!graphs_on_) {
-    enqueue(bs);
+    GraphTimes::run(label_, stream, [&] { enqueue(bs); });
     return;
   }
   const auto it = graphs_.find(bs);
   AERIE_CHECK(it != graphs_.end(), "no CUDA graph was captured for a batch of " << bs);
-  cuda_runtime::launch_graph(it->second, stream.handle());
+  GraphTimes::run(label_, stream, [&] { cuda_runtime::launch_graph(it->second, stream.handle()); });
 }
 
 }  // namespace aerie::spec

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/stream.hpp"
@@ -19,8 +20,9 @@ namespace aerie::spec {
 
 class BucketGraphs {
  public:
-  // dims_for(bs): the forward dims of a batch of bs requests (the runner's geometry).
-  BucketGraphs(int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for);
+  // label: the runner's work in GraphTimes (aerie-bench). dims_for(bs): the forward dims of a
+  // batch of bs requests (the runner's geometry).
+  BucketGraphs(std::string label, int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for);
   ~BucketGraphs();
   BucketGraphs(const BucketGraphs&) = delete;
   BucketGraphs& operator=(const BucketGraphs&) = delete;
@@ -43,10 +45,11 @@ class BucketGraphs {
   // and capture enqueue(bs). Without: nothing.
   void capture(const Stream& stream, const std::function<void(int64_t)>& prepare, const std::function<void(int64_t)>& enqueue);
   // Runs a batch of bs (from batch_for) whose inputs are uploaded: replays its graph, or
-  // calls enqueue(bs) without graphs.
+  // calls enqueue(bs) without graphs (timed under the label when GraphTimes is on).
   void run(int64_t bs, const Stream& stream, const std::function<void(int64_t)>& enqueue) const;
 
  private:
+  std::string label_;
   int64_t max_bs_;
   bool graphs_on_;
   BucketSchedule schedule_;

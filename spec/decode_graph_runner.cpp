@@ -15,7 +15,7 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
       masked_(masked),
       max_context_(max_context),
       // The split count and tokens per attention block are fixed per bucket by its capture.
-      buckets_(max_bs, /*graphs=*/true, [this](int64_t bs) {
+      buckets_(tokens_per_seq == 1 ? "decode" : "verify", max_bs, /*graphs=*/true, [this](int64_t bs) {
         const int tpb = model_.attention_tokens_per_block(model::pad_to_bucket(model::ForwardBatch{}, bs, q_));
         return model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = masked_,
                                   .num_splits = model_.attention_splits(bs * q_ / tpb, max_context_), .logits_all_rows = true,

@@ -22,7 +22,7 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
       steps_(steps),
       max_bs_(max_bs),
       max_context_(max_context),
-      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_("draft chain", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   net_.check("a chain runner");
   AERIE_CHECK(!net_.head || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "a chain runner reads the requests' next tokens from a pool");

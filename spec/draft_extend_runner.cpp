@@ -68,7 +68,7 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
       hidden_width_(hidden_width),
       max_bs_(max_bs),
       max_context_(max_context),
-      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_("draft extend", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   net_.check("an extend runner");
   AERIE_CHECK(!net_.head || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
   if (tree()) {

@@ -27,7 +27,7 @@ DraftTreeRunner::DraftTreeRunner(DraftNet net, TreeStatePools pools, const Tenso
       max_bs_(max_bs),
       max_context_(max_context),
       cols_(kernels::tree_draft_candidates(steps, topk)),
-      buckets_(max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }),
+      buckets_("draft tree", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }),
       padding_context_(static_cast<size_t>(1 + (steps - 1) * topk), 0) {
   net_.check("a tree runner");
   AERIE_CHECK(!net_.head || pools_.hidden.defined(), "an EAGLE tree runner reads the requests' state rows from a pool");

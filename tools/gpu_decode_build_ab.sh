@@ -13,8 +13,9 @@
 # VARIANTS (default "base new") may add settings of this build as NAME:ENV=VALUE,... (e.g.
 # "base new rows2:AERIE_GEMV_ONE_ROW_ROWS=2"; a setting starting with -- is a flag of the bench's,
 # e.g. --graph-context=8192); "base" is the base build, any other name this one
-# (without "base", no .device_base.tgz is needed). BATCHES_8B (default 1,32,128,256) picks the
-# 8B shape's batches; SMOLLM2=1 adds the SmolLM2-135M shape at batch 1 (30 small layers).
+# (without "base", no .device_base.tgz is needed). BATCHES_8B (default 1,32,128,256) and
+# BATCHES_1B (default 1) pick the 8B and 1B shapes' batches; SMOLLM2=1 adds the SmolLM2-135M shape
+# (30 small layers) at BATCHES_SMOLLM2 (default 1).
 # DEADLINE_S stops starting runs after that many seconds.
 # The table in $OUT/decode_build_ab.txt, each run's JSON in $OUT/logs.tgz.
 set -uo pipefail
@@ -33,8 +34,8 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     [[ $build == base ]] && bin=$PWD/.device_base/bin/aerie-bench
     ONE=(env "${envs[@]}" "$bin" one-batch --load-format dummy --cuda-graph on --input-len 512 --output-len 32 "${args[@]}")
     STEP_TAIL=0 step "8b_${build}_$round" 300 "${ONE[@]}" --model-shape llama-3.1-8b --batch-size "${BATCHES_8B:-1,32,128,256}" --json "$LOGS/8b_${build}_$round.json"
-    STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size 1 --json "$LOGS/1b_${build}_$round.json"
-    [[ ${SMOLLM2:-0} == 1 ]] && STEP_TAIL=0 step "smollm2_${build}_$round" 120 "${ONE[@]}" --model-shape smollm2-135m --batch-size 1 \
+    STEP_TAIL=0 step "1b_${build}_$round" 120 "${ONE[@]}" --model-shape llama-3.2-1b --batch-size "${BATCHES_1B:-1}" --json "$LOGS/1b_${build}_$round.json"
+    [[ ${SMOLLM2:-0} == 1 ]] && STEP_TAIL=0 step "smollm2_${build}_$round" 120 "${ONE[@]}" --model-shape smollm2-135m --batch-size "${BATCHES_SMOLLM2:-1}" \
       --json "$LOGS/smollm2_${build}_$round.json"
   done
 done

@@ -328,10 +328,19 @@ bool gemv_mma_enabled() {
 
 // Warps per block (they split K): measured on an H200 at 4 and 8 rows, 4 warps suit wide
 // matrices (>= 384 blocks of 16 rows: q/k/v, gate/up, lm_head) and 8 the narrow ones
-// (o_proj, down); AERIE_GEMV_MMA_WARPS (4 or 8) overrides, for measuring.
-int gemv_mma_warps(int64_t blocks) {
+// (o_proj, down). A matrix of fewer blocks than SMs whose K gives 8 warps more than the two
+// steps each that are loaded before the previous kernel ends (SmolLM2's down_proj in a verify:
+// 36 blocks, 24 steps) takes 16 warps (16-bit weights, whole 128-byte lines), so that all its
+// weights are in flight at once: SmolLM2's chain-5 verify 0.768 -> 0.742 ms on the H200
+// (docs/performance.md). AERIE_GEMV_MMA_NARROW_WARPS=8 keeps 8 and AERIE_GEMV_MMA_WARPS (4 or 8)
+// overrides everything, for measuring.
+constexpr int64_t kNarrowBlocks = 128;
+int gemv_mma_warps(int64_t blocks, int64_t steps) {
   static const int forced = env_knob("AERIE_GEMV_MMA_WARPS");
-  return forced > 0 ? forced : (blocks >= 384 ? 4 : 8);
+  static const int narrow = env_knob("AERIE_GEMV_MMA_NARROW_WARPS");
+  if (forced > 0) return forced;
+  if (blocks >= 384) return 4;
+  return narrow != 8 && blocks <= kNarrowBlocks && steps > 2 * 8 ? 16 : 8;
 }
 
 // Chunks per row and step: 2 (whole 128-byte lines per row and instruction pair) where K
@@ -345,9 +354,12 @@ int gemv_mma_vec(int64_t k) {
 template <class T, class TO, class W, int M, Epilogue EPI>
 void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
-  const int warps = gemv_mma_warps(blocks);
   auto with_vec = [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
+    const int warps = gemv_mma_warps(blocks, a.k / (32 * kVec));
+    if constexpr (kVec == 2 && !kIsFp8<W>) {
+      if (warps == 16) return launch_pdl(gemv_mma_kernel<T, TO, W, M, 16, kVec, EPI>, dim3(blocks), dim3(16 * 32), 0, s, a);
+    }
     if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, W, M, 4, kVec, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
     else launch_pdl(gemv_mma_kernel<T, TO, W, M, 8, kVec, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
   };

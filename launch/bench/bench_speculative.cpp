@@ -9,6 +9,7 @@
 #include <random>
 
 #include "spec/draft_worker_core.hpp"
+#include "spec/graph_times.hpp"
 #include "spec/verify_batch.hpp"
 #include "actors/actor_pool.hpp"
 #include "actors/draft_worker_actor.hpp"
@@ -57,6 +58,13 @@ void prefill(core::SchedulerCore& s, core::TargetWorkerCore& w) {
   }
 }
 
+// Each label's device time per round (or step) over `rounds` timed ones.
+nlohmann::json graph_ms_per(const std::map<std::string, spec::GraphTime>& times, size_t rounds) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [label, t] : times) out[label] = t.ms / static_cast<double>(std::max<size_t>(1, rounds));
+  return out;
+}
+
 }  // namespace
 
 int run_spec_bench(const SpecBenchOptions& o) {
@@ -97,7 +105,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
 
   for (int64_t B : o.batch_sizes) {
     // The plain decode step, with CUDA graphs as Aerie runs it.
-    double plain_ms = 0;
+    double plain_ms = 0, plain_mean_ms = 0;
+    nlohmann::json plain_graph_ms;
     {
       core::SchedulerCore sched(shape, {.max_running_requests = B, .chunked_prefill_size = 8192, .eos_token_ids = {}, .vocab_size = config.vocab_size,
                                         .context_length = config.max_position_embeddings});
@@ -108,6 +117,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       std::vector<double> t;
       // A step is a whole iteration as the engine runs it: plan, execute, commit.
       for (int64_t r = 0; r < rounds + 2; ++r) {
+        if (r == 2) spec::GraphTimes::enable(true);
         const auto t0 = Clock::now();
         auto m = sched.plan_next();
         AERIE_CHECK(m && m->mode == transport::ForwardMode::kDecode, "the plain run left its decode phase early ("
@@ -118,6 +128,9 @@ int run_spec_bench(const SpecBenchOptions& o) {
         if (r >= 2) t.push_back(ms_since(t0));
       }
       plain_ms = median(t);
+      for (double x : t) plain_mean_ms += x / static_cast<double>(t.size());
+      spec::GraphTimes::enable(false);
+      plain_graph_ms = graph_ms_per(spec::GraphTimes::collect(), t.size());
     }
     std::vector<std::tuple<std::string, bool, bool>> variants;  // (algorithm, chain runner, fp8 head)
     for (const auto& alg_name : o.algorithms)
@@ -166,7 +179,10 @@ int run_spec_bench(const SpecBenchOptions& o) {
       for (int64_t r = 0; r < rounds + 2; ++r) {
         // A round as the engine runs it: plan, execute (its draft extend may still run on
         // the GPU behind the DraftWorker while the next round is planned), commit.
-        if (r == 2) spec.reset_stage_times();
+        if (r == 2) {
+          spec.reset_stage_times();
+          spec::GraphTimes::enable(true);
+        }
         auto t0 = Clock::now();
         auto m = sched.plan_next();
         AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "the speculative run left its decode phase early");
@@ -181,6 +197,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
       }
       const core::SpecStageTimes stages = spec.stage_times();
       port->flush();  // the last round's draft extend may still run behind the actor
+      spec::GraphTimes::enable(false);
+      const nlohmann::json round_graph_ms = graph_ms_per(spec::GraphTimes::collect(), round_t.size());
       // The parts alone, on the next planned verify (its KV writes are redone by any later round).
       auto m = sched.plan_next();
       AERIE_CHECK(m && m->mode == transport::ForwardMode::kVerify, "no verify to take apart");
@@ -252,6 +270,17 @@ int run_spec_bench(const SpecBenchOptions& o) {
                   "", static_cast<long long>(stages.rounds), stage_ms["propose"].get<double>(),
                   stage_ms["verify"].get<double>(), stage_ms["accept"].get<double>(), stage_ms["send_extend"].get<double>(),
                   stage_ms["scheduler"].get<double>());
+      // The device's time in the runners' graphs, a round's and a plain step's: the rest of
+      // the wall time the device was idle or ran work outside them (uploads, copies back).
+      double in_graphs = 0.0, plain_in_graphs = 0.0;
+      for (const auto& [label, ms] : round_graph_ms.items()) in_graphs += ms.get<double>();
+      for (const auto& [label, ms] : plain_graph_ms.items()) plain_in_graphs += ms.get<double>();
+      if (report) {
+        std::printf("%22s device in graphs (ms a round):", "");
+        for (const auto& [label, ms] : round_graph_ms.items()) std::printf("  %s %.3f", label.c_str(), ms.get<double>());
+        std::printf("  | outside %.3f (a plain step: in graphs %.3f, outside %.3f)\n", mean_round - in_graphs, plain_in_graphs,
+                    plain_mean_ms - plain_in_graphs);
+      }
       out.push_back({{"algorithm", alg_name}, {"draft_runner", draft_runner}, {"draft_fp8", fp8}, {"draft_graphs", draft_runner && device == Device::kCuda}, {"batch", B}, {"tp_size", o.tp_size}, {"draft_replicated", replicated_head}, {"num_steps", S}, {"topk", K}, {"num_draft_tokens", N}, {"temperature", o.temperature}, {"draft_actor", o.draft_actor}, {"verify_graphs", verify_graphs},
                      {"eagle3_draft_vocab", eagle3_vocab}, {"device", device == Device::kCpu ? "cpu" : "cuda"}, {"cpu_head_dtype", device == Device::kCpu ? o.cpu_head_dtype : std::string()},
                      {"gemv_max_rows", kernels::gemv_max_rows()}, {"plain_step_ms", plain_ms},
@@ -259,7 +288,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
                      {"round_over_parts", round_ms / parts}, {"tokens_per_round", tok_per_round},
                      {"decode_tok_s", tok_per_round * static_cast<double>(B) / round_ms * 1e3},
                      {"plain_decode_tok_s", static_cast<double>(B) / plain_ms * 1e3}, {"speedup_vs_plain", speedup},
-                     {"round_stages_ms", stage_ms}});
+                     {"round_stages_ms", stage_ms}, {"round_graph_ms", round_graph_ms}, {"round_outside_graphs_ms", mean_round - in_graphs},
+                     {"plain_graph_ms", plain_graph_ms}, {"plain_outside_graphs_ms", plain_mean_ms - plain_in_graphs}});
       std::fflush(stdout);
     }
   }

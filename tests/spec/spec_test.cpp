@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "kernels/error.hpp"
+#include <chrono>
+#include <thread>
+
+#include "spec/bucket_graphs.hpp"
 #include "spec/cuda_graph_buckets.hpp"
+#include "spec/graph_times.hpp"
 #include "spec/draft_tree.hpp"
 #include "spec/greedy_accept.hpp"
 
@@ -49,6 +54,35 @@ TEST(CudaGraphBuckets, FollowTheLaunchsPolicy) {
   EXPECT_FALSE(exact.bucket_for(9));  // the schedule has 10: padding would be needed
   EXPECT_EQ(*exact.bucket_for(10), 10);
   EXPECT_THROW(set_graph_bucket_policy({.sizes = {0, 4}, .padding = true}), Error);
+}
+
+// Without graphs (the CPU) a runner's work runs eagerly; GraphTimes, when on, times it under
+// the runner's label with the host clock, and collect() starts afresh.
+TEST(GraphTimes, TimesEachRunnersWorkUnderItsLabelWhileOn) {
+  OwnedStream stream(Device::kCpu);
+  BucketGraphs verify("verify", 4, /*graphs=*/false, [](int64_t bs) { return model::ForwardDims{.tokens = bs, .seqs = bs}; });
+  BucketGraphs chain("draft chain", 4, /*graphs=*/false, [](int64_t bs) { return model::ForwardDims{.tokens = bs, .seqs = bs}; });
+  int runs = 0;
+  auto work = [&](int64_t) {
+    ++runs;
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  };
+  GraphTimes::collect();
+  verify.run(2, stream.get(), work);  // off: runs, not timed
+  EXPECT_TRUE(GraphTimes::collect().empty());
+  GraphTimes::enable(true);
+  verify.run(2, stream.get(), work);
+  verify.run(1, stream.get(), work);
+  chain.run(3, stream.get(), work);
+  GraphTimes::enable(false);
+  const auto t = GraphTimes::collect();
+  EXPECT_EQ(runs, 4);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.at("verify").runs, 2);
+  EXPECT_EQ(t.at("draft chain").runs, 1);
+  EXPECT_GE(t.at("verify").ms, 6.0);
+  EXPECT_GE(t.at("draft chain").ms, 3.0);
+  EXPECT_TRUE(GraphTimes::collect().empty());
 }
 
 TEST(GreedyAccept, AcceptsTheMatchingPrefixPlusTheBonusToken) {

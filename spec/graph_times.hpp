@@ -1,0 +1,35 @@
+#pragma once
+// GraphTimes: how long the device spent in each graph runner's work (decode, verify, draft
+// chain, draft tree, draft extend), for aerie-bench speculative: a round's wall time minus
+// these is the time the device was idle or ran work outside the runners (uploads, host
+// round trips), which is what a round kept on the device would win back. Off unless a bench
+// turns it on (it records two events around every run). On CUDA the times come from events
+// on the runner's stream (a run enqueued behind other work is timed from when the stream
+// reaches it), on the CPU from the host clock, which is the device there.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "kernels/stream.hpp"
+
+namespace aerie::spec {
+
+struct GraphTime {
+  int64_t runs = 0;
+  double ms = 0;  // summed over the runs
+};
+
+class GraphTimes {
+ public:
+  // Process-wide: the draft's runners may run on the DraftWorker actor's thread.
+  static void enable(bool on);
+  static bool enabled();
+  // Runs fn (which enqueues a runner's work on stream) and, when enabled, times it under label.
+  static void run(const std::string& label, const Stream& stream, const std::function<void()>& fn);
+  // Waits for the timed work, returns each label's runs and time since the last collect(),
+  // and starts afresh.
+  static std::map<std::string, GraphTime> collect();
+};
+
+}  // namespace aerie::spec
