@@ -42,6 +42,9 @@ struct AttentionParams {
   // a multiple, the GQA group at most kAttentionMaxGroup (when > 1) and group x
   // tokens_per_block <= kAttentionMaxRows. The CPU reference ignores it.
   int tokens_per_block = 1;
+  // CUDA: take the tensor-core decode kernel whenever the batch fits it, whatever its size
+  // (tests of that kernel at small batches, which the policy below leaves to the other).
+  bool tensor_cores_if_fit = false;
   void validate() const;
 };
 constexpr int kMaxAttentionSplits = 64;
@@ -101,13 +104,13 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// tokens_per_block at most kAttentionDecodeTcMaxRows (one mma tile of rows). Masks and
 /// splits as the other kernel. AERIE_ATTN_DECODE_TC: -1 never (for measuring), 1 for every
 /// such batch; unset, for those whose blocks (tokens / tokens_per_block x KV heads) fill the
-/// `num_sms` multiprocessors, and for those of at most kAttentionDecodeTcSmallBlocks blocks,
-/// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.5% -> 85.3% of
-/// the floor, SmolLM2's step 0.641 -> 0.594 ms and its chain-5 verify 0.768 -> 0.681 ms), not 8B's
-/// batch 8 (64 blocks: 79.5% -> 68.6%). AERIE_ATTN_DECODE_TC_SMALL_BLOCKS sets another bound
-/// (0: none), for measuring.
+/// `num_sms` multiprocessors, as measured on the H200 (docs/performance.md).
+/// AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N (for measuring) also takes batches of at most N blocks:
+/// faster at batch 1 (8B decode 83.3% -> 85.2% of the floor, SmolLM2's step 0.643 -> 0.597 ms),
+/// but not the default: on the real SmolLM2 in the engine those batches, which run split,
+/// decoded wrong tokens (docs/performance.md), though the op tests pass.
 constexpr int kAttentionDecodeTcMaxRows = 16;
-constexpr int kAttentionDecodeTcSmallBlocks = 16;
+constexpr int kAttentionDecodeTcSmallBlocks = 0;
 bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

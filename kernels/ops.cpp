@@ -324,7 +324,7 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   static const int64_t small =
       std::getenv("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS") ? env_knob("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS") : kAttentionDecodeTcSmallBlocks;
   const int64_t blocks = (p.q.dim(0) / tpb) * kv_heads;
-  return knob > 0 || blocks >= num_sms || blocks <= small;
+  return knob > 0 || p.tensor_cores_if_fit || blocks >= num_sms || blocks <= small;
 }
 
 int attention_forced_tokens_per_block() {

@@ -387,6 +387,10 @@ struct AttentionCase {
   int splits;
   int tokens_per_block;
   std::vector<int32_t> q_lens, kv_lens;
+  // q's values times this: 1 gives near-uniform weights over hundreds of keys; a real model's
+  // scores are larger, so a few keys take most of the weight (what the splits' merge must get right).
+  float q_scale = 1.0f;
+  bool tensor_cores_if_fit = false;  // AttentionParams::tensor_cores_if_fit
 };
 
 void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, const Stream& gpu) {
@@ -406,7 +410,7 @@ void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, con
   }
   const int64_t T = qo.back();
   const DType t = c.dtype;
-  Buffer q = random_buffer(rng, t, {T, c.qh, c.dim}), kc = random_buffer(rng, t, {slots, c.kh, c.dim});
+  Buffer q = random_buffer(rng, t, {T, c.qh, c.dim}, c.q_scale), kc = random_buffer(rng, t, {slots, c.kh, c.dim});
   Buffer vc = random_buffer(rng, t, {slots, c.kh, c.dim}), out(Device::kCpu, t, {T, c.qh, c.dim});
   Buffer qo_b = ints(qo), kvp_b = ints(kvp), kvi_b = ints(kvi), mi_b = ints(mi);
   Buffer mask_b(Device::kCpu, DType::kU8, {static_cast<int64_t>(std::max<size_t>(1, mask.size()))});
@@ -421,10 +425,11 @@ void expect_attention_matches_cpu(std::mt19937& rng, const AttentionCase& c, con
   ASSERT_TRUE(attention({.q = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view(), .out = dout.view(), .qo_indptr = dqo.view(),
                          .kv_indptr = dkvp.view(), .kv_indices = dkvi.view(), .custom_mask = c.masked ? dmask.view() : TensorView(),
                          .mask_indptr = c.masked ? dmi.view() : TensorView(), .scale = scale, .num_splits = c.splits,
-                         .workspace = ws.view(), .tokens_per_block = c.tokens_per_block}, gpu).is_ok());
+                         .workspace = ws.view(), .tokens_per_block = c.tokens_per_block, .tensor_cores_if_fit = c.tensor_cores_if_fit},
+                        gpu).is_ok());
   EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), t == DType::kF32 ? 1e-5 : 1e-2)
       << "heads " << c.qh << "/" << c.kh << " dim " << c.dim << " " << dtype_name(t) << " masked " << c.masked << " splits " << c.splits
-      << " tokens per block " << c.tokens_per_block;
+      << " tokens per block " << c.tokens_per_block << " q scale " << c.q_scale;
 }
 
 }  // namespace
@@ -486,6 +491,25 @@ TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
           for (int splits : {1, 3, 16, 64})
             expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, t, masked, splits, tpb, q_lens, kv_lens}, gpu());
       }
+}
+
+// One sequence (a batch-1 decode, or a chain-5 verify of 6 tokens) taken to the tensor-core
+// decode kernel, which the policy leaves batches this small to the CUDA-core kernel for: on the
+// real SmolLM2 in the engine such batches decoded wrong tokens when run split
+// (docs/performance.md, AERIE_ATTN_DECODE_TC_SMALL_BLOCKS). Scores as a real model's (q x 12:
+// a few keys take the weight) and as the tests above, 1-64 splits, short and long contexts.
+TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpuForOneSequence) {
+  std::mt19937 rng(17);
+  struct Shape { int64_t qh, kh, dim; };
+  for (Shape s : {Shape{9, 3, 64}, Shape{32, 8, 128}})
+    for (int tpb : {1, 2}) {
+      const int q_len = tpb == 1 ? 1 : 6;
+      for (int kv : {90, 700})
+        for (int splits : {1, 3, 16, 64})
+          for (float q_scale : {1.0f, 12.0f})
+            expect_attention_matches_cpu(rng, {s.qh, s.kh, s.dim, DType::kBF16, false, splits, tpb, {q_len}, {q_len + kv}, q_scale, true},
+                                         gpu());
+    }
 }
 
 TEST_F(CudaOps, AttentionSharesTilesAmongAVerifysTokens) {
