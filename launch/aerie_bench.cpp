@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   serve->add_flag("--disable-progress", sb.disable_progress, "no progress display");
   serve->add_option("--timeout", sb.timeout_s, "seconds a request may take")->check(aerie::launch::kPositive);
   SpecBenchOptions spb;
-  auto* specb = app.add_subcommand("speculative", "draft step, verify, whole round and throughput of speculative decoding vs a plain step");
+  auto* specb = app.add_subcommand("speculative", "draft step, verify, whole round (its stages and the device time in each graph) and throughput of speculative decoding vs a plain step");
   specb->add_option("--model-shape", spb.model_shape, "tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b (random weights)");
   specb->add_option("--device", spb.device, "cuda or cpu")->check(CLI::IsMember({"cpu", "cuda"}));
   specb->add_option("--dtype", spb.dtype, "bf16 or f16 on CUDA")->check(CLI::IsMember({"bf16", "f16"}));
