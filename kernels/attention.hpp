@@ -110,7 +110,6 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// but not the default: on the real SmolLM2 in the engine those batches, which run split,
 /// decoded wrong tokens (docs/performance.md), though the op tests pass.
 constexpr int kAttentionDecodeTcMaxRows = 16;
-constexpr int kAttentionDecodeTcSmallBlocks = 0;
 bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

@@ -387,8 +387,9 @@ struct AttentionCase {
   int splits;
   int tokens_per_block;
   std::vector<int32_t> q_lens, kv_lens;
-  // q's values times this: 1 gives near-uniform weights over hundreds of keys; a real model's
-  // scores are larger, so a few keys take most of the weight (what the splits' merge must get right).
+  // q's values times this: at 1 the scores have a standard deviation of about 1, so the weight
+  // spreads over many keys; a real model's scores are larger and a few keys take most of it
+  // (what the splits' merge must get right).
   float q_scale = 1.0f;
   bool tensor_cores_if_fit = false;  // AttentionParams::tensor_cores_if_fit
 };
