@@ -104,12 +104,13 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// tokens_per_block at most kAttentionDecodeTcMaxRows (one mma tile of rows). Masks and
 /// splits as the other kernel. AERIE_ATTN_DECODE_TC: -1 never (for measuring), 1 for every
 /// such batch; unset, for those whose blocks (tokens / tokens_per_block x KV heads) fill the
-/// `num_sms` multiprocessors, as measured on the H200 (docs/performance.md).
-/// AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N (for measuring) also takes batches of at most N blocks:
-/// faster at batch 1 (8B decode 83.3% -> 85.2% of the floor, SmolLM2's step 0.643 -> 0.597 ms),
-/// but not the default: on the real SmolLM2 in the engine those batches, which run split,
-/// decoded wrong tokens (docs/performance.md), though the op tests pass.
+/// `num_sms` multiprocessors, and for those of at most kAttentionDecodeTcSmallBlocks blocks,
+/// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.3% -> 85.2% of
+/// the floor, SmolLM2's step 0.643 -> 0.597 ms and its chain-5 verify 0.770 -> 0.660 ms), not
+/// 8B's batch 4 (32 blocks: 83% -> 73.5%). AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
+/// bound (0: none), for measuring.
 constexpr int kAttentionDecodeTcMaxRows = 16;
+constexpr int kAttentionDecodeTcSmallBlocks = 16;
 bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

@@ -5,15 +5,17 @@
 // CUDA-only header.
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace aerie::kernels::cuda {
 
 // Rows lo and hi of a 16-row A operand over kSteps k-steps of 16, each row read from global
 // memory at this lane's columns (pointers already offset by 2 (lane % 4)); missing rows are zeros.
+// Q is the previous kernel's output: read after pdl_wait(), coherently (common.cuh).
 template <class T, int kSteps>
 __device__ __forceinline__ void load_a_rows(uint32_t (&a)[kSteps][4], const T* lo, const T* hi, bool lo_ok, bool hi_ok) {
-  auto pair = [](const T* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); };
+  auto pair = [](const T* p) { return load_from_previous_kernel(reinterpret_cast<const unsigned int*>(p)); };
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     a[kk][0] = lo_ok ? pair(lo + kk * 16) : 0u;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/backends.hpp"
+#include "kernels/env_knob.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -78,8 +79,30 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_trigger();
 }
 
+// A load of what an earlier kernel of the stream wrote, made after pdl_wait(). Never through
+// the non-coherent path (__ldg, ld.global.nc): it assumes the data stay constant for the
+// kernel's whole life, and under programmatic launch the previous kernel writes them while
+// this one is already resident, so ptxas may move such a load above griddepcontrol.wait (or a
+// stale line may be served). The small-batch tensor-core decode attention read a stale q that
+// way and decoded wrong tokens in CUDA graphs (docs/performance.md); it stayed hidden in op
+// tests, where nothing runs before the kernel. L2 only (.cg): where the writes land.
+template <class V>
+__device__ __forceinline__ V load_from_previous_kernel(const V* p) {
+  return __ldcg(p);
+}
+
+// AERIE_PDL_OFF (for measuring what programmatic launch buys, and for isolating an ordering
+// fault): a bit mask of kernels launched without it. Bit 0 every kernel; the others name one
+// kernel (PdlKernel), whose launch site asks launch_pdl_unless for it.
+enum PdlKernel : int { kPdlEvery = 1, kPdlDecodeAttentionTc = 2, kPdlAttentionCombine = 4, kPdlDecodeAttention = 8 };
+inline bool pdl_turned_off(int kernel_bit) {
+  static const int mask = env_knob("AERIE_PDL_OFF");
+  return (mask & (kPdlEvery | kernel_bit)) != 0;
+}
+
 template <class... KernelArgs, class... Args>
-inline void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+inline void launch_pdl_unless(int kernel_bit, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              Args... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -89,8 +112,13 @@ inline void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, siz
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl_turned_off(kernel_bit) ? 0 : 1;
   cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(args)...);
+}
+
+template <class... KernelArgs, class... Args>
+inline void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  launch_pdl_unless(kPdlEvery, kernel, grid, block, smem, stream, args...);
 }
 
 // Whether a pointer allows 16-byte vector loads and stores.

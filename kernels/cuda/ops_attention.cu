@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kRows <= 8 ? 5 : 4) attention_kernel
         if (idx < q_chunks) {
           const int r = idx / q_row_chunks;
           const int64_t row = static_cast<int64_t>(t0 + r / heads) * g.q_heads + head0 + r % heads;
-          buf[u] = __ldg(reinterpret_cast<const uint4*>(q + row * D) + idx % q_row_chunks);
+          buf[u] = load_from_previous_kernel(reinterpret_cast<const uint4*>(q + row * D) + idx % q_row_chunks);
         }
       }
 #pragma unroll
@@ -384,7 +384,7 @@ Status attention(const AttentionParams& p, void* stream) {
         const size_t smem = Smem<TC>::bytes(g.dim, block_rows, stages);
         if (smem > 48 * 1024)  // f32 caches, large heads or many rows: opt in to more shared memory
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream),
+        launch_pdl_unless(kPdlDecodeAttention, kernel, grid, dim3(kThreads), smem, as_stream(stream),
             p.q.ptr<TQ>(), p.k_cache.ptr<TC>(), p.v_cache.ptr<TC>(), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(),
             p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
             p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
@@ -414,7 +414,7 @@ Status attention(const AttentionParams& p, void* stream) {
       else by_rows(std::integral_constant<int, 2>{});
     });
     if (p.num_splits > 1)
-      launch_pdl(combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
+      launch_pdl_unless(kPdlAttentionCombine, combine_splits_kernel<TQ>, dim3(static_cast<unsigned>(tokens * g.q_heads)), dim3(128), 0, as_stream(stream),
                  static_cast<const float*>(partial), p.out.ptr<TQ>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), batch,
                  g.q_heads, static_cast<int64_t>(g.dim), p.num_splits, tpb, p.custom_mask.defined(), attention_min_split_keys());
     return launch_status("attention");

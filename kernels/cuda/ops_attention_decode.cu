@@ -229,7 +229,7 @@ Status launch(const AttentionParams& p, float* partial, void* stream) {
   const int q_heads = static_cast<int>(p.q.dim(1)), kv_heads = static_cast<int>(p.k_cache.dim(1));
   const int tpb = p.tokens_per_block;
   const dim3 grid(static_cast<unsigned>(p.q.dim(0) / tpb), static_cast<unsigned>(kv_heads), static_cast<unsigned>(p.num_splits));
-  launch_pdl(kernel, grid, dim3(kThreads), smem, as_stream(stream), p.q.ptr<T>(), p.k_cache.ptr<T>(), p.v_cache.ptr<T>(),
+  launch_pdl_unless(kPdlDecodeAttentionTc, kernel, grid, dim3(kThreads), smem, as_stream(stream), p.q.ptr<T>(), p.k_cache.ptr<T>(), p.v_cache.ptr<T>(),
              p.out.ptr<T>(), p.qo_indptr.ptr<int32_t>(), p.kv_indptr.ptr<int32_t>(), p.kv_indices.ptr<int32_t>(),
              p.custom_mask.defined() ? p.custom_mask.ptr<uint8_t>() : nullptr,
              p.custom_mask.defined() ? p.mask_indptr.ptr<int32_t>() : nullptr, static_cast<int>(p.qo_indptr.dim(0) - 1),

@@ -35,13 +35,14 @@ __global__ void embedding_i32_kernel(const int32_t* ids, const int32_t* table, i
 // so a row costs one memory round trip, where one element a thread cost a round trip per
 // 512 elements (a draft step's token embedding and its state row: ~5 us each, measured).
 constexpr int kRowWordsInFlight = 4;
-__device__ __forceinline__ void copy_row16(const uint4* __restrict__ from, uint4* __restrict__ to, int64_t words, bool ok) {
+// `from` may be the previous kernel's output (a state row): read coherently (common.cuh).
+__device__ __forceinline__ void copy_row16(const uint4* from, uint4* __restrict__ to, int64_t words, bool ok) {
   for (int64_t w0 = threadIdx.x; w0 < words; w0 += int64_t{kRowWordsInFlight} * blockDim.x) {
     uint4 v[kRowWordsInFlight];
 #pragma unroll
     for (int u = 0; u < kRowWordsInFlight; ++u) {
       const int64_t w = w0 + int64_t{u} * blockDim.x;
-      v[u] = ok && w < words ? from[w] : make_uint4(0, 0, 0, 0);
+      v[u] = ok && w < words ? load_from_previous_kernel(from + w) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kRowWordsInFlight; ++u) {

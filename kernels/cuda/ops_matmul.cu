@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
       for (int m = 0; m < M; ++m) {
         float xf[E];
         const uint4* xm = xr + m * (k / 8) + c * (E / 8);
-        unpack8<T>(__ldg(xm), xf);
-        if constexpr (E == 16) unpack8<T>(__ldg(xm + 1), xf + 8);
+        unpack8<T>(load_from_previous_kernel(xm), xf);
+        if constexpr (E == 16) unpack8<T>(load_from_previous_kernel(xm + 1), xf + 8);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int v = 0; v < kVec; ++v) xs[u][nt][v] = (st < s1 && ok_x[nt]) ? __ldg(xg[nt] + st * 4 * kVec + v) : zero;
+        for (int v = 0; v < kVec; ++v) xs[u][nt][v] = (st < s1 && ok_x[nt]) ? load_from_previous_kernel(xg[nt] + st * 4 * kVec + v) : zero;
     }
   };
   auto compute = [&](const WSet& raw_g, const WSet& raw_h, const Set& xs) {

@@ -290,8 +290,9 @@ TEST(AttentionPlan, TokensPerBlockFollowTheMeasuredPolicyAndTheKernelsLimits) {
   EXPECT_FALSE(attention_tokens_per_block_fits(0, 4, V{8}));
 }
 
-// Which CUDA batches the tensor-core decode kernel takes (a host-side rule: no GPU needed).
-TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTileAndFillTheGpu) {
+// Which CUDA batches the tensor-core decode kernel takes (a host-side rule: no GPU needed):
+// those whose blocks fill the GPU and those of at most kAttentionDecodeTcSmallBlocks blocks.
+TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTileAndFillTheGpuOrAreSmall) {
   auto params = [](DType t, int64_t tokens, int64_t qh, int64_t kh, int64_t dim, int tpb, DType cache = DType::kF32) {
     if (cache == DType::kF32) cache = t;
     return AttentionParams{.q = TensorView(nullptr, t, {tokens, qh, dim}, Device::kCuda),
@@ -304,6 +305,10 @@ TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTil
   EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kF16, 128, 32, 8, 128, 4), sms));   // 4 x 4 = 16 rows
   EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 9, 3, 64, 1), sms));     // SmolLM2's heads
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 8, 32, 8, 128, 1), sms));   // 64 blocks < 132 SMs
+  EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 4, 32, 8, 128, 1), sms));   // 32 blocks: neither
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 2, 32, 8, 128, 1), sms));    // 16 blocks: small
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 1, 32, 8, 128, 1), sms));    // an 8B batch of one
+  EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 6, 9, 3, 64, 2), sms));      // SmolLM2's verify of 6
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 256, 32, 8, 128, 8), sms)); // 32 rows
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 32, 2, 128, 1), sms));  // a group of 16
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 8, 8, 256, 1), sms));   // head dim 256
