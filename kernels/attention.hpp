@@ -105,9 +105,9 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// splits as the other kernel. AERIE_ATTN_DECODE_TC: -1 never (for measuring), 1 for every
 /// such batch; unset, for those whose blocks (tokens / tokens_per_block x KV heads) fill the
 /// `num_sms` multiprocessors, and for those of at most kAttentionDecodeTcSmallBlocks blocks,
-/// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.3% -> 85.2% of
-/// the floor, SmolLM2's step 0.643 -> 0.597 ms and its chain-5 verify 0.770 -> 0.660 ms), not
-/// 8B's batch 4 (32 blocks: 83% -> 73.5%). AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
+/// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.3% -> 84-85% of
+/// the floor, SmolLM2's step 0.70 -> 0.64 ms and its chain-5 verify graph 0.742 -> 0.663 ms),
+/// not 8B's batch 4 (32 blocks: 83% -> 73.5%). AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
 /// bound (0: none), for measuring.
 constexpr int kAttentionDecodeTcMaxRows = 16;
 constexpr int kAttentionDecodeTcSmallBlocks = 16;

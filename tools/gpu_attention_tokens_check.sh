@@ -7,9 +7,11 @@
 # defaults and then under each setting of $SETTINGS (NAME:ENV=VALUE,...; a setting starting with
 # -- is an aerie-generate flag, e.g. eager:--disable-cuda-graph), and prints how many tokens each
 # answer shares with the default's. Kernels that differ only in rounding part late or not at all;
-# a wrong one parts at the first decoded tokens (the small-batch tensor-core attention did:
-# docs/performance.md).
-#   device run (carry [".device.tgz"]): SETTINGS="tc:AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=16" bash tools/gpu_attention_tokens_check.sh
+# a wrong one parts at the first decoded tokens (the small-batch tensor-core attention did while it
+# read a stale q under programmatic launch: docs/performance.md). AERIE_PDL_OFF=1 (every kernel
+# launched without programmatic launch) and --disable-cuda-graph give race-free references.
+#   device run (carry [".device.tgz"]): SETTINGS="off:AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=0 pdloff:AERIE_PDL_OFF=1
+#     eager:--disable-cuda-graph" bash tools/gpu_attention_tokens_check.sh
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-attention-tokens}
 source "$(dirname "$0")/gpu_steps.sh"

@@ -82,13 +82,14 @@ __device__ __forceinline__ void pdl_begin() {
 // A load of what an earlier kernel of the stream wrote, made after pdl_wait(). Never through
 // the non-coherent path (__ldg, ld.global.nc): it assumes the data stay constant for the
 // kernel's whole life, and under programmatic launch the previous kernel writes them while
-// this one is already resident, so ptxas may move such a load above griddepcontrol.wait (or a
-// stale line may be served). The small-batch tensor-core decode attention read a stale q that
-// way and decoded wrong tokens in CUDA graphs (docs/performance.md); it stayed hidden in op
-// tests, where nothing runs before the kernel. L2 only (.cg): where the writes land.
+// this one is already resident, so ptxas may move such a load above griddepcontrol.wait. The
+// small-batch tensor-core decode attention read a stale q that way and decoded wrong tokens in
+// CUDA graphs (docs/performance.md); it stayed hidden in op tests, where nothing runs before
+// the kernel. An ordinary load cached at all levels (.ca): L1 still serves the blocks of an SM
+// that read the same input (an L2-only .cg load cost 8B's batch-1 decode 10% of the floor).
 template <class V>
 __device__ __forceinline__ V load_from_previous_kernel(const V* p) {
-  return __ldcg(p);
+  return __ldca(p);
 }
 
 // AERIE_PDL_OFF (for measuring what programmatic launch buys, and for isolating an ordering

@@ -494,11 +494,11 @@ TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
       }
 }
 
-// One sequence (a batch-1 decode, or a chain-5 verify of 6 tokens) taken to the tensor-core
-// decode kernel, which the policy leaves batches this small to the CUDA-core kernel for: on the
-// real SmolLM2 in the engine such batches decoded wrong tokens when run split
-// (docs/performance.md, AERIE_ATTN_DECODE_TC_SMALL_BLOCKS). Scores as a real model's (q x 12:
-// a few keys take the weight) and as the tests above, 1-64 splits, short and long contexts.
+// One sequence (a batch-1 decode, or a chain-5 verify of 6 tokens) forced onto the tensor-core
+// decode kernel whatever the policy says: scores as a real model's (q x 12: a few keys take the
+// weight) and as the tests above, 1-64 splits, short and long contexts. (Written to chase the
+// wrong tokens such batches gave on the real SmolLM2; it passed, and the fault was a stale q
+// under programmatic launch, which CudaModel.Bf16GraphReplayEqualsEagerAtSmallBatches covers.)
 TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpuForOneSequence) {
   std::mt19937 rng(17);
   struct Shape { int64_t qh, kh, dim; };
