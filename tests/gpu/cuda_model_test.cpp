@@ -54,6 +54,25 @@ model::ForwardBatch prefill(const std::vector<int32_t>& ids) {
   return b;
 }
 
+// A decode batch of `bs` sequences: random ids, contexts of min_len .. min_len + spread - 1
+// tokens, sequence i in the slots from 4 + i * stride (page 0 is the dummy page).
+model::ForwardBatch random_decode_batch(std::mt19937& rng, int64_t bs, int64_t vocab, int32_t min_len, int32_t spread, int32_t stride) {
+  model::ForwardBatch batch;
+  int32_t next_slot = 4;
+  for (int64_t i = 0; i < bs; ++i) {
+    const int32_t len = min_len + static_cast<int32_t>(rng() % static_cast<uint32_t>(spread));
+    for (int32_t p = 0; p < len; ++p) batch.kv_indices.push_back(next_slot + p);
+    batch.input_ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+    batch.positions.push_back(len - 1);
+    batch.out_cache_loc.push_back(next_slot + len - 1);
+    batch.qo_indptr.push_back(static_cast<int32_t>(i + 1));
+    batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
+    batch.logit_rows.push_back(static_cast<int32_t>(i));
+    next_slot += stride;
+  }
+  return batch;
+}
+
 class CudaModel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -99,19 +118,7 @@ TEST_F(CudaModel, GraphReplayEqualsEagerForEveryBucketAndPaddedBatches) {
     if (b > 1) sizes.push_back(b - 1);  // needs padding up to b
   }
   for (int64_t bs : sizes) {
-    model::ForwardBatch batch;
-    int32_t next_slot = 4;  // page 0 is the dummy page
-    for (int64_t i = 0; i < bs; ++i) {
-      const int32_t len = 1 + static_cast<int32_t>(rng() % 60);
-      for (int32_t p = 0; p < len; ++p) batch.kv_indices.push_back(next_slot + p);
-      batch.input_ids.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
-      batch.positions.push_back(len - 1);
-      batch.out_cache_loc.push_back(next_slot + len - 1);
-      batch.qo_indptr.push_back(static_cast<int32_t>(i + 1));
-      batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
-      batch.logit_rows.push_back(static_cast<int32_t>(i));
-      next_slot += 64;
-    }
+    const model::ForwardBatch batch = random_decode_batch(rng, bs, g.config.vocab_size, 1, 60, 64);
     ASSERT_TRUE(runner.can_run(batch)) << bs;
     const auto eager = host_copy(g.model->forward(batch, *g.kv), g.stream.get());
     const auto graph = host_copy(runner.replay(batch), g.stream.get());
@@ -139,19 +146,8 @@ TEST_F(CudaModel, Bf16GraphReplayEqualsEagerAtSmallBatches) {
   std::mt19937 rng(8);
   for (int round = 0; round < 4; ++round)
     for (int64_t bs = 1; bs <= 4; ++bs) {
-      model::ForwardBatch batch;
-      int32_t next_slot = 4;  // page 0 is the dummy page
-      for (int64_t i = 0; i < bs; ++i) {
-        const int32_t len = 40 + static_cast<int32_t>(rng() % 400);  // 2-14 splits of 32 keys
-        for (int32_t p = 0; p < len; ++p) batch.kv_indices.push_back(next_slot + p);
-        batch.input_ids.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
-        batch.positions.push_back(len - 1);
-        batch.out_cache_loc.push_back(next_slot + len - 1);
-        batch.qo_indptr.push_back(static_cast<int32_t>(i + 1));
-        batch.kv_indptr.push_back(static_cast<int32_t>(batch.kv_indices.size()));
-        batch.logit_rows.push_back(static_cast<int32_t>(i));
-        next_slot += 512;
-      }
+      // Contexts of 40-439 tokens: 2-14 splits of 32 keys.
+      const model::ForwardBatch batch = random_decode_batch(rng, bs, cfg.vocab_size, 40, 400, 512);
       ASSERT_TRUE(runner.can_run(batch)) << bs;
       const auto eager = host_copy(m.forward(batch, kv), stream.get());
       const auto graph = host_copy(runner.replay(batch), stream.get());
