@@ -2,7 +2,7 @@
 # On one H200 (device kind nvidia-h200): this build against a base build on the speculative path,
 # interleaved over ROUNDS rounds (default 2) so that clocks and neighbours drift alike:
 #  - a speculative round and a plain step at SmolLM2-135M's shape (aerie-bench speculative, random
-#    weights, EAGLE3 head over 16,384 draft tokens, a chain of STEPS (default 5), BATCHES (default
+#    weights, EAGLE3 head over 16,384 draft tokens, a chain of STEPS (default 5), BATCHES (empty: none; default
 #    "1 8")): the device time in each runner's graph;
 #  - plain decode against the HBM floor at batch 1 (aerie-bench one-batch, dummy weights, graphs,
 #    512-token prompts): the 8B and SmolLM2 shapes;
