@@ -5,7 +5,6 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <tuple>
 
 namespace aerie::kernels {
@@ -321,8 +320,7 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   const bool fits = (t == DType::kBF16 || t == DType::kF16) && p.k_cache.dtype == t && p.v_cache.dtype == t && p.out.dtype == t &&
                     (dim == 64 || dim == 128) && group <= kAttentionMaxGroup && tpb >= 1 && group * tpb <= kAttentionDecodeTcMaxRows;
   if (!fits) return false;
-  static const int64_t small =
-      std::getenv("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS") ? env_knob("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS") : kAttentionDecodeTcSmallBlocks;
+  static const int64_t small = env_knob_or("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS", kAttentionDecodeTcSmallBlocks);
   const int64_t blocks = (p.q.dim(0) / tpb) * kv_heads;
   return knob > 0 || p.tensor_cores_if_fit || blocks >= num_sms || blocks <= small;
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -476,9 +475,7 @@ void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
 // two rows, its tensor-core GEMV from three to 16 (AERIE_GEMV_MAX_ROWS sets another default,
 // for measuring).
 int default_gemv_rows() {
-  const char* e = std::getenv("AERIE_GEMV_MAX_ROWS");
-  if (!e) return kGemvMaxM;
-  const int v = std::atoi(e);
+  const int v = env_knob_or("AERIE_GEMV_MAX_ROWS", kGemvMaxM);
   return v < 0 ? 0 : (v > kGemvMaxM ? kGemvMaxM : v);
 }
 int max_gemv_rows = default_gemv_rows();
