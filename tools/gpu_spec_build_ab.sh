@@ -25,9 +25,8 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     bin=$B
     [[ $build == base ]] && bin=$PWD/.device_base/bin
     for bs in ${BATCHES-1 8}; do
-      STEP_TAIL=0 step "spec_${build}_b${bs}_$round" 240 "$bin/aerie-bench" speculative --device cuda --model-shape smollm2-135m \
-        --algorithm EAGLE3 --draft-vocab 16384 --batch-size "$bs" --speculative-num-steps "${STEPS:-5}" --input-len 64 --rounds 300 \
-        --no-draft-actor --draft-chain runner --json "$LOGS/spec_${build}_b${bs}_$round.json"
+      STEP_TAIL=0 step "spec_${build}_b${bs}_$round" 240 "$bin/aerie-bench" "${SMOLLM2_SPEC_ROUND[@]}" --batch-size "$bs" \
+        --speculative-num-steps "${STEPS:-5}" --json "$LOGS/spec_${build}_b${bs}_$round.json"
     done
     for shape in llama-3.1-8b smollm2-135m; do
       STEP_TAIL=0 step "one_${build}_${shape}_$round" 240 "$bin/aerie-bench" one-batch --load-format dummy --cuda-graph on --input-len 512 \

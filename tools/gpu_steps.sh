@@ -59,6 +59,11 @@ overlap_tokens_check() {  # greedy tokens with overlap scheduling on and off (ae
   timeout 120 "$B/aerie-generate" "${args[@]}" --disable-overlap-schedule > "$RESULTS/overlap_off.jsonl" 2> "$LOGS/overlap_off.txt" || status=1
   compare "$RESULTS/overlap_off.jsonl" "$RESULTS/overlap_on.jsonl"
 }
+# aerie-bench's speculative round at SmolLM2-135M's shape (random weights, an EAGLE-3 head over 16,384
+# draft tokens, the chain runner in-process), 300 rounds; callers add --batch-size,
+# --speculative-num-steps and --json (tools/gpu_verify_cost_check.sh, tools/gpu_spec_build_ab.sh).
+SMOLLM2_SPEC_ROUND=(speculative --device cuda --model-shape smollm2-135m --algorithm EAGLE3 --draft-vocab 16384 --input-len 64
+                    --rounds 300 --no-draft-actor --draft-chain runner)
 pack_logs() {
   tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$LOGS"
 }

@@ -24,9 +24,8 @@ for round in 1 2; do
   for s in $SETTINGS; do
     env=()
     [[ $s == default ]] || env=(${s//,/ })
-    STEP_TAIL=2 step "bench_${s}_$round" 240 env ${env[@]+"${env[@]}"} "$B/aerie-bench" speculative --device cuda --model-shape smollm2-135m \
-      --algorithm EAGLE3 --draft-vocab 16384 --batch-size "$BATCH" --speculative-num-steps "$STEPS" --input-len 64 --rounds 300 --no-draft-actor --draft-chain runner \
-      --json "$LOGS/bench_${s}_$round.json"
+    STEP_TAIL=2 step "bench_${s}_$round" 240 env ${env[@]+"${env[@]}"} "$B/aerie-bench" "${SMOLLM2_SPEC_ROUND[@]}" --batch-size "$BATCH" \
+      --speculative-num-steps "$STEPS" --json "$LOGS/bench_${s}_$round.json"
   done
 done
 python3 - "$LOGS" "$SETTINGS" <<'PY' | tee "$RESULTS/verify_cost.txt"
