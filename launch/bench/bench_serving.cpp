@@ -26,6 +26,7 @@ namespace {
 
 using nlohmann::json;
 using bench::Clock;
+using bench::mean;
 
 void split_url(const ServingBenchOptions& o, std::string& host, int& port) {
   host = o.host, port = o.port;
@@ -59,8 +60,6 @@ double percentile(std::vector<double> v, double p) {
   const size_t hi = std::min(v.size() - 1, lo + 1);
   return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
 }
-
-double mean(const std::vector<double>& v) { return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
 
 double stdev(const std::vector<double>& v) {
   if (v.empty()) return 0.0;

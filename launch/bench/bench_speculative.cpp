@@ -30,6 +30,7 @@ namespace aerie::launch {
 namespace {
 
 using bench::Clock;
+using bench::mean;
 using bench::median;
 using bench::ms_since;
 
@@ -128,7 +129,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
         if (r >= 2) t.push_back(ms_since(t0));
       }
       plain_ms = median(t);
-      for (double x : t) plain_mean_ms += x / static_cast<double>(t.size());
+      plain_mean_ms = mean(t);
       spec::GraphTimes::enable(false);
       plain_graph_ms = graph_ms_per(spec::GraphTimes::collect(), t.size());
     }
@@ -259,8 +260,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       // Where a round's wall time goes on the worker's thread (means over the timed rounds);
       // "scheduler" is the rest: planning the batch and committing its result.
       const double n_st = std::max<double>(1.0, static_cast<double>(stages.rounds));
-      double mean_round = 0.0;
-      for (double x : round_t) mean_round += x / static_cast<double>(std::max<size_t>(1, round_t.size()));
+      const double mean_round = mean(round_t);
       const nlohmann::json stage_ms = {{"propose", stages.propose_ms / n_st}, {"verify", stages.verify_ms / n_st},
                                        {"accept", stages.accept_ms / n_st}, {"send_extend", stages.extend_ms / n_st},
                                        {"scheduler", mean_round - (stages.propose_ms + stages.verify_ms + stages.accept_ms +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 #include "kernels/stream.hpp"
@@ -15,6 +16,11 @@ inline double ms_since(Clock::time_point t) { return std::chrono::duration<doubl
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The arithmetic mean; 0 for none.
+inline double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 // The device time of fn(r) for r in [0, reps), each between two CUDA events on stream s,
