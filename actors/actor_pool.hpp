@@ -2,9 +2,10 @@
 // How the actor system's thread pool polls, given where the model computes.
 //
 // CAF 0.17's work-stealing pool has no wake-up on enqueue: an idle worker polls its queue,
-// first in a busy loop, then every 50 us for ~25 ms, then every 10 ms. The workers and actors
-// on the model's path (target and draft workers) are detached threads that block instead;
-// the pool carries the scheduler, router and frontends. On a GPU host that polling costs
+// first in a busy loop, then every 50 us for ~25 ms, then every 10 ms. The actors on a step's
+// path (Schedulers, TP group workers, the DP coordinator, target and draft workers) are
+// detached threads that block instead and wake when a message arrives; the pool carries the
+// Router and the frontends. On a GPU host that polling costs
 // nothing anyone needs (H200: SmolLM2 and 8B decoding equal with other settings, measured).
 // When the model computes on the CPU, the pool's threads wake ~20,000 times a second each on
 // the cores the products run on: on a 2-core machine SmolLM2 decoding gained 9-21% with one

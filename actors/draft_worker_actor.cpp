@@ -6,6 +6,7 @@
 #include "actors/messages.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 namespace aerie::actors {
 
@@ -65,10 +66,18 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
       handled = true;
       core->forget(m.rids);
     };
+    auto on_ahead = [&](DraftProposeAhead& m) {
+      handled = true;
+      try {
+        core->propose_ahead(m.seqs, m.steps);
+      } catch (const std::exception& e) {  // no one waits for it: the next proposal drafts afresh (and meets a device fault itself)
+        AERIE_LOG_WARNING("draft ahead: " << e.what());
+      }
+    };
     auto on_exit = [&](caf::exit_msg&) { running = false; };
     // Within kDraftWorkerSpin of its last message it polls: the next one (the round's
     // extend, then its proposal) starts without a thread wake-up.
-    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_forget, on_exit);
+    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_ahead, on_forget, on_exit);
     if (handled) last = std::chrono::steady_clock::now();
   }
 }
@@ -145,6 +154,11 @@ std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<spec::
   AERIE_CHECK(extend_error.empty(), extend_error);
   AERIE_CHECK(r.error.empty(), "draft proposal: " << r.error);
   return std::move(r.trees);
+}
+
+void DraftWorkerClient::propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
+  // Behind the round's extend in the DraftWorker's mailbox; the next propose() comes after it.
+  self()->send(draft_, DraftProposeAhead{.seqs = seqs, .steps = steps});
 }
 
 void DraftWorkerClient::forget(const std::vector<uint64_t>& rids) {

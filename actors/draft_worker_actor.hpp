@@ -2,7 +2,8 @@
 // The DraftWorker actor: one per rank, next to the TargetWorker, sharing its GPU, stream
 // and hidden states. It owns the rank's DraftWorkerCore and answers the speculative
 // worker's requests: DraftExtend (follow the committed tokens) with DraftDone, DraftPropose
-// (chain or tree drafts) with DraftProposal, and takes DraftForget (requests that ended).
+// (chain or tree drafts) with DraftProposal, and takes DraftProposeAhead (the next round's chain,
+// drafted while the result travels) and DraftForget (requests that ended).
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
@@ -51,6 +52,11 @@ struct DraftPropose {
   int64_t steps = 0;
   int64_t draft_tokens = 0;
 };
+// The next round's chain, drafted ahead (spec::DraftPort::propose_ahead); not answered.
+struct DraftProposeAhead {
+  std::vector<spec::DraftProposeSeq> seqs;
+  int64_t steps = 0;
+};
 struct DraftForget {
   std::vector<uint64_t> rids;
 };
@@ -79,6 +85,7 @@ class DraftWorkerClient : public spec::DraftPort {
   void extend(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
   std::vector<spec::DraftTree> propose(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
+  void propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) override;
   void flush() override;
 
  private:

@@ -18,6 +18,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<DrainRequest>("aerie.DrainRequest");
   cfg.add_message_type<DraftExtend>("aerie.DraftExtend");
   cfg.add_message_type<DraftPropose>("aerie.DraftPropose");
+  cfg.add_message_type<DraftProposeAhead>("aerie.DraftProposeAhead");
   cfg.add_message_type<DraftForget>("aerie.DraftForget");
   cfg.add_message_type<DraftDone>("aerie.DraftDone");
   cfg.add_message_type<DraftProposal>("aerie.DraftProposal");

@@ -123,6 +123,7 @@ struct LoadReport {
   int64_t spec_accepted_tokens = 0;  // tokens those verifies committed
   double forward_seconds = 0;        // the workers' devices busy with batches (SchedulerStats)
   double forward_gap_seconds = 0;    // and idle between them
+  int64_t forward_batches = 0;       // batches planned (prefill chunks, decode steps, verifies)
 };
 
 // DP attention's lock-step (actors/dp_coordinator_actor.hpp). The coordinator asks every
@@ -225,7 +226,7 @@ typename Inspector::result_type inspect(Inspector& f, GetLoad&) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LoadReport& x) {
   return f(caf::meta::type_name("LoadReport"), x.running, x.queued, x.kv_used_tokens, x.kv_total_tokens, x.spec_verify_ct,
-           x.spec_accepted_tokens, x.forward_seconds, x.forward_gap_seconds);
+           x.spec_accepted_tokens, x.forward_seconds, x.forward_gap_seconds, x.forward_batches);
 }
 
 // The DraftWorker's messages (actors/draft_worker_actor.hpp).
@@ -240,6 +241,10 @@ typename Inspector::result_type inspect(Inspector& f, DraftExtend& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftPropose& x) {
   return f(caf::meta::type_name("DraftPropose"), x.step_id, x.seqs, x.steps, x.draft_tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftProposeAhead& x) {
+  return f(caf::meta::type_name("DraftProposeAhead"), x.seqs, x.steps);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftForget& x) {

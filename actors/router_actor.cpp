@@ -105,6 +105,7 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
                     t.kv_total_tokens += r.kv_total_tokens, t.spec_verify_ct += r.spec_verify_ct;
                     t.spec_accepted_tokens += r.spec_accepted_tokens;
                     t.forward_seconds += r.forward_seconds, t.forward_gap_seconds += r.forward_gap_seconds;
+                    t.forward_batches += r.forward_batches;
                     if (--gather->pending == 0) promise.deliver(t);
                   },
                   [gather, promise](caf::error&) mutable {

@@ -124,7 +124,8 @@ LoadReport load_of(const core::SchedulerCore& c) {
   return LoadReport{.running = c.num_running(), .queued = c.num_queued(), .kv_used_tokens = c.kv_used_tokens(),
                     .kv_total_tokens = c.kv_total_tokens(), .spec_verify_ct = c.stats().spec_verifies,
                     .spec_accepted_tokens = c.stats().spec_committed_tokens, .forward_seconds = c.stats().forward_seconds,
-                    .forward_gap_seconds = c.stats().forward_gap_seconds};
+                    .forward_gap_seconds = c.stats().forward_gap_seconds,
+                    .forward_batches = c.stats().iterations};
 }
 
 }  // namespace

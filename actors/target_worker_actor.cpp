@@ -45,8 +45,10 @@ caf::behavior target_worker_actor(caf::event_based_actor* self, std::shared_ptr<
         auto promise = self->make_response_promise<transport::BatchResult>();
         st->owed.push_back(promise);
         core->launch(b);
-        st->waiter->watch(core->newest_done_event());
+        // A batch whose work has run already (a speculative round ends on the host) is answered
+        // now; the waiter thread is woken only for work still on the device.
         deliver_done();
+        if (core->in_flight() > 0) st->waiter->watch(core->newest_done_event());
         return promise;
       },
       [deliver_done](BatchWorkDone) { deliver_done(); },

@@ -370,21 +370,28 @@ Status kv_write(const KvWriteParams& p, const Stream& s) {
 }
 
 void KvMoveParams::validate() const {
-  Device d = k_cache.device;
+  AERIE_CHECK(!k_caches.empty() && k_caches.size() == v_caches.size(),
+              "kv_move needs a K and a V cache for every layer, got " << k_caches.size() << " and " << v_caches.size());
+  const TensorView& first = k_caches.front();
+  Device d = first.device;
   check_tensor(src_slots, "src_slots", 1, d);
   check_dtype(src_slots, "src_slots", DType::kI32);
   check_tensor(dst_slots, "dst_slots", 1, d);
   check_dtype(dst_slots, "dst_slots", DType::kI32);
   check_rows_match(src_slots, "src_slots", dst_slots, "dst_slots");
-  check_tensor(k_cache, "k_cache", 3, d);
-  check_floating(k_cache, "k_cache");
-  check_tensor(v_cache, "v_cache", 3, d);
-  check_dtype(v_cache, "v_cache", k_cache.dtype);
-  AERIE_CHECK(k_cache.dim(0) == v_cache.dim(0) && k_cache.dim(1) * k_cache.dim(2) == v_cache.dim(1) * v_cache.dim(2),
-              "k_cache " << k_cache.describe() << " and v_cache " << v_cache.describe() << " differ");
+  check_tensor(first, "k_cache", 3, d);
+  check_floating(first, "k_cache");
+  for (size_t l = 0; l < k_caches.size(); ++l)
+    for (const TensorView* c : {&k_caches[l], &v_caches[l]}) {
+      check_tensor(*c, "kv cache", 3, d);
+      check_dtype(*c, "kv cache", first.dtype);
+      AERIE_CHECK(c->dim(0) == first.dim(0) && c->dim(1) * c->dim(2) == first.dim(1) * first.dim(2),
+                  "layer " << l << "'s cache " << c->describe() << " differs from layer 0's K cache " << first.describe());
+    }
 }
 Status kv_move(const KvMoveParams& p, const Stream& s) {
-  return dispatch(p, s, p.k_cache.device, cpu::kv_move, [](const KvMoveParams& q, void* h) { return cuda::kv_move(q, h); });
+  AERIE_CHECK(!p.k_caches.empty(), "kv_move needs at least one layer's cache");
+  return dispatch(p, s, p.k_caches.front().device, cpu::kv_move, [](const KvMoveParams& q, void* h) { return cuda::kv_move(q, h); });
 }
 
 void SampleParams::validate() const {

@@ -1,22 +1,48 @@
 // aerie-generate: offline generation through the engine's actors (Router -> Schedulers ->
 // TargetWorkers), one JSON object per prompt. Under mpirun, every rank serves a replica and
 // rank 0 prints the results.
+#include <caf/all.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "actors/messages.hpp"
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
 #include "launch/generate_options.hpp"
 #include "launch/serving/chat_template.hpp"
 #include "model/config.hpp"
 #include "model/text_tokenizer.hpp"
+#include "spec/graph_times.hpp"
 
 namespace {
 
 using namespace aerie;
+
+// The engine's counters after a run (the Router sums its Schedulers'); nothing if it does not answer.
+std::optional<actors::LoadReport> engine_load(launch::Deployment& deployment) {
+  std::optional<actors::LoadReport> load;
+  caf::scoped_actor self{deployment.system()};
+  self->request(deployment.router(), std::chrono::seconds(5), actors::GetLoad{})
+      .receive([&](actors::LoadReport& r) { load = r; }, [](caf::error&) {});
+  return load;
+}
+
+// --graph-times: the device time of each graph runner's work, and the speculative worker's
+// wall time a round in each stage.
+void print_graph_times(const std::optional<core::SpecStageTimes>& stages) {
+  for (const auto& [label, t] : spec::GraphTimes::collect())
+    std::cerr << "aerie-generate: graph " << label << ": " << t.runs << " runs, " << (t.runs ? t.ms / static_cast<double>(t.runs) : 0.0)
+              << " ms a run\n";
+  if (!stages || stages->rounds == 0) return;
+  const auto per_round = [&](double ms) { return ms / static_cast<double>(stages->rounds); };
+  std::cerr << "aerie-generate: speculative stages, ms a round (" << stages->rounds << " rounds): propose " << per_round(stages->propose_ms)
+            << ", verify " << per_round(stages->verify_ms) << ", accept " << per_round(stages->accept_ms) << ", extend "
+            << per_round(stages->extend_ms) << "\n";
+}
 
 int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
   const std::string& model_path = o.deployment.model_path;
@@ -69,9 +95,12 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
     deployment.shutdown();  // serve until rank 0 is done
     return 0;
   }
+  if (o.graph_times) spec::GraphTimes::enable(true);
   const auto start = std::chrono::steady_clock::now();
   const auto outcomes = deployment.run(requests);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<actors::LoadReport> load = engine_load(deployment);
+  const std::optional<core::SpecStageTimes> stages = deployment.spec_stage_times();
   deployment.shutdown();
   {  // One summary line on stderr (benchmark scripts read it): prefill and decode, load excluded.
     int64_t out_tokens = 0, verifies = 0;
@@ -80,6 +109,15 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
               << (seconds > 0 ? static_cast<double>(out_tokens) / seconds : 0.0) << " tok/s)";
     if (verifies > 0) std::cerr << ", " << verifies << " verify forwards (" << static_cast<double>(out_tokens) / static_cast<double>(verifies) << " tokens per verify)";
     std::cerr << "\n";
+    // Where the wall time went: the device busy with the batches, idle between them (the
+    // Scheduler's and actors' turnaround that overlap scheduling hides), the rest on the host.
+    if (load && load->forward_batches > 0) {
+      const auto per_batch_ms = [&](double s) { return s * 1e3 / static_cast<double>(load->forward_batches); };
+      std::cerr << "aerie-generate: " << load->forward_batches << " batches, the device busy " << load->forward_seconds << " s ("
+                << per_batch_ms(load->forward_seconds) << " ms a batch) and idle " << load->forward_gap_seconds << " s between them ("
+                << per_batch_ms(load->forward_gap_seconds) << " ms a batch)\n";
+    }
+    if (o.graph_times) print_graph_times(stages);
   }
 
   int status = 0;

@@ -164,7 +164,14 @@ struct Deployment::Impl {
                             // DP attention pads to the agreed bucket eagerly (its graphs are not captured yet).
                             .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs});
     if (!o.speculative_algorithm.empty()) {
-      draft_kv = std::make_unique<model::KvCache>(draft_local_config(draft_shape, shard), kv->shape(), device, act);
+      // Drafting ahead writes the next round's draft K/V past the Scheduler's slots (its pages
+      // are not planned yet): the draft's cache has that many slots more.
+      const bool ahead = !o.disable_draft_ahead && !layout.dp_attention && o.speculative_eagle_topk == 1 && o.speculative_num_steps >= 2 &&
+                         draft_choice.algorithm != spec::SpecAlgorithm::kStandalone;
+      model::KvCacheShape draft_kv_shape = kv->shape();
+      if (ahead)
+        draft_kv_shape.num_pages += (spec::DraftWorkerCore::draft_ahead_slots(o.max_running_requests, o.speculative_num_steps) + o.page_size - 1) / o.page_size;
+      draft_kv = std::make_unique<model::KvCache>(draft_local_config(draft_shape, shard), draft_kv_shape, device, act);
       draft = std::make_shared<spec::DraftWorkerCore>(draft_choice.algorithm, std::move(draft_weights.head), std::move(draft_weights.model),
                                                       *draft_kv, *model, o.max_running_requests, o.speculative_eagle_topk);
       // Drafts (chains and trees) run as one device-side sequence; on CUDA one graph per
@@ -172,6 +179,7 @@ struct Deployment::Impl {
       const bool draft_graphs = device == Device::kCuda && !o.disable_cuda_graph && !layout.dp_attention;
       draft->enable_draft_runners(o.speculative_num_steps, draft_graphs ? std::min(o.cuda_graph_max_bs, o.max_running_requests) : o.max_running_requests,
                                  kv->shape().usable_tokens(), draft_graphs);
+      if (ahead && draft->chain_runner()) draft->enable_draft_ahead(kv->shape().num_slots());
     }
     bootstrap_channels();
     start_heartbeats();
@@ -368,6 +376,11 @@ struct Deployment::Impl {
                                                    .spec_disable_batch_size = o.speculative_disable_batch_size,
                                                    .overlap = !o.disable_overlap_schedule,
                                                    .spec_overlap = o.enable_spec_overlap};
+    // Every actor a step passes through (Schedulers, TP group workers, the DP coordinator, the
+    // workers) is detached: a message wakes its blocked thread at once, where an idle thread of
+    // CAF 0.17's pool finds it at its next poll (50 us apart on a GPU host, 1 ms on the CPU):
+    // a speculative round, which cannot be planned ahead, waited that long for its Scheduler
+    // (docs/performance.md). The pool keeps the Router and the frontends.
     // Rank r's worker: this process's own for rank 0, else a ZeroMQ hop to rank r.
     auto rank_worker = [&](int r) {
       if (r == 0) return local_worker = sys->spawn<caf::detached>(actors::target_worker_actor, worker);
@@ -380,7 +393,7 @@ struct Deployment::Impl {
       } else {
         std::vector<caf::actor> ranks;
         for (int t = 0; t < layout.group_size(); ++t) ranks.push_back(rank_worker(layout.group_leader(g) + t));
-        group_workers.push_back(sys->spawn(actors::tp_group_worker_actor, std::move(ranks)));
+        group_workers.push_back(sys->spawn<caf::detached>(actors::tp_group_worker_actor, std::move(ranks)));
       }
     }
     if (layout.dp_attention) {
@@ -390,15 +403,15 @@ struct Deployment::Impl {
           .dp_size = layout.dp_size,
           .bucket_sizes = o.disable_cuda_graph ? std::vector<int64_t>{} : spec::cuda_graph_bucket_sizes(std::min(o.cuda_graph_max_bs, o.max_running_requests)),
           .depth = o.disable_overlap_schedule || (!o.speculative_algorithm.empty() && !o.enable_spec_overlap) ? 1 : 2};
-      caf::actor coordinator = sys->spawn(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
+      caf::actor coordinator = sys->spawn<caf::detached>(actors::dp_coordinator_actor, group_workers, step_options, step_watchdog, fault);
       dp_coordinator = coordinator;
       for (int g = 0; g < layout.dp_size; ++g)
-        schedulers.push_back(sys->spawn(actors::lockstep_scheduler_actor, kv->shape(), sched_opts, coordinator,
+        schedulers.push_back(sys->spawn<caf::detached>(actors::lockstep_scheduler_actor, kv->shape(), sched_opts, coordinator,
                                         actors::SchedulerFaults{.group = g, .watchdog = step_watchdog, .fault = fault}));
       caf::anon_send(coordinator, actors::DpSchedulers{schedulers});
     } else {
       for (int g = 0; g < layout.dp_size; ++g)
-        schedulers.push_back(sys->spawn(actors::scheduler_actor, kv->shape(), sched_opts, group_workers[static_cast<size_t>(g)],
+        schedulers.push_back(sys->spawn<caf::detached>(actors::scheduler_actor, kv->shape(), sched_opts, group_workers[static_cast<size_t>(g)],
                                         actors::SchedulerFaults{.group = g, .watchdog = step_watchdog, .fault = fault}));
     }
     router = sys->spawn(actors::router_actor, schedulers, fault);
@@ -503,6 +516,11 @@ std::vector<RequestOutcome> Deployment::run(const std::vector<core::GenerationRe
 }
 
 caf::actor Deployment::router() const { return impl_->router; }
+std::optional<core::SpecStageTimes> Deployment::spec_stage_times() const {
+  const core::SpecWorkerCore* spec = impl_->worker ? impl_->worker->speculative() : nullptr;
+  if (!spec) return std::nullopt;
+  return spec->stage_times();
+}
 std::optional<std::string> Deployment::fault() const { return impl_->fault->reason(); }
 caf::actor_system& Deployment::system() { return *impl_->sys; }
 void Deployment::shutdown() { impl_->shutdown(); }

@@ -18,6 +18,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/core/generation_request.hpp"
+#include "actors/core/spec_stage_times.hpp"
 #include "model/config.hpp"
 #include "parallel/process_group.hpp"
 
@@ -47,6 +48,10 @@ struct DeploymentOptions {
   // ... and with speculative decoding, each verify planned before the last one's accept
   // lengths are known (sglang's spec v2, SGLANG_ENABLE_SPEC_V2; off by default, as there).
   bool enable_spec_overlap = false;
+  // EAGLE chains: the next round's draft runs on the device right after a verify's extend, while
+  // the result goes back and the next verify is planned (spec::DraftWorkerCore::enable_draft_ahead;
+  // not under DP attention). This turns it off (for measuring).
+  bool disable_draft_ahead = false;
   int64_t tp_size = 1;
   int64_t dp_size = 1;
   // DP attention (sglang's): tp_size ranks in dp_size attention groups of tp_size / dp_size,
@@ -103,6 +108,9 @@ class Deployment {
   // Rank 0: the Router, where a frontend sends actors::SubmitRequest / AbortRequest.
   caf::actor router() const;
   caf::actor_system& system();
+  // Rank 0: the worker's time in each speculative stage, summed over its verify rounds
+  // (nothing without speculation); read between runs, while no batch runs.
+  std::optional<core::SpecStageTimes> spec_stage_times() const;
   // Rank 0: why the engine is down (a rank lost, a step stuck), or nothing while it is healthy.
   std::optional<std::string> fault() const;
   // Rank 0: stops the other ranks and waits for them. Other ranks: serve batches (through

@@ -21,6 +21,7 @@ struct GenerateOptions {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   std::string output = "json";  // json | text
+  bool graph_times = false;     // --graph-times: time each graph runner's work and the speculative stages, print them
 };
 
 // Parses argv; throws aerie::Error with a clear message on bad input. Returns nothing

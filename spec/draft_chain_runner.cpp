@@ -108,7 +108,8 @@ void DraftChainRunner::enqueue(int64_t bs) {
   }
 }
 
-std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<ChainSeq>& seqs) {
+void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
+  AERIE_CHECK(pending_n_ < 0, "a chain proposal is enqueued and not collected");
   AERIE_CHECK(can_run(seqs), "this proposal does not fit the chain runner");
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = *buckets_.batch_for(n);
@@ -131,7 +132,7 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
   }
   {
     // The host staging is rewritten only after the previous proposal's tokens came back
-    // (propose ends with a synchronisation), so its copy has run.
+    // (collect_proposal synchronises), so its copy has run.
     int32_t* rows = rows_host_.as<int32_t>();
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
     copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
@@ -139,6 +140,14 @@ std::vector<std::vector<int32_t>> DraftChainRunner::propose(const std::vector<Ch
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
   copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
+  pending_n_ = n;
+  pending_bs_ = bs;
+}
+
+std::vector<std::vector<int32_t>> DraftChainRunner::collect_proposal() {
+  AERIE_CHECK(pending_n_ >= 0, "no chain proposal is enqueued");
+  const int64_t n = pending_n_, bs = pending_bs_;
+  pending_n_ = -1;
   synchronize(stream_);
   const int32_t* t = tokens_host_.as<int32_t>();
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));

@@ -62,7 +62,16 @@ class DraftChainRunner {
   // drafts step by step.
   bool can_run(const std::vector<ChainSeq>& seqs) const;
   // Each request's `steps` draft tokens (target ids), its next token first.
-  std::vector<std::vector<int32_t>> propose(const std::vector<ChainSeq>& seqs);
+  std::vector<std::vector<int32_t>> propose(const std::vector<ChainSeq>& seqs) {
+    enqueue_proposal(seqs);
+    return collect_proposal();
+  }
+  // propose() in two halves: enqueue_proposal() uploads the inputs and enqueues the chain and
+  // the copy of its tokens back; collect_proposal() waits for them. Between the two the host is
+  // free (a draft ahead runs on the device while the Scheduler plans the next round). One
+  // proposal at a time: a second enqueue needs the first collected.
+  void enqueue_proposal(const std::vector<ChainSeq>& seqs);
+  std::vector<std::vector<int32_t>> collect_proposal();
   // The bucket a batch of this many requests replays (-1: none captured).
   int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
   bool graphs() const { return buckets_.graphs(); }
@@ -86,6 +95,7 @@ class DraftChainRunner {
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state
   HostStaging rows_host_, tokens_host_;
+  int64_t pending_n_ = -1, pending_bs_ = 0;  // the enqueued proposal's requests and bucket (-1: none)
 };
 
 }  // namespace aerie::spec

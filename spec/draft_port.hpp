@@ -63,6 +63,15 @@ class DraftPort {
   virtual std::vector<spec::DraftTree> propose(const std::vector<DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) = 0;
   // Drops the state of requests that ended.
   virtual void forget(const std::vector<uint64_t>& rids) = 0;
+  // The next round's chain proposal, asked for right after this round's extend (each request's
+  // context: the slots of positions [0, first_position)); a draft that drafts ahead enqueues it
+  // on the device and hands it out when propose() asks for the same requests, positions, roots
+  // and slots, so the chain runs while the result goes to the Scheduler and the next verify is
+  // planned. Others ignore it (the default).
+  virtual void propose_ahead(const std::vector<DraftProposeSeq>& seqs, int64_t steps) {
+    (void)seqs;
+    (void)steps;
+  }
 };
 
 }  // namespace aerie::spec

@@ -1,6 +1,7 @@
 #include "spec/draft_worker_core.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "kernels/error.hpp"
 #include "kernels/embedding.hpp"
@@ -45,6 +46,7 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
 }
 
 void DraftWorkerCore::forget(uint64_t rid) {
+  drop_ahead_of(rid);
   auto it = state_.find(rid);
   if (it == state_.end()) return;
   if (it->second.hidden_row >= 0) free_rows_.push_back(it->second.hidden_row);
@@ -112,6 +114,7 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
 
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (seqs.empty()) return;
+  for (const auto& s : seqs) drop_ahead_of(s.rid);
   if (extend_at_fixed_width(seqs, target_hidden)) return;
   model::ForwardBatch b;
   std::vector<const ExtendSeq*> kept;
@@ -207,7 +210,8 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
   if (info_.topk > 1 && steps > 0) return propose_tree(seqs, steps, draft_tokens);
-  const auto drafts = propose_chain(seqs, steps);
+  std::optional<std::vector<std::vector<int32_t>>> ahead = take_ahead(seqs, steps);
+  const auto drafts = ahead ? std::move(*ahead) : propose_chain(seqs, steps);
   std::vector<spec::DraftTree> trees;
   for (size_t i = 0; i < seqs.size(); ++i) trees.push_back(spec::DraftTree::chain(seqs[i].root_token, drafts[i]));
   return trees;
@@ -215,6 +219,84 @@ std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeS
 
 void DraftWorkerCore::forget(const std::vector<uint64_t>& rids) {
   for (uint64_t r : rids) forget(r);
+}
+
+void DraftWorkerCore::enable_draft_ahead(int64_t first_scratch_slot) {
+  AERIE_CHECK(chain_ && eagle() && info_.topk == 1, "drafting ahead needs an EAGLE head's chain runner");
+  AERIE_CHECK(first_scratch_slot > 0 && first_scratch_slot + draft_ahead_slots(max_requests_, chain_->steps()) <= kv_.shape().num_slots(),
+              "the draft's KV cache of " << kv_.shape().num_slots() << " slots has no " << draft_ahead_slots(max_requests_, chain_->steps())
+                                         << " scratch slots from " << first_scratch_slot);
+  first_scratch_slot_ = first_scratch_slot;
+}
+
+DraftWorkerCore::~DraftWorkerCore() {
+  try {
+    settle_ahead();
+  } catch (...) {  // a device error: the batch that ran it reported it
+  }
+}
+
+void DraftWorkerCore::settle_ahead() {
+  if (ahead_.pending) {
+    ahead_.pending = false;
+    ahead_.tokens = chain_->collect_proposal();
+  }
+}
+
+void DraftWorkerCore::drop_ahead_of(uint64_t rid) {
+  for (auto& s : ahead_.seqs)
+    if (s.rid == rid) s.rid = std::numeric_limits<uint64_t>::max();  // matches no request
+}
+
+void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  settle_ahead();
+  ahead_ = {};
+  if (first_scratch_slot_ < 0 || seqs.empty() || steps != chain_->steps()) return;
+  // Positions from first_position on write the draft's K/V to the request's state row's
+  // scratch slots; the context before them is the request's own.
+  std::vector<std::vector<int32_t>> contexts(seqs.size());
+  std::vector<spec::ChainSeq> chain;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& s = seqs[i];
+    auto it = state_.find(s.rid);
+    if (it == state_.end() || static_cast<int64_t>(s.context.size()) < s.first_position) return;
+    const int64_t row = it->second.hidden_row;
+    contexts[i].assign(s.context.begin(), s.context.begin() + s.first_position);
+    for (int64_t k = 0; k + 1 < steps; ++k) contexts[i].push_back(static_cast<int32_t>(first_scratch_slot_ + row * steps + k));
+    chain.push_back({.first_position = s.first_position, .context = &contexts[i], .state_row = static_cast<int32_t>(row)});
+  }
+  if (!chain_->can_run(chain)) return;
+  chain_->enqueue_proposal(chain);
+  ahead_.steps = steps;
+  ahead_.pending = true;
+  for (const auto& s : seqs) {
+    ahead_.seqs.push_back(s);
+    ahead_.seqs.back().context.resize(static_cast<size_t>(s.first_position));
+  }
+}
+
+std::optional<std::vector<std::vector<int32_t>>> DraftWorkerCore::take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  if (ahead_.seqs.empty()) return std::nullopt;
+  settle_ahead();
+  std::optional<std::vector<std::vector<int32_t>>> out;
+  if (steps == ahead_.steps) {
+    out.emplace();
+    for (const auto& s : seqs) {
+      const auto same = [&](const ProposeSeq& a) {
+        return a.rid == s.rid && a.first_position == s.first_position && a.root_token == s.root_token &&
+               static_cast<int64_t>(s.context.size()) >= s.first_position && std::equal(a.context.begin(), a.context.end(), s.context.begin());
+      };
+      const auto it = std::find_if(ahead_.seqs.begin(), ahead_.seqs.end(), same);
+      if (it == ahead_.seqs.end()) {
+        out.reset();
+        break;
+      }
+      out->push_back(ahead_.tokens[static_cast<size_t>(it - ahead_.seqs.begin())]);
+    }
+  }
+  ++(out ? ahead_hits_ : ahead_misses_);
+  ahead_ = {};
+  return out;
 }
 
 void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {

@@ -33,6 +33,8 @@ class DraftWorkerCore : public DraftPort {
   // Exactly one of head / standalone is set, matching the algorithm.
   DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model::EagleHead> head, std::unique_ptr<model::LlamaModel> standalone,
                   model::KvCache& draft_kv, const model::LlamaModel& target, int64_t max_requests, int64_t topk = 1);
+  // Waits for a draft ahead still on the device (its tokens are copied into the runner's staging).
+  ~DraftWorkerCore() override;
   SpecAlgorithm algorithm() const { return info_.algorithm; }
   int64_t topk() const { return info_.topk; }
   bool eagle() const { return info_.eagle(); }
@@ -63,6 +65,17 @@ class DraftWorkerCore : public DraftPort {
   // steps + 1 (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only
   // costs the padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
   void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});
+  // Drafting ahead (EAGLE chains through the chain runner; DraftPort::propose_ahead): the next
+  // round's proposal is enqueued right after this round's extend, its draft K/V written to
+  // scratch slots past the Scheduler's pool (draft_ahead_slots() of them from
+  // first_scratch_slot on, one run per state row), since the next round's slots are not
+  // planned yet. The draft's cache must hold them; call after enable_draft_runners.
+  void enable_draft_ahead(int64_t first_scratch_slot);
+  static int64_t draft_ahead_slots(int64_t max_requests, int64_t steps) { return (max_requests + 1) * steps; }
+  void propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
+  // Proposals taken from a draft ahead, and proposals asked for while one was out that it did not cover.
+  int64_t ahead_hits() const { return ahead_hits_; }
+  int64_t ahead_misses() const { return ahead_misses_; }
   const spec::DraftChainRunner* chain_runner() const { return chain_.get(); }
   const spec::DraftTreeRunner* tree_runner() const { return tree_.get(); }
   const spec::DraftExtendRunner* extend_runner() const { return extend_runner_.get(); }
@@ -92,6 +105,23 @@ class DraftWorkerCore : public DraftPort {
   // gathered_[i] = table[rows[i]]; returns the gathered view.
   TensorView gather(const TensorView& table, const std::vector<int32_t>& rows);
   int64_t row_for(uint64_t rid);
+  // The draft ahead's tokens for exactly these requests (same positions, roots and context
+  // slots), or nothing; either way the draft ahead is used up.
+  std::optional<std::vector<std::vector<int32_t>>> take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps);
+  // Its proposal collected (and dropped) if still on the device, so the chain runner is free.
+  void settle_ahead();
+  // Requests whose state changes (an extend, a forget) leave the draft ahead.
+  void drop_ahead_of(uint64_t rid);
+
+  struct Ahead {
+    std::vector<ProposeSeq> seqs;  // each context: the slots of positions [0, first_position)
+    int64_t steps = 0;
+    bool pending = false;          // enqueued on the chain runner, not collected
+    std::vector<std::vector<int32_t>> tokens;  // once collected: each request's chain
+  };
+  Ahead ahead_;
+  int64_t first_scratch_slot_ = -1;  // -1: no drafting ahead
+  int64_t ahead_hits_ = 0, ahead_misses_ = 0;
   // With a runner: the extend's next tokens (chains) or k best first tokens and their
   // log-probabilities (trees), and (EAGLE) hidden states go to the requests' state rows on the
   // device, with no host round trip; the runners read them there.

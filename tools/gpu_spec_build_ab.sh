@@ -7,8 +7,10 @@
 #  - plain decode against the HBM floor at batch 1 (aerie-bench one-batch, dummy weights, graphs,
 #    512-token prompts): the 8B and SmolLM2 shapes;
 #  - when .device_model/smollm2.gguf and HEAD (default .device_model/v10) are there, the real
-#    model's speedups (eval_spec.py: PROMPTS (default 48) held-out prompts, batch 1, greedy,
-#    plain / chain-3 / chain-5; needs .device_model/texts and .device_model/py as gpu_eagle3_eval.sh).
+#    model's speedups (eval_spec.py: PROMPTS (default 48) held-out prompts, batch EVAL_BATCHES (default 1), greedy,
+#    plain / chain-3 / chain-5, or CONFIGS; needs .device_model/texts and .device_model/py as gpu_eagle3_eval.sh),
+#    with the device's busy and idle time a batch where the build prints them;
+#  SKIP_BENCH=1 leaves out the two aerie-bench parts (then .device_base.tgz needs only aerie-generate).
 # Here, first: BUILD_DIR=build BINS="launch/aerie-bench launch/aerie-generate" bash tools/device_pack.sh,
 # and the base build's aerie-bench and aerie-generate in .device_base/bin packed as .device_base.tgz
 # (tools/gpu_decode_build_ab.sh says how; the libraries are .device's). Then
@@ -24,18 +26,18 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   for build in base new; do
     bin=$B
     [[ $build == base ]] && bin=$PWD/.device_base/bin
-    for bs in ${BATCHES-1 8}; do
+    [[ -n ${SKIP_BENCH:-} ]] || for bs in ${BATCHES-1 8}; do
       STEP_TAIL=0 step "spec_${build}_b${bs}_$round" 240 "$bin/aerie-bench" "${SMOLLM2_SPEC_ROUND[@]}" --batch-size "$bs" \
         --speculative-num-steps "${STEPS:-5}" --json "$LOGS/spec_${build}_b${bs}_$round.json"
     done
-    for shape in llama-3.1-8b smollm2-135m; do
+    [[ -n ${SKIP_BENCH:-} ]] || for shape in llama-3.1-8b smollm2-135m; do
       STEP_TAIL=0 step "one_${build}_${shape}_$round" 240 "$bin/aerie-bench" one-batch --load-format dummy --cuda-graph on --input-len 512 \
         --output-len 32 --model-shape "$shape" --batch-size 1 --json "$LOGS/one_${build}_${shape}_$round.json"
     done
     if [[ -f $M && -d $HEAD ]]; then
       STEP_TAIL=0 step "eval_${build}_$round" 300 python3 tools/train_eagle3/eval_spec.py --generate "$bin/aerie-generate" --model "$M" \
-        --head "$HEAD" --device cuda --dtype bf16 --prompts "${PROMPTS:-48}" --max-new 128 --batch-size 1 --temperature 0 \
-        --configs plain chain-3 chain-5 --json "$LOGS/eval_${build}_$round.json"
+        --head "$HEAD" --device cuda --dtype bf16 --prompts "${PROMPTS:-48}" --max-new 128 --batch-size ${EVAL_BATCHES:-1} --temperature 0 \
+        --configs ${CONFIGS:-plain chain-3 chain-5} --json "$LOGS/eval_${build}_$round.json"
     fi
   done
 done
@@ -62,10 +64,16 @@ for shape in ("llama-3.1-8b", "smollm2-135m"):
         rs = [r["results"][0] for r in runs(f"one_{build}_{shape}_*.json")]
         if rs:
             print(f"  {shape:>13} {build:>4}: {cells(rs, step)}")
-print("Real SmolLM2 + head, batch 1, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
+print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
 for build in ("base", "new"):
-    for r in (run["rows"] for run in runs(f"eval_{build}_*.json")):
-        print(f"  {build:>4}: " + " | ".join(f"{d['config']} {d['tok_per_s']:.0f} ({d['speedup']:.2f}x, {d['accept_length']:.2f})" for d in r))
+    for run in runs(f"eval_{build}_*.json"):
+        for b in sorted({d["batch"] for d in run["rows"]}):
+            r = [d for d in run["rows"] if d["batch"] == b]
+            print(f"  {build:>4} batch {b}: " + " | ".join(f"{d['config']} {d['tok_per_s']:.0f} ({d['speedup']:.2f}x, {d['accept_length']:.2f})" for d in r))
+            # The builds that print it: ms a batch with the device busy / idle between batches.
+            if any("batches" in d for d in r):
+                print("        device busy / idle, ms a batch: " + " | ".join(
+                    f"{d['config']} {1e3 * d['device_busy_s'] / d['batches']:.3f} / {1e3 * d['device_idle_s'] / d['batches']:.3f}" for d in r if "batches" in d))
 PY
 pack_logs
 exit $status

@@ -216,6 +216,17 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }
   draft_.extend(ext, hidden);
+  // The next round's chain, drafted ahead on the device while the result goes to the Scheduler
+  // and the next verify is planned: its root is the last committed token, one position past
+  // this round's commits (a draft that does not draft ahead ignores it).
+  if (K == 1 && info_.eagle()) {
+    std::vector<spec::DraftProposeSeq> next(B);
+    for (size_t s = 0; s < B; ++s) {
+      const int32_t root = start[s] + r.token_counts[s];
+      next[s] = {.rid = m.seq_rids[s], .first_position = root, .context = range_of(full[s], 0, root), .root_token = ext[s].tokens.back()};
+    }
+    draft_.propose_ahead(next, S);
+  }
   times_.rounds += 1;
   times_.propose_ms += propose_ms;
   times_.verify_ms += verify_ms;
@@ -242,8 +253,9 @@ void SpecWorkerCore::move_kv(const std::vector<int32_t>& src, const std::vector<
   both.insert(both.end(), dst.begin(), dst.end());
   const TensorView all = upload_ints(move_slots_, both, target_.stream(), 256);
   const TensorView s = all.slice_rows(0, n), d = all.slice_rows(n, 2 * n);
-  for (int64_t layer = 0; layer < target_.config().num_layers; ++layer)
-    AERIE_CHECK_STATUS(kernels::kv_move({.src_slots = s, .dst_slots = d, .k_cache = kv_.k(layer), .v_cache = kv_.v(layer)}, target_.stream()));
+  kernels::KvMoveParams moves{.src_slots = s, .dst_slots = d, .k_caches = {}, .v_caches = {}};
+  for (int64_t layer = 0; layer < target_.config().num_layers; ++layer) moves.k_caches.push_back(kv_.k(layer)), moves.v_caches.push_back(kv_.v(layer));
+  AERIE_CHECK_STATUS(kernels::kv_move(moves, target_.stream()));
 }
 
 }  // namespace aerie::core

@@ -12,6 +12,7 @@
 
 #include "spec/draft_port.hpp"
 #include "actors/core/logprob_reader.hpp"
+#include "actors/core/spec_stage_times.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "spec/decode_graph_runner.hpp"
@@ -28,15 +29,6 @@ struct VerifyGraphOptions {
   int64_t tokens_per_request = 0;
   int64_t max_context = 0;  // the longest context a request may have
   bool tree = false;        // tree drafting: the graphs take the verify's tree mask
-};
-
-// Wall time a verify round spends in each stage on the worker's thread, summed over rounds
-// (aerie-bench prints them): the draft proposal (which waits for the last round's draft
-// extend), the target verify with its argmax, acceptance (log-probabilities, tree KV
-// moves), and handing the draft its extend.
-struct SpecStageTimes {
-  int64_t rounds = 0;
-  double propose_ms = 0, verify_ms = 0, accept_ms = 0, extend_ms = 0;
 };
 
 class SpecWorkerCore {

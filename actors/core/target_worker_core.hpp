@@ -56,6 +56,8 @@ class TargetWorkerCore {
   transport::BatchResult collect();
   // Every batch but IDLE goes to `spec` from now on (a speculative engine plans EXTEND and VERIFY).
   void enable_speculation(std::unique_ptr<SpecWorkerCore> spec) { spec_ = std::move(spec); }
+  // The speculative core (null without a draft); read its stage times only while no batch runs.
+  const SpecWorkerCore* speculative() const { return spec_.get(); }
   const WorkerStats& stats() const { return stats_; }
 
  private:

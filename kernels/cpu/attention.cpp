@@ -86,19 +86,21 @@ Status kv_write(const KvWriteParams& p) {
 }
 
 Status kv_move(const KvMoveParams& p) {
-  const int64_t moves = p.src_slots.dim(0), row = p.k_cache.dim(1) * p.k_cache.dim(2), slots = p.k_cache.dim(0);
+  const TensorView& first = p.k_caches.front();
+  const int64_t moves = p.src_slots.dim(0), row = first.dim(1) * first.dim(2), slots = first.dim(0);
   const int32_t* src = p.src_slots.ptr<int32_t>();
   const int32_t* dst = p.dst_slots.ptr<int32_t>();
   for (int64_t i = 0; i < moves; ++i)
     if (src[i] < 0 || src[i] >= slots || dst[i] < 0 || dst[i] >= slots)
       return Status::error("kv_move: move " + std::to_string(src[i]) + " -> " + std::to_string(dst[i]) + " is outside the cache of " +
                            std::to_string(slots));
-  const size_t bytes = static_cast<size_t>(row) * dtype_size(p.k_cache.dtype);
-  for (int64_t i = 0; i < moves; ++i) {
-    if (src[i] == dst[i]) continue;
-    for (void* base : {p.k_cache.data, p.v_cache.data})
-      std::memcpy(static_cast<char*>(base) + static_cast<size_t>(dst[i]) * bytes, static_cast<const char*>(base) + static_cast<size_t>(src[i]) * bytes, bytes);
-  }
+  const size_t bytes = static_cast<size_t>(row) * dtype_size(first.dtype);
+  for (size_t l = 0; l < p.k_caches.size(); ++l)
+    for (int64_t i = 0; i < moves; ++i) {
+      if (src[i] == dst[i]) continue;
+      for (void* base : {p.k_caches[l].data, p.v_caches[l].data})
+        std::memcpy(static_cast<char*>(base) + static_cast<size_t>(dst[i]) * bytes, static_cast<const char*>(base) + static_cast<size_t>(src[i]) * bytes, bytes);
+    }
   return Status::ok();
 }
 

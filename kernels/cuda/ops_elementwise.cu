@@ -522,12 +522,22 @@ Status kv_write(const KvWriteParams& p, void* stream) {
   return launch_status("kv_write");
 }
 
-// Each thread owns some elements of a row and applies the moves to them in order, so a
-// move that reads a row an earlier move wrote sees the written value.
+// The caches of up to kKvMoveLayers layers, passed by value (kernel parameters): one launch
+// moves them all without a pointer table on the device.
+constexpr int kKvMoveLayers = 64;
+struct KvMoveLayers {
+  void* k[kKvMoveLayers];
+  void* v[kKvMoveLayers];
+};
+
+// Each thread owns some elements of a row of one layer (blockIdx.y) and applies the moves to
+// them in order, so a move that reads a row an earlier move wrote sees the written value.
 template <class T>
-__global__ void kv_move_kernel(const int32_t* src, const int32_t* dst, int64_t moves, T* kc, T* vc, int64_t row, int64_t num_slots) {
+__global__ void kv_move_kernel(const int32_t* src, const int32_t* dst, int64_t moves, KvMoveLayers layers, int64_t row, int64_t num_slots) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= row) return;
+  T* kc = static_cast<T*>(layers.k[blockIdx.y]);
+  T* vc = static_cast<T*>(layers.v[blockIdx.y]);
   for (int64_t m = 0; m < moves; ++m) {
     const int32_t s = src[m], d = dst[m];
     if (s < 0 || s >= num_slots || d < 0 || d >= num_slots || s == d) continue;
@@ -539,12 +549,18 @@ __global__ void kv_move_kernel(const int32_t* src, const int32_t* dst, int64_t m
 Status kv_move(const KvMoveParams& p, void* stream) {
   const int64_t moves = p.src_slots.dim(0);
   if (moves == 0) return Status::ok();
-  const int64_t row = p.k_cache.dim(1) * p.k_cache.dim(2);
+  const TensorView& first = p.k_caches.front();
+  const int64_t row = first.dim(1) * first.dim(2);
   const auto blocks = static_cast<unsigned>((row + 255) / 256);
-  AERIE_DISPATCH_FLOAT(p.k_cache.dtype, T, [&] {
-    kv_move_kernel<T><<<blocks, 256, 0, as_stream(stream)>>>(p.src_slots.ptr<int32_t>(), p.dst_slots.ptr<int32_t>(), moves, p.k_cache.ptr<T>(),
-                                                             p.v_cache.ptr<T>(), row, p.k_cache.dim(0));
-  });
+  for (size_t l0 = 0; l0 < p.k_caches.size(); l0 += kKvMoveLayers) {
+    const size_t n = std::min(p.k_caches.size() - l0, static_cast<size_t>(kKvMoveLayers));
+    KvMoveLayers layers{};
+    for (size_t l = 0; l < n; ++l) layers.k[l] = p.k_caches[l0 + l].data, layers.v[l] = p.v_caches[l0 + l].data;
+    AERIE_DISPATCH_FLOAT(first.dtype, T, [&] {
+      kv_move_kernel<T><<<dim3(blocks, static_cast<unsigned>(n)), 256, 0, as_stream(stream)>>>(p.src_slots.ptr<int32_t>(), p.dst_slots.ptr<int32_t>(),
+                                                                                               moves, layers, row, first.dim(0));
+    });
+  }
   return launch_status("kv_move");
 }
 

@@ -334,3 +334,75 @@ TEST(DraftExtendRunner, TreeExtendAtFixedWidthLeavesTheStateOfTheVariableWidthOn
       }
     }
 }
+
+// Drafting ahead (spec::DraftWorkerCore::enable_draft_ahead): the next round's chain, enqueued
+// right after the round with its draft K/V in scratch slots past the pool, is handed out when
+// the round asks for the same requests, positions, roots and context slots, and proposes what
+// a core without it proposes; any other round drafts afresh (and proposes what that core does).
+// EAGLE3 with a reduced vocabulary and EAGLE with hot tokens, three requests.
+TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(12);
+  constexpr int64_t kSteps = 4;
+  for (const DraftCase& c : {kEagle3Reduced, kEagleHot}) {
+    const auto pool = model::kv_shape_for_tokens(1000, 1);
+    model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
+    model::KvCache kv_ahead(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, kSteps), 1), Device::kCpu,
+                            DType::kF32);
+    auto plain = c.core(*target, kv_plain, 13, 1);
+    auto ahead = c.core(*target, kv_ahead, 13, 1);
+    for (auto* core : {plain.get(), ahead.get()}) core->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false);
+    ahead->enable_draft_ahead(pool.num_slots());
+    const int64_t width = c.head_config().input_width();
+    Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
+    std::vector<spec::DraftProposeSeq> round;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(5 + 4 * rid);
+      const auto prompt = random_prompt(rng, rid, n, true);
+      for (auto* core : {plain.get(), ahead.get()}) core->extend({prompt}, hidden.view());
+      round.push_back({.rid = rid, .first_position = n - 1, .context = own_range(slots(0, n + static_cast<int32_t>(kSteps)), rid),
+                       .root_token = prompt.tokens.back()});
+    }
+    auto tokens_of = [](const std::vector<spec::DraftTree>& trees) {
+      std::vector<std::vector<int32_t>> t;
+      for (const auto& tree : trees) t.push_back(tree.tokens);
+      return t;
+    };
+    auto asked_ahead = [&](const std::vector<spec::DraftProposeSeq>& seqs) {
+      auto next = seqs;
+      for (auto& s : next) s.context.resize(static_cast<size_t>(s.first_position));
+      ahead->propose_ahead(next, kSteps);
+    };
+    // The same round: taken from the draft ahead.
+    asked_ahead(round);
+    EXPECT_EQ(tokens_of(ahead->propose(round, kSteps, 0)), tokens_of(plain->propose(round, kSteps, 0))) << c.name;
+    EXPECT_EQ(ahead->ahead_hits(), 1) << c.name;
+    // Two of its requests (the third ended): taken.
+    asked_ahead(round);
+    ahead->forget(std::vector<uint64_t>{2});
+    const std::vector<spec::DraftProposeSeq> two = {round[0], round[2]};
+    EXPECT_EQ(tokens_of(ahead->propose(two, kSteps, 0)), tokens_of(plain->propose(two, kSteps, 0))) << c.name;
+    EXPECT_EQ(ahead->ahead_hits(), 2) << c.name;
+    // Another root, other context slots, a request extended since, another chain length: afresh.
+    auto other_root = two;
+    other_root[1].root_token += 1;
+    auto other_slots = two;
+    other_slots[0].context[3] = 990;
+    for (const auto& asked : {other_root, other_slots}) {
+      asked_ahead(two);
+      EXPECT_EQ(tokens_of(ahead->propose(asked, kSteps, 0)), tokens_of(plain->propose(asked, kSteps, 0))) << c.name;
+    }
+    asked_ahead(two);
+    const auto verify = random_verify(rng, 3, two[1].first_position, 2, true);
+    for (auto* core : {plain.get(), ahead.get()}) core->extend({verify}, hidden.view());
+    auto after = two;
+    after[1].first_position += 2;
+    after[1].root_token = verify.tokens.back();
+    after[1].context = own_range(slots(0, after[1].first_position + static_cast<int32_t>(kSteps)), 3);
+    EXPECT_EQ(tokens_of(ahead->propose(after, kSteps, 0)), tokens_of(plain->propose(after, kSteps, 0))) << c.name;
+    asked_ahead(after);
+    EXPECT_EQ(tokens_of(ahead->propose(after, kSteps - 1, 0)), tokens_of(plain->propose(after, kSteps - 1, 0))) << c.name;
+    EXPECT_EQ(ahead->ahead_hits(), 2) << c.name;
+    EXPECT_EQ(ahead->ahead_misses(), 4) << c.name;
+  }
+}

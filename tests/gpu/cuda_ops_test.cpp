@@ -581,14 +581,24 @@ TEST_F(CudaOps, RowGathersAndScattersMatchCpu) {
 
 TEST_F(CudaOps, KvMoveMatchesCpu) {
   std::mt19937 rng(12);
-  Buffer kc = random_buffer(rng, DType::kBF16, {40, 8, 128}), vc = random_buffer(rng, DType::kBF16, {40, 8, 128});
-  Buffer dkc = to_gpu(kc), dvc = to_gpu(vc);
+  // 70 layers: more than one launch takes (64), so the second launch's layers are checked too.
+  const int layers = 70;
+  std::vector<Buffer> kc, vc, dkc, dvc;
+  std::vector<TensorView> ks, vs, dks, dvs;
+  for (int l = 0; l < layers; ++l) {
+    kc.push_back(random_buffer(rng, DType::kBF16, {40, 2, 64}));
+    vc.push_back(random_buffer(rng, DType::kBF16, {40, 2, 64}));
+    dkc.push_back(to_gpu(kc.back())), dvc.push_back(to_gpu(vc.back()));
+    ks.push_back(kc.back().view()), vs.push_back(vc.back().view()), dks.push_back(dkc.back().view()), dvs.push_back(dvc.back().view());
+  }
   Buffer src = ints({7, 9, 12, 30}), dst = ints({6, 7, 8, 30});  // 7 is read, then written
   Buffer dsrc = to_gpu(src), ddst = to_gpu(dst);
-  ASSERT_TRUE(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
-  ASSERT_TRUE(kv_move({.src_slots = dsrc.view(), .dst_slots = ddst.view(), .k_cache = dkc.view(), .v_cache = dvc.view()}, gpu()).is_ok());
-  EXPECT_EQ(to_double(to_cpu(dkc).view()), to_double(kc.view()));
-  EXPECT_EQ(to_double(to_cpu(dvc).view()), to_double(vc.view()));
+  ASSERT_TRUE(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_caches = ks, .v_caches = vs}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(kv_move({.src_slots = dsrc.view(), .dst_slots = ddst.view(), .k_caches = dks, .v_caches = dvs}, gpu()).is_ok());
+  for (int l = 0; l < layers; ++l) {
+    EXPECT_EQ(to_double(to_cpu(dkc[l]).view()), to_double(kc[l].view())) << "layer " << l;
+    EXPECT_EQ(to_double(to_cpu(dvc[l]).view()), to_double(vc[l].view())) << "layer " << l;
+  }
 }
 
 TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {

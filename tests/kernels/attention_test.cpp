@@ -247,23 +247,32 @@ TEST(KvWrite, WritesRowsToTheirSlots) {
                         Stream::cpu()).is_ok());
 }
 
-TEST(KvMove, MovesRowsInOrder) {
+TEST(KvMove, MovesRowsInOrderInEveryLayer) {
   std::mt19937 rng(4);
-  Buffer kc = random_buffer(rng, DType::kF32, {6, 2, 4}), vc = random_buffer(rng, DType::kF32, {6, 2, 4});
-  const auto k0 = to_double(kc.view()), v0 = to_double(vc.view());
+  std::vector<Buffer> kc, vc;  // three layers
+  for (int l = 0; l < 3; ++l) kc.push_back(random_buffer(rng, DType::kF32, {6, 2, 4})), vc.push_back(random_buffer(rng, DType::kF32, {6, 2, 4}));
+  std::vector<std::vector<double>> k0, v0;
+  std::vector<TensorView> ks, vs;
+  for (int l = 0; l < 3; ++l) k0.push_back(to_double(kc[l].view())), v0.push_back(to_double(vc[l].view())), ks.push_back(kc[l].view()), vs.push_back(vc[l].view());
   // 3 -> 1, then 4 -> 3 (a row read after an earlier move's read of it), then 5 -> 5.
   Buffer src = host_i32({3, 4, 5}), dst = host_i32({1, 3, 5});
-  ASSERT_TRUE(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
-  const auto k1 = to_double(kc.view()), v1 = to_double(vc.view());
+  ASSERT_TRUE(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_caches = ks, .v_caches = vs}, Stream::cpu()).is_ok());
   const int want[6] = {0, 3, 2, 4, 4, 5};  // the original row each slot holds now
-  for (int s = 0; s < 6; ++s)
-    for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(k1[static_cast<size_t>(s * 8 + i)], k0[static_cast<size_t>(want[s] * 8 + i)]) << "slot " << s;
-      EXPECT_EQ(v1[static_cast<size_t>(s * 8 + i)], v0[static_cast<size_t>(want[s] * 8 + i)]) << "slot " << s;
-    }
+  for (int l = 0; l < 3; ++l) {
+    const auto k1 = to_double(kc[l].view()), v1 = to_double(vc[l].view());
+    for (int s = 0; s < 6; ++s)
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(k1[static_cast<size_t>(s * 8 + i)], k0[l][static_cast<size_t>(want[s] * 8 + i)]) << "layer " << l << " slot " << s;
+        EXPECT_EQ(v1[static_cast<size_t>(s * 8 + i)], v0[l][static_cast<size_t>(want[s] * 8 + i)]) << "layer " << l << " slot " << s;
+      }
+  }
   Buffer bad = host_i32({6});
   Buffer one = host_i32({0});
-  EXPECT_FALSE(kv_move({.src_slots = bad.view(), .dst_slots = one.view(), .k_cache = kc.view(), .v_cache = vc.view()}, Stream::cpu()).is_ok());
+  EXPECT_FALSE(kv_move({.src_slots = bad.view(), .dst_slots = one.view(), .k_caches = ks, .v_caches = vs}, Stream::cpu()).is_ok());
+  // Every layer's cache must have the same rows.
+  Buffer small = random_buffer(rng, DType::kF32, {5, 2, 4});
+  EXPECT_THROW(kv_move({.src_slots = src.view(), .dst_slots = dst.view(), .k_caches = {ks[0], small.view()}, .v_caches = {vs[0], vs[1]}}, Stream::cpu()),
+               Error);
 }
 
 TEST(AttentionPlan, TokensPerBlockFollowTheMeasuredPolicyAndTheKernelsLimits) {

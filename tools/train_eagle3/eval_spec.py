@@ -37,6 +37,12 @@ CONFIGS = {
 DEFAULT_CONFIGS = ["plain", "chain-3", "chain-5", "tree-4x3-8"]
 SUMMARY = re.compile(r"aerie-generate: (\d+) requests, (\d+) output tokens in ([\d.e+-]+) s \(([\d.e+-]+) tok/s\)"
                      r"(?:, (\d+) verify forwards \(([\d.e+-]+) tokens per verify\))?")
+# Where the time went (builds that print it): batches, the device busy with them and idle between them.
+# With --extra=--graph-times: each graph runner's device time a run, the worker's stages a round.
+GRAPH_TIME = re.compile(r"aerie-generate: graph (.+): (\d+) runs, ([\d.e+-]+) ms a run")
+STAGES = re.compile(r"aerie-generate: speculative stages, ms a round \((\d+) rounds\): propose ([\d.e+-]+), verify ([\d.e+-]+), "
+                    r"accept ([\d.e+-]+), extend ([\d.e+-]+)")
+DEVICE_TIME = re.compile(r"aerie-generate: (\d+) batches, the device busy ([\d.e+-]+) s .* idle ([\d.e+-]+) s between them")
 
 
 def main():
@@ -81,6 +87,12 @@ def main():
                 row = {"batch": bs, "temperature": temp, "config": name, "requests": int(m.group(1)), "output_tokens": int(m.group(2)),
                        "seconds": float(m.group(3)), "tok_per_s": float(m.group(4)),
                        "accept_length": float(m.group(6)) if m.group(6) else 1.0, "output_ids": ids}
+                if t := DEVICE_TIME.search(out.stderr):
+                    row.update(batches=int(t.group(1)), device_busy_s=float(t.group(2)), device_idle_s=float(t.group(3)))
+                if graphs := GRAPH_TIME.findall(out.stderr):
+                    row["graph_ms_a_run"] = {label: {"runs": int(n), "ms": float(ms)} for label, n, ms in graphs}
+                if st := STAGES.search(out.stderr):
+                    row["stage_ms_a_round"] = dict(zip(["propose", "verify", "accept", "extend"], map(float, st.groups()[1:])))
                 if name == "plain":
                     plain_ids = ids
                     base = row["tok_per_s"]
@@ -96,7 +108,8 @@ def main():
                         failures += 1
                 rows.append(row)
                 print(f"batch {bs:2d} T={temp:.1f} {name:11s} {row['tok_per_s']:9.1f} tok/s  accept {row['accept_length']:.2f}"
-                      + (f"  speedup {row['speedup']:.2f}x" if row["speedup"] is not None else "  (no plain run: no speedup)") + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
+                      + (f"  speedup {row['speedup']:.2f}x" if row["speedup"] is not None else "  (no plain run: no speedup)")
+                      + (f"  busy {1e3 * row['device_busy_s'] / row['batches']:.3f} / idle {1e3 * row['device_idle_s'] / row['batches']:.3f} ms a batch" if "batches" in row else "") + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
     json.dump({"device": args.device, "dtype": args.dtype, "algorithm": args.algorithm, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
               open(args.json, "w"), indent=2)
