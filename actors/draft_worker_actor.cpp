@@ -66,6 +66,29 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
       handled = true;
       core->forget(m.rids);
     };
+    auto on_chains = [&](DraftChainsOnDevice& m) -> DraftDeviceChains {
+      handled = true;
+      try {
+        DraftDeviceChains r{.step_id = m.step_id, .found = false, .table = {}, .stride = 0, .rows = {}, .error = ""};
+        if (auto d = core->chains_on_device(m.seqs, m.steps)) {
+          r.found = true;
+          r.table = DeviceRows::of(d->table.reshape({d->table.numel(), 1}));
+          r.stride = d->stride;
+          r.rows = std::move(d->rows);
+        }
+        return r;
+      } catch (const std::exception& e) {
+        return {.step_id = m.step_id, .found = false, .table = {}, .stride = 0, .rows = {}, .error = ::aerie::client_message(e)};
+      }
+    };
+    auto on_collect = [&](DraftCollectChains& m) -> DraftProposal {
+      handled = true;
+      try {
+        return {.step_id = m.step_id, .trees = core->collect_chains(), .error = ""};
+      } catch (const std::exception& e) {
+        return {.step_id = m.step_id, .trees = {}, .error = ::aerie::client_message(e)};
+      }
+    };
     auto on_ahead = [&](DraftProposeAhead& m) {
       handled = true;
       try {
@@ -77,7 +100,8 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
     auto on_exit = [&](caf::exit_msg&) { running = false; };
     // Within kDraftWorkerSpin of its last message it polls: the next one (the round's
     // extend, then its proposal) starts without a thread wake-up.
-    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_ahead, on_forget, on_exit);
+    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_ahead, on_chains, on_collect, on_forget,
+                on_exit);
     if (handled) last = std::chrono::steady_clock::now();
   }
 }
@@ -107,10 +131,18 @@ void DraftWorkerClient::await(uint64_t step_id) {
   // (H200 host: a round through the actor cost 1-3% over its parts with blocking waits).
   const auto spin_until = std::chrono::steady_clock::now() + kSpin;
   while (!answered(step_id)) {
-    auto on_done = [&](DraftDone& d) { replies_[d.step_id] = Reply{.error = std::move(d.error), .trees = {}}; };
-    auto on_proposal = [&](DraftProposal& p) { replies_[p.step_id] = Reply{.error = std::move(p.error), .trees = std::move(p.trees)}; };
+    auto on_done = [&](DraftDone& d) { replies_[d.step_id] = Reply{.error = std::move(d.error), .trees = {}, .chains = {}}; };
+    auto on_proposal = [&](DraftProposal& p) { replies_[p.step_id] = Reply{.error = std::move(p.error), .trees = std::move(p.trees), .chains = {}}; };
+    auto on_chains = [&](DraftDeviceChains& c) {
+      Reply r{.error = std::move(c.error), .trees = {}, .chains = {}};
+      if (c.found) {
+        const TensorView t = c.table.view();
+        r.chains = spec::DeviceChains{.table = TensorView(t.data, t.dtype, {t.dim(0)}, t.device), .stride = c.stride, .rows = std::move(c.rows)};
+      }
+      replies_[c.step_id] = std::move(r);
+    };
     auto on_down = [&](caf::down_msg& m) { down_ = "the DraftWorker went down: " + system_.render(m.reason); };
-    receive_one(self().ptr(), std::chrono::steady_clock::now() < spin_until, on_done, on_proposal, on_down);
+    receive_one(self().ptr(), std::chrono::steady_clock::now() < spin_until, on_done, on_proposal, on_chains, on_down);
   }
 }
 
@@ -119,7 +151,7 @@ bool DraftWorkerClient::answered(uint64_t step_id) const { return replies_.count
 DraftWorkerClient::Reply DraftWorkerClient::take(uint64_t step_id) {
   await(step_id);
   auto it = replies_.find(step_id);
-  if (it == replies_.end()) return Reply{.error = down_, .trees = {}};
+  if (it == replies_.end()) return Reply{.error = down_, .trees = {}, .chains = {}};
   Reply r = std::move(it->second);
   replies_.erase(it);
   return r;
@@ -159,6 +191,30 @@ std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<spec::
 void DraftWorkerClient::propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
   // Behind the round's extend in the DraftWorker's mailbox; the next propose() comes after it.
   self()->send(draft_, DraftProposeAhead{.seqs = seqs, .steps = steps});
+}
+
+std::optional<spec::DeviceChains> DraftWorkerClient::chains_on_device(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
+  // As propose(): sent before the extend in flight is awaited, which it follows in the mailbox.
+  const uint64_t id = ++step_;
+  self()->send(draft_, DraftChainsOnDevice{.step_id = id, .seqs = seqs, .steps = steps});
+  std::string extend_error;
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    extend_error = ::aerie::client_message(e);
+  }
+  Reply r = take(id);
+  AERIE_CHECK(extend_error.empty(), extend_error);
+  AERIE_CHECK(r.error.empty(), "draft chains on the device: " << r.error);
+  return std::move(r.chains);
+}
+
+std::vector<spec::DraftTree> DraftWorkerClient::collect_chains() {
+  const uint64_t id = ++step_;
+  self()->send(draft_, DraftCollectChains{.step_id = id});
+  Reply r = take(id);
+  AERIE_CHECK(r.error.empty(), "draft chains: " << r.error);
+  return std::move(r.trees);
 }
 
 void DraftWorkerClient::forget(const std::vector<uint64_t>& rids) {

@@ -60,6 +60,24 @@ struct DraftProposeAhead {
 struct DraftForget {
   std::vector<uint64_t> rids;
 };
+// spec::DraftPort::chains_on_device and collect_chains through the actor: answered with
+// DraftDeviceChains, and with DraftProposal.
+struct DraftChainsOnDevice {
+  uint64_t step_id = 0;
+  std::vector<spec::DraftProposeSeq> seqs;
+  int64_t steps = 0;
+};
+struct DraftCollectChains {
+  uint64_t step_id = 0;
+};
+struct DraftDeviceChains {
+  uint64_t step_id = 0;
+  bool found = false;
+  DeviceRows table;  // [slots, 1] i32
+  int64_t stride = 0;
+  std::vector<int32_t> rows;
+  std::string error;  // empty on success
+};
 struct DraftDone {
   uint64_t step_id = 0;
   std::string error;  // empty on success
@@ -86,6 +104,8 @@ class DraftWorkerClient : public spec::DraftPort {
   std::vector<spec::DraftTree> propose(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
   void propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) override;
+  std::optional<spec::DeviceChains> chains_on_device(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) override;
+  std::vector<spec::DraftTree> collect_chains() override;
   void flush() override;
 
  private:
@@ -93,6 +113,7 @@ class DraftWorkerClient : public spec::DraftPort {
   struct Reply {
     std::string error;
     std::vector<spec::DraftTree> trees;
+    std::optional<spec::DeviceChains> chains;  // DraftDeviceChains that found one
   };
   // How long a wait polls the mailbox before it blocks.
   static constexpr std::chrono::microseconds kSpin{5000};

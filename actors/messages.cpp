@@ -20,6 +20,9 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<DraftPropose>("aerie.DraftPropose");
   cfg.add_message_type<DraftProposeAhead>("aerie.DraftProposeAhead");
   cfg.add_message_type<DraftForget>("aerie.DraftForget");
+  cfg.add_message_type<DraftChainsOnDevice>("aerie.DraftChainsOnDevice");
+  cfg.add_message_type<DraftCollectChains>("aerie.DraftCollectChains");
+  cfg.add_message_type<DraftDeviceChains>("aerie.DraftDeviceChains");
   cfg.add_message_type<DraftDone>("aerie.DraftDone");
   cfg.add_message_type<DraftProposal>("aerie.DraftProposal");
   cfg.add_message_type<EngineFailed>("aerie.EngineFailed");

@@ -247,6 +247,18 @@ typename Inspector::result_type inspect(Inspector& f, DraftProposeAhead& x) {
   return f(caf::meta::type_name("DraftProposeAhead"), x.seqs, x.steps);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftChainsOnDevice& x) {
+  return f(caf::meta::type_name("DraftChainsOnDevice"), x.step_id, x.seqs, x.steps);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftCollectChains& x) {
+  return f(caf::meta::type_name("DraftCollectChains"), x.step_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftDeviceChains& x) {
+  return f(caf::meta::type_name("DraftDeviceChains"), x.step_id, x.found, x.table, x.stride, x.rows, x.error);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftForget& x) {
   return f(caf::meta::type_name("DraftForget"), x.rids);
 }

@@ -97,7 +97,9 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
         };
         auto gather = std::make_shared<Gather>(Gather{{}, st.schedulers.size()});
         for (const auto& s : st.schedulers)
-          self->request(s, std::chrono::seconds(10), g)
+          // No timeout: a Scheduler answers at once or is gone (an error), and in CAF 0.17 a
+          // timeout stays scheduled after the answer, holding the actor system's shutdown.
+          self->request(s, caf::infinite, g)
               .then(
                   [gather, promise](LoadReport& r) mutable {
                     auto& t = gather->sum;

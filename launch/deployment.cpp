@@ -166,8 +166,8 @@ struct Deployment::Impl {
     if (!o.speculative_algorithm.empty()) {
       // Drafting ahead writes the next round's draft K/V past the Scheduler's slots (its pages
       // are not planned yet): the draft's cache has that many slots more.
-      const bool ahead = !o.disable_draft_ahead && !layout.dp_attention && o.speculative_eagle_topk == 1 && o.speculative_num_steps >= 2 &&
-                         draft_choice.algorithm != spec::SpecAlgorithm::kStandalone;
+      const bool ahead = (o.draft_ahead == "on" || (o.draft_ahead == "auto" && device == Device::kCuda)) && !layout.dp_attention &&
+                         o.speculative_eagle_topk == 1 && o.speculative_num_steps >= 2 && draft_choice.algorithm != spec::SpecAlgorithm::kStandalone;
       model::KvCacheShape draft_kv_shape = kv->shape();
       if (ahead)
         draft_kv_shape.num_pages += (spec::DraftWorkerCore::draft_ahead_slots(o.max_running_requests, o.speculative_num_steps) + o.page_size - 1) / o.page_size;

@@ -48,10 +48,12 @@ struct DeploymentOptions {
   // ... and with speculative decoding, each verify planned before the last one's accept
   // lengths are known (sglang's spec v2, SGLANG_ENABLE_SPEC_V2; off by default, as there).
   bool enable_spec_overlap = false;
-  // EAGLE chains: the next round's draft runs on the device right after a verify's extend, while
-  // the result goes back and the next verify is planned (spec::DraftWorkerCore::enable_draft_ahead;
-  // not under DP attention). This turns it off (for measuring).
-  bool disable_draft_ahead = false;
+  // EAGLE chains: the next round's draft runs on the device right after a verify's extend,
+  // while the result goes back and the next verify is planned
+  // (spec::DraftWorkerCore::enable_draft_ahead; never under DP attention). "auto": on CUDA (on
+  // the CPU the chain would run on the host before the result goes back, gaining nothing);
+  // "on" also on the CPU (the tests), "off" never.
+  std::string draft_ahead = "auto";
   int64_t tp_size = 1;
   int64_t dp_size = 1;
   // DP attention (sglang's): tp_size ranks in dp_size attention groups of tp_size / dp_size,

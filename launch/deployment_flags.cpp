@@ -53,9 +53,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_flag("--enable-spec-overlap", d.enable_spec_overlap,
                "speculative decoding: plan each verify before the last one's accept lengths are known (sglang's spec v2; "
                "off: one verify in flight)");
-  app.add_flag("--disable-draft-ahead", d.disable_draft_ahead,
-               "EAGLE chains: draft the next round only when the Scheduler asks for it (default: right after each verify, while "
-               "the result goes back)");
+  app.add_option("--draft-ahead", d.draft_ahead,
+                 "EAGLE chains: draft the next round on the device right after each verify, while the result goes back: auto (on "
+                 "CUDA), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_flag("--disable-cuda-graph-padding", d.disable_cuda_graph_padding,
                "replay a CUDA graph only for a batch of exactly its size (no padding up to a bucket); others run eagerly");
   app.add_option("--speculative-algorithm", d.speculative_algorithm, "speculative decoding: EAGLE, EAGLE3 or STANDALONE (default: off)")

@@ -144,6 +144,11 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   pending_bs_ = bs;
 }
 
+TensorView DraftChainRunner::pending_tokens() const {
+  AERIE_CHECK(pending_n_ >= 0, "no chain proposal is enqueued");
+  return TensorView(tokens_.data(), DType::kI32, {steps_ * pending_bs_}, stream_.device());
+}
+
 std::vector<std::vector<int32_t>> DraftChainRunner::collect_proposal() {
   AERIE_CHECK(pending_n_ >= 0, "no chain proposal is enqueued");
   const int64_t n = pending_n_, bs = pending_bs_;

@@ -72,6 +72,10 @@ class DraftChainRunner {
   // proposal at a time: a second enqueue needs the first collected.
   void enqueue_proposal(const std::vector<ChainSeq>& seqs);
   std::vector<std::vector<int32_t>> collect_proposal();
+  // While a proposal is enqueued: its tokens where the device writes them, [steps * bucket]
+  // i32, request i's step j at j * pending_bucket() + i (a verify may read them there).
+  TensorView pending_tokens() const;
+  int64_t pending_bucket() const { return pending_bs_; }
   // The bucket a batch of this many requests replays (-1: none captured).
   int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
   bool graphs() const { return buckets_.graphs(); }

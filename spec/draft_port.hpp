@@ -4,6 +4,7 @@
 // DraftWorker actor (actors/draft_worker_actor.hpp). The arguments are plain data; the
 // target's hidden states travel as a view of this rank's device memory.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct DraftExtendSeq {
   std::vector<int32_t> spare_slots;
 };
 
+// A chain proposal still on the device (DraftPort::chains_on_device): request i's draft j
+// (j = 0 .. steps - 1) is table[j * stride + rows[i]].
+struct DeviceChains {
+  TensorView table;  // [slots] i32
+  int64_t stride = 0;
+  std::vector<int32_t> rows;
+};
+
 // One request of a draft proposal.
 struct DraftProposeSeq {
   uint64_t rid = 0;
@@ -72,6 +81,17 @@ class DraftPort {
     (void)seqs;
     (void)steps;
   }
+  // A chain proposal for these requests that the draft has ahead and still on the device, so
+  // that a verify may read its tokens there (as future-token ids into the table) instead of
+  // waiting for them on the host; nothing otherwise (then propose()). After a proposal is
+  // given, collect_chains() must follow (once the verify is enqueued): the same chains on the
+  // host, a tree each.
+  virtual std::optional<DeviceChains> chains_on_device(const std::vector<DraftProposeSeq>& seqs, int64_t steps) {
+    (void)seqs;
+    (void)steps;
+    return std::nullopt;
+  }
+  virtual std::vector<spec::DraftTree> collect_chains() { return {}; }
 };
 
 }  // namespace aerie::spec

@@ -275,28 +275,55 @@ void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t
   }
 }
 
+std::optional<std::vector<size_t>> DraftWorkerCore::ahead_rows_for(const std::vector<ProposeSeq>& seqs, int64_t steps) const {
+  if (ahead_.seqs.empty() || steps != ahead_.steps) return std::nullopt;
+  std::vector<size_t> rows;
+  for (const auto& s : seqs) {
+    const auto same = [&](const ProposeSeq& a) {
+      return a.rid == s.rid && a.first_position == s.first_position && a.root_token == s.root_token &&
+             static_cast<int64_t>(s.context.size()) >= s.first_position && std::equal(a.context.begin(), a.context.end(), s.context.begin());
+    };
+    const auto it = std::find_if(ahead_.seqs.begin(), ahead_.seqs.end(), same);
+    if (it == ahead_.seqs.end()) return std::nullopt;
+    rows.push_back(static_cast<size_t>(it - ahead_.seqs.begin()));
+  }
+  return rows;
+}
+
 std::optional<std::vector<std::vector<int32_t>>> DraftWorkerCore::take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
   if (ahead_.seqs.empty()) return std::nullopt;
   settle_ahead();
   std::optional<std::vector<std::vector<int32_t>>> out;
-  if (steps == ahead_.steps) {
+  if (const auto rows = ahead_rows_for(seqs, steps)) {
     out.emplace();
-    for (const auto& s : seqs) {
-      const auto same = [&](const ProposeSeq& a) {
-        return a.rid == s.rid && a.first_position == s.first_position && a.root_token == s.root_token &&
-               static_cast<int64_t>(s.context.size()) >= s.first_position && std::equal(a.context.begin(), a.context.end(), s.context.begin());
-      };
-      const auto it = std::find_if(ahead_.seqs.begin(), ahead_.seqs.end(), same);
-      if (it == ahead_.seqs.end()) {
-        out.reset();
-        break;
-      }
-      out->push_back(ahead_.tokens[static_cast<size_t>(it - ahead_.seqs.begin())]);
-    }
+    for (size_t r : *rows) out->push_back(ahead_.tokens[r]);
   }
   ++(out ? ahead_hits_ : ahead_misses_);
   ahead_ = {};
   return out;
+}
+
+std::optional<DeviceChains> DraftWorkerCore::chains_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  // Only while its chain is still enqueued (its tokens where the device writes them); a miss
+  // is left for propose() to count and replace.
+  if (!ahead_.pending || !ahead_.given.empty()) return std::nullopt;
+  const auto rows = ahead_rows_for(seqs, steps);
+  if (!rows) return std::nullopt;
+  ahead_.given = *rows;
+  for (const auto& s : seqs) ahead_.roots.push_back(s.root_token);
+  DeviceChains d{.table = chain_->pending_tokens(), .stride = chain_->pending_bucket(), .rows = {}};
+  for (size_t r : *rows) d.rows.push_back(static_cast<int32_t>(r));
+  return d;
+}
+
+std::vector<spec::DraftTree> DraftWorkerCore::collect_chains() {
+  AERIE_CHECK(!ahead_.given.empty(), "collect_chains() without chains_on_device()");
+  settle_ahead();
+  std::vector<spec::DraftTree> trees;
+  for (size_t i = 0; i < ahead_.given.size(); ++i) trees.push_back(spec::DraftTree::chain(ahead_.roots[i], ahead_.tokens[ahead_.given[i]]));
+  ++ahead_hits_;
+  ahead_ = {};
+  return trees;
 }
 
 void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {

@@ -73,6 +73,8 @@ class DraftWorkerCore : public DraftPort {
   void enable_draft_ahead(int64_t first_scratch_slot);
   static int64_t draft_ahead_slots(int64_t max_requests, int64_t steps) { return (max_requests + 1) * steps; }
   void propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
+  std::optional<DeviceChains> chains_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
+  std::vector<spec::DraftTree> collect_chains() override;
   // Proposals taken from a draft ahead, and proposals asked for while one was out that it did not cover.
   int64_t ahead_hits() const { return ahead_hits_; }
   int64_t ahead_misses() const { return ahead_misses_; }
@@ -108,6 +110,9 @@ class DraftWorkerCore : public DraftPort {
   // The draft ahead's tokens for exactly these requests (same positions, roots and context
   // slots), or nothing; either way the draft ahead is used up.
   std::optional<std::vector<std::vector<int32_t>>> take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps);
+  // Each request's row of the draft ahead, when it covers them all (same position, root and
+  // context slots, the same chain length).
+  std::optional<std::vector<size_t>> ahead_rows_for(const std::vector<ProposeSeq>& seqs, int64_t steps) const;
   // Its proposal collected (and dropped) if still on the device, so the chain runner is free.
   void settle_ahead();
   // Requests whose state changes (an extend, a forget) leave the draft ahead.
@@ -118,6 +123,8 @@ class DraftWorkerCore : public DraftPort {
     int64_t steps = 0;
     bool pending = false;          // enqueued on the chain runner, not collected
     std::vector<std::vector<int32_t>> tokens;  // once collected: each request's chain
+    std::vector<size_t> given;     // chains_on_device: the rows it gave, in the verify's order
+    std::vector<int32_t> roots;    // and their roots
   };
   Ahead ahead_;
   int64_t first_scratch_slot_ = -1;  // -1: no drafting ahead

@@ -31,4 +31,15 @@ model::ForwardBatch verify_forward_batch(const std::vector<VerifySequence>& seqs
   return b;
 }
 
+std::vector<spec::DraftTree> chains_naming_device_tokens(const DeviceChains& chains, const std::vector<int32_t>& roots, int64_t steps) {
+  AERIE_CHECK(chains.rows.size() == roots.size(), "chains on the device for " << chains.rows.size() << " of " << roots.size() << " requests");
+  std::vector<spec::DraftTree> trees;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    std::vector<int32_t> ids;
+    for (int64_t j = 0; j < steps; ++j) ids.push_back(static_cast<int32_t>(-1 - (j * chains.stride + chains.rows[i])));
+    trees.push_back(spec::DraftTree::chain(roots[i], ids));
+  }
+  return trees;
+}
+
 }  // namespace aerie::spec

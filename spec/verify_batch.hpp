@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/forward_batch.hpp"
+#include "spec/draft_port.hpp"
 #include "spec/draft_tree.hpp"
 
 namespace aerie::spec {
@@ -18,5 +19,10 @@ struct VerifySequence {
 };
 
 model::ForwardBatch verify_forward_batch(const std::vector<VerifySequence>& seqs, bool tree_mask);
+
+// Each request's chain (roots[i], then `steps` drafts) whose drafts name the tokens of a chain
+// proposal still on the device as future-token ids (-1 - slot) into chains.table, for a verify
+// whose batch carries that table: the tokens are resolved on the device when it is uploaded.
+std::vector<spec::DraftTree> chains_naming_device_tokens(const DeviceChains& chains, const std::vector<int32_t>& roots, int64_t steps);
 
 }  // namespace aerie::spec

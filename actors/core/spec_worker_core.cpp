@@ -138,7 +138,17 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   for (size_t s = 0; s < B; ++s)
     ps[s] = {.rid = m.seq_rids[s], .first_position = start[s] + (info_.eagle() ? 0 : 1), .context = full[s],
              .root_token = m.input_ids[static_cast<size_t>(m.qo_indptr[s])]};
-  const std::vector<spec::DraftTree> trees = draft_.propose(ps, S, N);
+  // A chain drafted ahead and still on the device: the verify reads its tokens there, as
+  // future-token ids into its table, so it is enqueued without waiting for them on the host.
+  const std::optional<spec::DeviceChains> on_device = K == 1 && S > 0 ? draft_.chains_on_device(ps, S) : std::nullopt;
+  std::vector<spec::DraftTree> trees;
+  if (on_device) {
+    std::vector<int32_t> roots;
+    for (const auto& p : ps) roots.push_back(p.root_token);
+    trees = spec::chains_naming_device_tokens(*on_device, roots, S);
+  } else {
+    trees = draft_.propose(ps, S, N);
+  }
   AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
   const double propose_ms = lap_ms(t);
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
@@ -147,8 +157,15 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     AERIE_CHECK(trees[s].size() == N, "request " << m.seq_rids[s] << "'s draft tree has " << trees[s].size() << " nodes, expected " << N);
     vs[s] = {.tree = &trees[s], .root_position = start[s], .slots = &full[s]};
   }
-  const model::ForwardBatch b = spec::verify_forward_batch(vs, K > 1);
+  model::ForwardBatch b = spec::verify_forward_batch(vs, K > 1);
+  if (on_device) b.future_tokens = on_device->table;
   const TensorView logits = verify_forward(b);
+  if (on_device) {  // the chains' tokens, now that the verify that reads them is enqueued
+    trees = draft_.collect_chains();
+    AERIE_CHECK(trees.size() == B, "the draft collected " << trees.size() << " chains for " << B << " requests");
+    for (size_t s = 0; s < B; ++s)
+      AERIE_CHECK(trees[s].size() == N, "request " << m.seq_rids[s] << "'s chain has " << trees[s].size() << " nodes, expected " << N);
+  }
   // 3. Accept: greedy batches walk their trees on the host from the argmax of every row
   // (taken in the verify graph when one ran); with any sampled request the whole batch is
   // accepted on the device, so the logits stay there.

@@ -6,7 +6,9 @@
 
 #include <random>
 
+#include "kernels/future_tokens.hpp"
 #include "spec/draft_worker_core.hpp"
+#include "spec/verify_batch.hpp"
 #include "kernels/buffer.hpp"
 #include "model/eagle_head.hpp"
 #include "tests/actors/tiny_draft.hpp"
@@ -339,7 +341,8 @@ TEST(DraftExtendRunner, TreeExtendAtFixedWidthLeavesTheStateOfTheVariableWidthOn
 // right after the round with its draft K/V in scratch slots past the pool, is handed out when
 // the round asks for the same requests, positions, roots and context slots, and proposes what
 // a core without it proposes; any other round drafts afresh (and proposes what that core does).
-// EAGLE3 with a reduced vocabulary and EAGLE with hot tokens, three requests.
+// chains_on_device hands its tokens out where the device wrote them. EAGLE3 with a reduced
+// vocabulary and EAGLE with hot tokens, three requests.
 TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
   auto target = tiny_model(5);
   std::mt19937 rng(12);
@@ -404,5 +407,26 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
     EXPECT_EQ(tokens_of(ahead->propose(after, kSteps - 1, 0)), tokens_of(plain->propose(after, kSteps - 1, 0))) << c.name;
     EXPECT_EQ(ahead->ahead_hits(), 2) << c.name;
     EXPECT_EQ(ahead->ahead_misses(), 4) << c.name;
+    // Read where the device wrote them (the verify's future-token table), then collected: the
+    // same chains. Not for a round the draft ahead does not cover (then propose()).
+    asked_ahead(after);
+    EXPECT_FALSE(ahead->chains_on_device(other_root, kSteps)) << c.name;
+    const auto d = ahead->chains_on_device(after, kSteps);
+    ASSERT_TRUE(d) << c.name;
+    const auto want = tokens_of(plain->propose(after, kSteps, 0));
+    // The verify's ids name them (spec::chains_naming_device_tokens); resolved against the table
+    // as the verify's upload does, they are the chains.
+    std::vector<int32_t> roots;
+    for (const auto& s : after) roots.push_back(s.root_token);
+    const auto named = spec::chains_naming_device_tokens(*d, roots, kSteps);
+    std::vector<int32_t> ids;
+    for (const auto& t : named) ids.insert(ids.end(), t.tokens.begin(), t.tokens.end());
+    const TensorView ids_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}, Device::kCpu);
+    ASSERT_TRUE(kernels::resolve_future_ids({.ids = ids_view, .table = d->table}, Stream::cpu()).is_ok());
+    std::vector<int32_t> flat;
+    for (const auto& w : want) flat.insert(flat.end(), w.begin(), w.end());
+    EXPECT_EQ(ids, flat) << c.name;
+    EXPECT_EQ(tokens_of(ahead->collect_chains()), want) << c.name;
+    EXPECT_EQ(ahead->ahead_hits(), 3) << c.name;
   }
 }

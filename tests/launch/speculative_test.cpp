@@ -128,6 +128,39 @@ TEST(Speculative, OverlapOnAndOffGiveTheSameTokens) {
     }
 }
 
+// Drafting ahead (--draft-ahead on; on CUDA by default): the next round's chain drafted right
+// after each verify into scratch slots, its tokens read as future ids by the next verify, gives
+// the tokens that drafting each round when asked gives, greedy and seeded sampled requests,
+// EAGLE3 and EAGLE chains, the draft in-process and behind its actor, with spec overlap, and
+// with a pool tight enough to preempt (requests re-prefilled, so their chains drafted ahead
+// are stale).
+TEST(Speculative, DraftingAheadGivesTheSameTokens) {
+  auto reqs = mixed(24, 913, 24);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = i % 2 ? 0.8f : 0.0f;
+    reqs[i].sampling.seed = static_cast<int64_t>(i);
+  }
+  const auto plain = run(options("", {}, 8192, 4), reqs);
+  for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"EAGLE3", {3, 1, 0}}, {"EAGLE", {5, 1, 0}}})
+    for (int64_t pool : {8192, 400})
+      for (const std::string placement : {"in-process", "actor"})
+        for (bool overlap : {false, true}) {
+          auto on = options(alg, shape, pool, 4), off = on;
+          on.draft_ahead = "on";
+          off.draft_ahead = "off";
+          on.draft_worker = off.draft_worker = placement;
+          on.enable_spec_overlap = off.enable_spec_overlap = overlap;
+          const auto a = run(on, reqs), b = run(off, reqs);
+          const std::string what = alg + " pool " + std::to_string(pool) + " " + placement + (overlap ? " spec overlap" : "");
+          for (size_t i = 0; i < reqs.size(); ++i) {
+            ASSERT_TRUE(a[i].error.empty() && b[i].error.empty()) << what << ": " << a[i].error << b[i].error;
+            EXPECT_EQ(a[i].result.output_ids, b[i].result.output_ids) << what << " request " << i;
+            EXPECT_EQ(a[i].result.finish_reason, b[i].result.finish_reason) << what << " request " << i;
+            if (reqs[i].sampling.temperature == 0) EXPECT_EQ(a[i].result.output_ids, plain[i].result.output_ids) << what << " request " << i;
+          }
+        }
+}
+
 // Requests with one prompt (n > 1 samples) share its K/V pages, with and without a draft:
 // every sample's output equals the same request run alone, and all but the first prefilled
 // only the prompt's last page's worth (cached_tokens). The prompt is longer than a chunk.
