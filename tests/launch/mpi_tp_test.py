@@ -59,6 +59,11 @@ def main():
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "5"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE"]),
+        # The next chain drafted ahead on every rank (on CUDA by default): the same decisions on
+        # each, the draft's collectives in the same order; with the draft over one rank too.
+        (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--draft-ahead", "on", "--max-total-tokens", "160"]),
+        (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE", "--draft-ahead", "on", "--speculative-draft-tensor-parallel-size", "1",
+             "--enable-spec-overlap"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--speculative-draft-tensor-parallel-size", "1"]),
         (2, ["--tp-size", "2", "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "5",
              "--speculative-draft-tensor-parallel-size", "1"]),
