@@ -113,7 +113,10 @@ int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {
     if (verifies > 0) std::cerr << ", " << verifies << " verify forwards (" << static_cast<double>(out_tokens) / static_cast<double>(verifies) << " tokens per verify)";
     std::cerr << "\n";
     // Where the wall time went: the device busy with the batches, idle between them (the
-    // Scheduler's and actors' turnaround that overlap scheduling hides), the rest on the host.
+    // Scheduler's and actors' turnaround that overlap scheduling hides). Measured on the target
+    // worker's stream from each batch's first copy to its tokens: with speculative decoding the
+    // draft work a round leaves behind (its extend and, drafting ahead, the next chain) runs
+    // "between" batches.
     if (load && load->forward_batches > 0) {
       const auto per_batch_ms = [&](double s) { return s * 1e3 / static_cast<double>(load->forward_batches); };
       std::cerr << "aerie-generate: " << load->forward_batches << " batches, the device busy " << load->forward_seconds << " s ("
