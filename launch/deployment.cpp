@@ -378,9 +378,10 @@ struct Deployment::Impl {
                                                    .spec_overlap = o.enable_spec_overlap};
     // Every actor a step passes through (Schedulers, TP group workers, the DP coordinator, the
     // workers) is detached: a message wakes its blocked thread at once, where an idle thread of
-    // CAF 0.17's pool finds it at its next poll (50 us apart on a GPU host, 1 ms on the CPU):
-    // a speculative round, which cannot be planned ahead, waited that long for its Scheduler
-    // (docs/performance.md). The pool keeps the Router and the frontends.
+    // CAF 0.17's pool finds it at its next poll (50 us apart on a GPU host, 1 ms on the CPU): on
+    // the 2-core CPU a speculative round of the tiny model waited ~0.1 ms for its Scheduler (on
+    // the H200 no difference was measured; docs/performance.md). The pool keeps the Router and
+    // the frontends.
     // Rank r's worker: this process's own for rank 0, else a ZeroMQ hop to rank r.
     auto rank_worker = [&](int r) {
       if (r == 0) return local_worker = sys->spawn<caf::detached>(actors::target_worker_actor, worker);
