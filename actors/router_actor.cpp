@@ -97,8 +97,10 @@ caf::behavior router_actor(caf::stateful_actor<RouterState>* self, std::vector<c
         };
         auto gather = std::make_shared<Gather>(Gather{{}, st.schedulers.size()});
         for (const auto& s : st.schedulers)
-          // No timeout: a Scheduler answers at once or is gone (an error), and in CAF 0.17 a
-          // timeout stays scheduled after the answer, holding the actor system's shutdown.
+          // No timeout: a Scheduler answers at once or is gone (an error), and in CAF 0.17 an
+          // actor's request timeout stays scheduled after the answer and holds the actor
+          // system's shutdown until it would have fired (every aerie-generate run, and
+          // aerie-serve after a /metrics scrape, ended 10 s late).
           self->request(s, caf::infinite, g)
               .then(
                   [gather, promise](LoadReport& r) mutable {

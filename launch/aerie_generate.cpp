@@ -22,14 +22,12 @@ namespace {
 
 using namespace aerie;
 
-// The engine's counters after a run (the Router sums its Schedulers'); nothing if it fails.
-// No timeout: in CAF 0.17 a request's timeout stays scheduled after the answer, and the actor
-// system's destructor waits until it would have fired (every run ended 10 s late); the Router
-// answers at once (a Scheduler that is gone answers with an error).
+// The engine's counters after a run (the Router sums its Schedulers'); nothing if it does not
+// answer within 5 s.
 std::optional<actors::LoadReport> engine_load(launch::Deployment& deployment) {
   std::optional<actors::LoadReport> load;
   caf::scoped_actor self{deployment.system()};
-  self->request(deployment.router(), caf::infinite, actors::GetLoad{})
+  self->request(deployment.router(), std::chrono::seconds(5), actors::GetLoad{})
       .receive([&](actors::LoadReport& r) { load = r; }, [](caf::error&) {});
   return load;
 }
