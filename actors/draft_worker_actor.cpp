@@ -176,16 +176,20 @@ std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<spec::
   // so it runs the proposal right after the extend instead of going idle and being woken.
   const uint64_t id = ++step_;
   self()->send(draft_, DraftPropose{.step_id = id, .seqs = seqs, .steps = steps, .draft_tokens = draft_tokens});
+  return take_behind_extend(id, "draft proposal").trees;
+}
+
+DraftWorkerClient::Reply DraftWorkerClient::take_behind_extend(uint64_t step_id, const char* what) {
   std::string extend_error;
   try {
     flush();
-  } catch (const std::exception& e) {  // the proposal's reply is still taken below
+  } catch (const std::exception& e) {  // the request's reply is still taken below
     extend_error = ::aerie::client_message(e);
   }
-  Reply r = take(id);
+  Reply r = take(step_id);
   AERIE_CHECK(extend_error.empty(), extend_error);
-  AERIE_CHECK(r.error.empty(), "draft proposal: " << r.error);
-  return std::move(r.trees);
+  AERIE_CHECK(r.error.empty(), what << ": " << r.error);
+  return r;
 }
 
 void DraftWorkerClient::propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
@@ -197,16 +201,7 @@ std::optional<spec::DeviceChains> DraftWorkerClient::chains_on_device(const std:
   // As propose(): sent before the extend in flight is awaited, which it follows in the mailbox.
   const uint64_t id = ++step_;
   self()->send(draft_, DraftChainsOnDevice{.step_id = id, .seqs = seqs, .steps = steps});
-  std::string extend_error;
-  try {
-    flush();
-  } catch (const std::exception& e) {
-    extend_error = ::aerie::client_message(e);
-  }
-  Reply r = take(id);
-  AERIE_CHECK(extend_error.empty(), extend_error);
-  AERIE_CHECK(r.error.empty(), "draft chains on the device: " << r.error);
-  return std::move(r.chains);
+  return take_behind_extend(id, "draft chains on the device").chains;
 }
 
 std::vector<spec::DraftTree> DraftWorkerClient::collect_chains() {

@@ -2,8 +2,10 @@
 // The DraftWorker actor: one per rank, next to the TargetWorker, sharing its GPU, stream
 // and hidden states. It owns the rank's DraftWorkerCore and answers the speculative
 // worker's requests: DraftExtend (follow the committed tokens) with DraftDone, DraftPropose
-// (chain or tree drafts) with DraftProposal, and takes DraftProposeAhead (the next round's chain,
-// drafted while the result travels) and DraftForget (requests that ended).
+// (chain or tree drafts) with DraftProposal, DraftChainsOnDevice (a chain drafted ahead, read on
+// the device) with DraftDeviceChains and DraftCollectChains with DraftProposal, and takes
+// DraftProposeAhead (the next round's chain, drafted while the result travels) and DraftForget
+// (requests that ended).
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
@@ -124,6 +126,10 @@ class DraftWorkerClient : public spec::DraftPort {
   bool answered(uint64_t step_id) const;
   // step_id's reply; a DraftWorker that went down answers with that as the error.
   Reply take(uint64_t step_id);
+  // The reply of a request sent before the extend in flight was awaited (the mailbox keeps
+  // the two in order): awaits the extend, then the reply; throws the extend's error, or the
+  // reply's prefixed with `what`.
+  Reply take_behind_extend(uint64_t step_id, const char* what);
   caf::actor_system& system_;
   caf::actor draft_;
   spec::DraftInfo info_;
