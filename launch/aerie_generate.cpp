@@ -32,12 +32,17 @@ std::optional<actors::LoadReport> engine_load(launch::Deployment& deployment) {
   return load;
 }
 
-// --graph-times: the device time of each graph runner's work, and the speculative worker's
-// wall time a round in each stage.
+// --graph-times: the device time of each graph runner's work, the device's time between two
+// runners' work (idle, or work outside the runners), and the speculative worker's wall time a
+// round in each stage.
 void print_graph_times(const std::optional<core::SpecStageTimes>& stages) {
-  for (const auto& [label, t] : spec::GraphTimes::collect())
+  std::map<std::string, spec::GraphGap> gaps;
+  for (const auto& [label, t] : spec::GraphTimes::collect(&gaps))
     std::cerr << "aerie-generate: graph " << label << ": " << t.runs << " runs, " << (t.runs ? t.ms / static_cast<double>(t.runs) : 0.0)
               << " ms a run\n";
+  for (const auto& [between, g] : gaps)
+    std::cerr << "aerie-generate: gap " << between << ": " << g.count << " times, median " << g.median_ms << " ms, mean " << g.mean_ms
+              << " ms\n";
   if (!stages || stages->rounds == 0) return;
   const auto per_round = [&](double ms) { return ms / static_cast<double>(stages->rounds); };
   std::cerr << "aerie-generate: speculative stages, ms a round (" << stages->rounds << " rounds): propose " << per_round(stages->propose_ms)

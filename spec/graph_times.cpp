@@ -1,5 +1,6 @@
 #include "spec/graph_times.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -11,12 +12,28 @@ namespace aerie::spec {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct Record {
   std::string label;
-  void* begin = nullptr;  // CUDA events, or null on the CPU
+  void* stream = nullptr;  // the stream's handle: gaps are taken between runs on one stream
+  void* begin = nullptr;   // CUDA events, or null on the CPU
   void* end = nullptr;
-  double host_ms = 0;  // the CPU's time
+  Clock::time_point host_begin, host_end;  // the CPU's clock, the device there
 };
+
+double host_ms(Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double, std::milli>(to - from).count(); }
+
+GraphGap summary_of(std::vector<double> ms) {
+  GraphGap g{.count = static_cast<int64_t>(ms.size()), .mean_ms = 0, .median_ms = 0};
+  if (ms.empty()) return g;
+  for (double x : ms) g.mean_ms += x;
+  g.mean_ms /= static_cast<double>(ms.size());
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  g.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  return g;
+}
 
 struct State {
   std::mutex mu;
@@ -49,7 +66,7 @@ void GraphTimes::run(const std::string& label, const Stream& stream, const std::
     return;
   }
   State& s = state();
-  Record r{.label = label};
+  Record r{.label = label, .stream = stream.handle()};
   if (stream.device() == Device::kCuda) {
     {
       std::lock_guard lock(s.mu);
@@ -60,15 +77,15 @@ void GraphTimes::run(const std::string& label, const Stream& stream, const std::
     fn();
     cuda_runtime::record_event(r.end, stream.handle());
   } else {
-    const auto t0 = std::chrono::steady_clock::now();
+    r.host_begin = Clock::now();
     fn();
-    r.host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    r.host_end = Clock::now();
   }
   std::lock_guard lock(s.mu);
   s.records.push_back(std::move(r));
 }
 
-std::map<std::string, GraphTime> GraphTimes::collect() {
+std::map<std::string, GraphTime> GraphTimes::collect(std::map<std::string, GraphGap>* gaps) {
   State& s = state();
   std::vector<Record> records;
   {
@@ -79,7 +96,22 @@ std::map<std::string, GraphTime> GraphTimes::collect() {
   for (const Record& r : records) {
     GraphTime& t = out[r.label];
     t.runs += 1;
-    t.ms += r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(r.begin, r.end)) : r.host_ms;
+    t.ms += r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(r.begin, r.end)) : host_ms(r.host_begin, r.host_end);
+  }
+  if (gaps) {
+    // Records are pushed in the order their work was enqueued (a stream runs it in that
+    // order); each run's gap is to the run before it on its stream.
+    gaps->clear();
+    std::map<void*, const Record*> last;
+    std::map<std::string, std::vector<double>> between;
+    for (const Record& r : records) {
+      const Record*& before = last[r.stream];
+      if (before)
+        between[before->label + " -> " + r.label].push_back(
+            r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(before->end, r.begin)) : host_ms(before->host_end, r.host_begin));
+      before = &r;
+    }
+    for (auto& [label, ms] : between) (*gaps)[label] = summary_of(std::move(ms));
   }
   std::lock_guard lock(s.mu);
   for (const Record& r : records)

@@ -20,6 +20,16 @@ struct GraphTime {
   double ms = 0;  // summed over the runs
 };
 
+// The device's time between one runner's work and the next runner's on the same stream
+// ("verify -> draft extend"): idle time, or work outside the runners (uploads, eager kernels,
+// prefills), which is what keeping a round on the device would win back. The median says
+// what a typical round waits; the mean also carries the rare prefill between two runners.
+struct GraphGap {
+  int64_t count = 0;
+  double mean_ms = 0;
+  double median_ms = 0;
+};
+
 class GraphTimes {
  public:
   // Process-wide: the draft's runners may run on the DraftWorker actor's thread.
@@ -28,8 +38,9 @@ class GraphTimes {
   // Runs fn (which enqueues a runner's work on stream) and, when enabled, times it under label.
   static void run(const std::string& label, const Stream& stream, const std::function<void()>& fn);
   // Waits for the timed work, returns each label's runs and time since the last collect(),
-  // and starts afresh.
-  static std::map<std::string, GraphTime> collect();
+  // and starts afresh; `gaps`, when given, gets the time between consecutive runs on one
+  // stream under "<label before> -> <label after>".
+  static std::map<std::string, GraphTime> collect(std::map<std::string, GraphGap>* gaps = nullptr);
 };
 
 }  // namespace aerie::spec

@@ -73,16 +73,50 @@ TEST(GraphTimes, TimesEachRunnersWorkUnderItsLabelWhileOn) {
   GraphTimes::enable(true);
   verify.run(2, stream.get(), work);
   verify.run(1, stream.get(), work);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the device idle between two runners
   chain.run(3, stream.get(), work);
+  verify.run(1, stream.get(), work);
   GraphTimes::enable(false);
-  const auto t = GraphTimes::collect();
-  EXPECT_EQ(runs, 4);
+  std::map<std::string, GraphGap> gaps;
+  const auto t = GraphTimes::collect(&gaps);
+  EXPECT_EQ(runs, 5);
   ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t.at("verify").runs, 2);
+  EXPECT_EQ(t.at("verify").runs, 3);
   EXPECT_EQ(t.at("draft chain").runs, 1);
-  EXPECT_GE(t.at("verify").ms, 6.0);
+  EXPECT_GE(t.at("verify").ms, 9.0);
   EXPECT_GE(t.at("draft chain").ms, 3.0);
-  EXPECT_TRUE(GraphTimes::collect().empty());
+  // Each run's gap to the run before it, under both labels in order.
+  ASSERT_EQ(gaps.size(), 3u);
+  EXPECT_EQ(gaps.at("verify -> verify").count, 1);
+  EXPECT_EQ(gaps.at("verify -> draft chain").count, 1);
+  EXPECT_EQ(gaps.at("draft chain -> verify").count, 1);
+  EXPECT_GE(gaps.at("verify -> draft chain").median_ms, 5.0);
+  EXPECT_DOUBLE_EQ(gaps.at("verify -> draft chain").mean_ms, gaps.at("verify -> draft chain").median_ms);
+  EXPECT_TRUE(GraphTimes::collect(&gaps).empty());
+  EXPECT_TRUE(gaps.empty());
+}
+
+TEST(GraphTimes, AGapsMedianIsTheMiddleRunsAndItsMeanCarriesTheRareLongOne) {
+  OwnedStream stream(Device::kCpu);
+  BucketGraphs verify("verify", 4, /*graphs=*/false, [](int64_t bs) { return model::ForwardDims{.tokens = bs, .seqs = bs}; });
+  BucketGraphs extend("draft extend", 4, /*graphs=*/false, [](int64_t bs) { return model::ForwardDims{.tokens = bs, .seqs = bs}; });
+  auto nothing = [](int64_t) {};
+  GraphTimes::collect();
+  GraphTimes::enable(true);
+  for (int pause_ms : {1, 30, 1}) {  // one round waits for a prefill, say
+    verify.run(1, stream.get(), nothing);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    extend.run(1, stream.get(), nothing);
+  }
+  GraphTimes::enable(false);
+  std::map<std::string, GraphGap> gaps;
+  GraphTimes::collect(&gaps);
+  const GraphGap& g = gaps.at("verify -> draft extend");
+  EXPECT_EQ(g.count, 3);
+  EXPECT_GE(g.median_ms, 1.0);
+  EXPECT_LT(g.median_ms, 30.0);
+  EXPECT_GE(g.mean_ms, 32.0 / 3);
+  EXPECT_EQ(gaps.at("draft extend -> verify").count, 2);
 }
 
 TEST(GreedyAccept, AcceptsTheMatchingPrefixPlusTheBonusToken) {

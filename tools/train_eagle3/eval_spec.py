@@ -38,8 +38,10 @@ DEFAULT_CONFIGS = ["plain", "chain-3", "chain-5", "tree-4x3-8"]
 SUMMARY = re.compile(r"aerie-generate: (\d+) requests, (\d+) output tokens in ([\d.e+-]+) s \(([\d.e+-]+) tok/s\)"
                      r"(?:, (\d+) verify forwards \(([\d.e+-]+) tokens per verify\))?")
 # Where the time went (builds that print it): batches, the device busy with them and idle between them.
-# With --extra=--graph-times: each graph runner's device time a run, the worker's stages a round.
+# With --extra=--graph-times: each graph runner's device time a run, the device's time between two runners'
+# work, the worker's stages a round.
 GRAPH_TIME = re.compile(r"aerie-generate: graph (.+): (\d+) runs, ([\d.e+-]+) ms a run")
+GRAPH_GAP = re.compile(r"aerie-generate: gap (.+): (\d+) times, median ([\d.e+-]+) ms, mean ([\d.e+-]+) ms")
 STAGES = re.compile(r"aerie-generate: speculative stages, ms a round \((\d+) rounds\): propose ([\d.e+-]+), verify ([\d.e+-]+), "
                     r"accept ([\d.e+-]+), extend ([\d.e+-]+)")
 DEVICE_TIME = re.compile(r"aerie-generate: (\d+) batches, the device busy ([\d.e+-]+) s .* idle ([\d.e+-]+) s between them")
@@ -91,6 +93,9 @@ def main():
                     row.update(batches=int(t.group(1)), device_busy_s=float(t.group(2)), device_idle_s=float(t.group(3)))
                 if graphs := GRAPH_TIME.findall(out.stderr):
                     row["graph_ms_a_run"] = {label: {"runs": int(n), "ms": float(ms)} for label, n, ms in graphs}
+                if gaps := GRAPH_GAP.findall(out.stderr):
+                    row["gap_ms_between_graphs"] = {between: {"times": int(n), "median": float(med), "mean": float(mean)}
+                                                    for between, n, med, mean in gaps}
                 if st := STAGES.search(out.stderr):
                     row["stage_ms_a_round"] = dict(zip(["propose", "verify", "accept", "extend"], map(float, st.groups()[1:])))
                 if name == "plain":
