@@ -54,6 +54,16 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
         return {.step_id = m.step_id, .error = ::aerie::client_message(e)};
       }
     };
+    auto on_extend_verified = [&](DraftExtendVerified& m) -> DraftDone {
+      handled = true;
+      try {
+        const TensorView argmax = m.argmax.view();
+        core->extend_verified_chains(m.seqs, TensorView(argmax.data, argmax.dtype, {argmax.dim(0)}, argmax.device), m.hidden.view());
+        return {.step_id = m.step_id, .error = ""};
+      } catch (const std::exception& e) {
+        return {.step_id = m.step_id, .error = ::aerie::client_message(e)};
+      }
+    };
     auto on_propose = [&](DraftPropose& m) -> DraftProposal {
       handled = true;
       try {
@@ -100,7 +110,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
     auto on_exit = [&](caf::exit_msg&) { running = false; };
     // Within kDraftWorkerSpin of its last message it polls: the next one (the round's
     // extend, then its proposal) starts without a thread wake-up.
-    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_propose, on_ahead, on_chains, on_collect, on_forget,
+    receive_one(self, std::chrono::steady_clock::now() - last < kDraftWorkerSpin, on_extend, on_extend_verified, on_propose, on_ahead, on_chains, on_collect, on_forget,
                 on_exit);
     if (handled) last = std::chrono::steady_clock::now();
   }
@@ -161,6 +171,15 @@ void DraftWorkerClient::extend(const std::vector<spec::DraftExtendSeq>& seqs, co
   flush();
   pending_extend_ = ++step_;
   self()->send(draft_, DraftExtend{.step_id = pending_extend_, .seqs = seqs, .hidden = DeviceRows::of(target_hidden)});
+}
+
+void DraftWorkerClient::extend_verified_chains(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& verified_argmax,
+                                               const TensorView& target_hidden) {
+  flush();
+  pending_extend_ = ++step_;
+  self()->send(draft_, DraftExtendVerified{.step_id = pending_extend_, .seqs = seqs,
+                                           .argmax = DeviceRows::of(verified_argmax.reshape({verified_argmax.numel(), 1})),
+                                           .hidden = DeviceRows::of(target_hidden)});
 }
 
 void DraftWorkerClient::flush() {

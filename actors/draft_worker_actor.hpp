@@ -1,7 +1,9 @@
 #pragma once
 // The DraftWorker actor: one per rank, next to the TargetWorker, sharing its GPU, stream
 // and hidden states. It owns the rank's DraftWorkerCore and answers the speculative
-// worker's requests: DraftExtend (follow the committed tokens) with DraftDone, DraftPropose
+// worker's requests: DraftExtend (follow the committed tokens) and DraftExtendVerified (the
+// same right behind a greedy chain verify, the committed tokens found on the device) with
+// DraftDone, DraftPropose
 // (chain or tree drafts) with DraftProposal, DraftChainsOnDevice (a chain drafted ahead, read on
 // the device) with DraftDeviceChains and DraftCollectChains with DraftProposal, and takes
 // DraftProposeAhead (the next round's chain, drafted while the result travels) and DraftForget
@@ -46,6 +48,13 @@ struct DeviceRows {
 struct DraftExtend {
   uint64_t step_id = 0;
   std::vector<spec::DraftExtendSeq> seqs;
+  DeviceRows hidden;  // EAGLE: the target's hidden states; empty otherwise
+};
+// spec::DraftPort::extend_verified_chains through the actor: answered, as DraftExtend, with DraftDone.
+struct DraftExtendVerified {
+  uint64_t step_id = 0;
+  std::vector<spec::DraftExtendSeq> seqs;
+  DeviceRows argmax;  // [rows, 1] i32: the verify's argmax of every row
   DeviceRows hidden;  // EAGLE: the target's hidden states; empty otherwise
 };
 struct DraftPropose {
@@ -103,6 +112,8 @@ class DraftWorkerClient : public spec::DraftPort {
   ~DraftWorkerClient() override;
   const spec::DraftInfo& info() const override { return info_; }
   void extend(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& target_hidden) override;
+  void extend_verified_chains(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& verified_argmax,
+                              const TensorView& target_hidden) override;
   std::vector<spec::DraftTree> propose(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) override;
   void forget(const std::vector<uint64_t>& rids) override;
   void propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) override;

@@ -17,6 +17,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<ClientLine>("aerie.ClientLine");
   cfg.add_message_type<DrainRequest>("aerie.DrainRequest");
   cfg.add_message_type<DraftExtend>("aerie.DraftExtend");
+  cfg.add_message_type<DraftExtendVerified>("aerie.DraftExtendVerified");
   cfg.add_message_type<DraftPropose>("aerie.DraftPropose");
   cfg.add_message_type<DraftProposeAhead>("aerie.DraftProposeAhead");
   cfg.add_message_type<DraftForget>("aerie.DraftForget");

@@ -239,6 +239,10 @@ typename Inspector::result_type inspect(Inspector& f, DraftExtend& x) {
   return f(caf::meta::type_name("DraftExtend"), x.step_id, x.seqs, x.hidden);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftExtendVerified& x) {
+  return f(caf::meta::type_name("DraftExtendVerified"), x.step_id, x.seqs, x.argmax, x.hidden);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftPropose& x) {
   return f(caf::meta::type_name("DraftPropose"), x.step_id, x.seqs, x.steps, x.draft_tokens);
 }

@@ -3,6 +3,7 @@
 // deterministic, fp32-accumulating reference; the CUDA functions launch on the stream
 // handle (a cudaStream_t). Host header: no CUDA includes.
 #include "kernels/attention.hpp"
+#include "kernels/chain_accept.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/future_tokens.hpp"
 #include "kernels/logit_adjust.hpp"
@@ -41,6 +42,7 @@ namespace aerie::kernels {
   Status qkv_rope(const QkvRopeParams& p __VA_ARGS__);          \
   Status logit_adjust(const LogitAdjustParams& p __VA_ARGS__);  \
   Status tree_accept(const TreeAcceptParams& p __VA_ARGS__);    \
+  Status greedy_chain_accept(const GreedyChainAcceptParams& p __VA_ARGS__);  \
   Status tree_draft_begin(const TreeDraftBeginParams& p __VA_ARGS__);    \
   Status tree_draft_expand(const TreeDraftExpandParams& p __VA_ARGS__);  \
   }

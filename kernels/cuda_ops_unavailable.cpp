@@ -24,6 +24,7 @@ Status kv_write(const KvWriteParams&, void*) { return unavailable("kv_write"); }
 Status kv_move(const KvMoveParams&, void*) { return unavailable("kv_move"); }
 Status sample(const SampleParams&, void*) { return unavailable("sample"); }
 Status tree_accept(const TreeAcceptParams&, void*) { return unavailable("tree_accept"); }
+Status greedy_chain_accept(const GreedyChainAcceptParams&, void*) { return unavailable("greedy_chain_accept"); }
 Status tree_draft_begin(const TreeDraftBeginParams&, void*) { return unavailable("tree_draft_begin"); }
 Status tree_draft_expand(const TreeDraftExpandParams&, void*) { return unavailable("tree_draft_expand"); }
 Status log_softmax(const LogSoftmaxParams&, void*) { return unavailable("log_softmax"); }

@@ -457,6 +457,28 @@ Status tree_accept(const TreeAcceptParams& p, const Stream& s) {
   return dispatch(p, s, p.logits.device, cpu::tree_accept, [](const TreeAcceptParams& q, void* h) { return cuda::tree_accept(q, h); });
 }
 
+void GreedyChainAcceptParams::validate() const {
+  const Device d = drafts.device;
+  const int64_t n = tokens_per_request;
+  check_tensor(drafts, "drafts", 1, d);
+  check_dtype(drafts, "drafts", DType::kI32);
+  AERIE_CHECK(n >= 1 && drafts.dim(0) % n == 0, "drafts " << drafts.describe() << " must hold " << n << " rows per request");
+  const int64_t batch = drafts.dim(0) / n;
+  check_tensor(argmax, "argmax", 1, d);
+  check_dtype(argmax, "argmax", DType::kI32);
+  AERIE_CHECK(argmax.dim(0) >= batch * n, "argmax " << argmax.describe() << " has fewer rows than drafts " << drafts.describe());
+  check_tensor(last_rows, "last_rows", 1, d);
+  check_dtype(last_rows, "last_rows", DType::kI32);
+  AERIE_CHECK(last_rows.dim(0) >= batch, "last_rows " << last_rows.describe() << " has fewer rows than the " << batch << " requests");
+  check_tensor(tokens, "tokens", 1, d);
+  check_dtype(tokens, "tokens", DType::kI32);
+  AERIE_CHECK(tokens.dim(0) == last_rows.dim(0) * n, "tokens " << tokens.describe() << " must hold " << n << " per row of last_rows " << last_rows.describe());
+}
+Status greedy_chain_accept(const GreedyChainAcceptParams& p, const Stream& s) {
+  return dispatch(p, s, p.drafts.device, cpu::greedy_chain_accept,
+                  [](const GreedyChainAcceptParams& q, void* h) { return cuda::greedy_chain_accept(q, h); });
+}
+
 namespace {
 
 // A frontier of `rows` nodes and a candidate table of `batch` requests, on device d.

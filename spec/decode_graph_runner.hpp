@@ -42,6 +42,8 @@ class DecodeGraphRunner {
   // Every real row's greedy token of the last replay: each graph ends with an argmax, so a
   // greedy batch needs no sampling launches after the graph, only the copy back.
   std::vector<int32_t> last_greedy_tokens();
+  // The same on the device, [real rows] i32, in stream order (until the next replay).
+  TensorView last_greedy_on_device() const { return greedy_tokens_.view().slice_rows(0, last_tokens_); }
   // replay() and last_greedy_tokens().
   std::vector<int32_t> replay_greedy(const model::ForwardBatch& batch);
   // replay() without waiting: the in-graph argmax of every real row, [tokens] i32 on the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/chain_accept.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/error.hpp"
 #include "kernels/sampling.hpp"
@@ -162,11 +163,25 @@ void DraftExtendRunner::enqueue(int64_t bs) {
   }
 }
 
-void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden, const TensorView& verified_argmax) {
   AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = *buckets_.batch_for(n);
   ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
+  if (verified_argmax.defined()) {
+    // The verify's argmax, not the host's acceptance, gives the committed tokens and the row
+    // the state is taken at: both overwrite what the upload wrote, in stream order.
+    AERIE_CHECK(!tree(), "a tree draft's extend follows the host's acceptance");
+    std::vector<int32_t> chains;
+    for (const auto& s : seqs) {
+      AERIE_CHECK(static_cast<int64_t>(s.tokens.size()) == width_, "a verified chain has " << width_ << " tokens, got " << s.tokens.size());
+      chains.insert(chains.end(), s.tokens.begin(), s.tokens.end());
+    }
+    const TensorView drafts = upload_ints(verified_, chains, stream_);
+    AERIE_CHECK_STATUS(kernels::greedy_chain_accept({.drafts = drafts, .argmax = verified_argmax, .tokens_per_request = width_,
+                                                     .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
+                                                    stream_));
+  }
   // Padded requests write the pools' last row, which no request owns.
   std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(pool_rows() - 1));
   for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].state_row;

@@ -64,7 +64,12 @@ class DraftExtendRunner {
   bool can_run(const std::vector<ExtendSeq>& seqs) const;
   // Runs the extend (enqueued only; the caller's stream orders what follows).
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
-  void run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+  // verified_argmax (a chain runner's extend right behind a greedy chain verify, before the
+  // host has accepted): each request's tokens are then its verified chain, width of them
+  // (root, then drafts), and verified_argmax ([>= requests * width] i32 on the device) the
+  // verify's argmax of its rows; the committed tokens and the last committed row are taken
+  // on the device (kernels::greedy_chain_accept) in stream order.
+  void run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden, const TensorView& verified_argmax = {});
   int64_t bucket_for(int64_t batch_size) const { return buckets_.bucket_for(batch_size); }
   bool graphs() const { return buckets_.graphs(); }
 
@@ -91,6 +96,7 @@ class DraftExtendRunner {
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
   Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
   Buffer hidden_rows_; // [max_bs * width] i32: target hidden rows to gather
+  Buffer verified_;    // [max_bs * width] i32: verified chains (run() with verified_argmax)
   Buffer top_values_, top_ids_, top_tokens_;  // a tree draft: [max_bs, topk] log-probabilities, draft ids, target ids
 };
 

@@ -65,6 +65,17 @@ class DraftPort {
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view. May
   // return before the draft has run (behind an actor): flush() waits for it.
   virtual void extend(const std::vector<DraftExtendSeq>& seqs, const TensorView& target_hidden) = 0;
+  // The extend right behind a greedy chain verify, before the host has accepted: each
+  // request's tokens are its verified chain (root, then drafts: steps + 1 of them), slots the
+  // verified positions' from first_position on, context the slots of [0, first_position),
+  // hidden_rows (EAGLE) its verified rows' in target_hidden; verified_argmax ([>= requests *
+  // (steps + 1)] i32 on the device, valid in stream order) the verify's argmax of every row.
+  // The draft extends over what the verify commits (the drafts that equal the argmax of the
+  // row before them, up to the first that does not, then the bonus), found on the device
+  // where it can (no host round trip between the verify and the extend), else by reading the
+  // argmax back. As extend(): may return before the draft has run; flush() waits for it.
+  virtual void extend_verified_chains(const std::vector<DraftExtendSeq>& seqs, const TensorView& verified_argmax,
+                                      const TensorView& target_hidden) = 0;
   // Waits for an extend still running and throws its error. Call before anything that
   // overwrites the target's hidden states (the next target forward); propose() flushes.
   virtual void flush() {}

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include "kernels/error.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
+#include "spec/greedy_accept.hpp"
 
 namespace aerie::spec {
 
@@ -206,6 +208,53 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
   }
   extend_runner_->run(fixed, eagle() ? target_hidden : TensorView());
   return true;
+}
+
+void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax, const TensorView& target_hidden) {
+  if (seqs.empty()) return;
+  const size_t n = seqs.front().tokens.size();
+  for (const auto& s : seqs) {
+    AERIE_CHECK(n >= 1 && s.tokens.size() == n && s.slots.size() == n && s.spare_slots.empty() &&
+                    static_cast<int64_t>(s.context.size()) == s.first_position && (!eagle() || s.hidden_rows.size() == n),
+                "verified chain of request " << s.rid << ": every request needs its " << n << " verified tokens, their slots"
+                                             << (eagle() ? " and hidden rows" : "") << " and the context before them");
+    drop_ahead_of(s.rid);
+  }
+  AERIE_CHECK(verified_argmax.defined() && verified_argmax.dim(0) >= static_cast<int64_t>(seqs.size() * n),
+              "verified chains: the verify's argmax has fewer than " << seqs.size() * n << " rows");
+  if (extend_runner_ && !tree_ && extend_runner_->width() == static_cast<int64_t>(n) && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.keep; })) {
+    std::vector<spec::ExtendSeq> fixed;
+    for (const auto& s : seqs) {
+      const auto it = state_.find(s.rid);
+      fixed.push_back({.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots, .context = s.context, .hidden_rows = s.hidden_rows,
+                       .state_row = static_cast<int32_t>(it != state_.end() && it->second.hidden_row >= 0 ? it->second.hidden_row : 0)});
+    }
+    if (extend_runner_->can_run(fixed)) {  // rows are taken only once the batch is known to fit
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
+        state_[seqs[i].rid].on_device = true;
+      }
+      extend_runner_->run(fixed, eagle() ? target_hidden : TensorView(), verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)));
+      return;
+    }
+  }
+  // The argmax on the host, and the extend of what it commits.
+  std::vector<int32_t> argmax(seqs.size() * n);
+  copy_async(argmax.data(), verified_argmax.data, argmax.size() * sizeof(int32_t), stream_);
+  synchronize(stream_);
+  std::vector<ExtendSeq> committed;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const ExtendSeq& s = seqs[i];
+    const spec::DraftTree chain = spec::DraftTree::chain(s.tokens.front(), std::vector<int32_t>(s.tokens.begin() + 1, s.tokens.end()));
+    const auto tokens = spec::greedy_accept_tree(chain, std::span<const int32_t>(argmax).subspan(i * n, n)).committed(chain);
+    const auto k = static_cast<std::ptrdiff_t>(tokens.size());
+    ExtendSeq e{.rid = s.rid, .tokens = tokens, .first_position = s.first_position, .slots = {s.slots.begin(), s.slots.begin() + k},
+                .context = s.context, .hidden_rows = {}, .keep = s.keep, .spare_slots = {s.slots.begin() + k, s.slots.end()}};
+    e.context.insert(e.context.end(), e.slots.begin(), e.slots.end());
+    if (eagle()) e.hidden_rows.assign(s.hidden_rows.begin(), s.hidden_rows.begin() + k);
+    committed.push_back(std::move(e));
+  }
+  extend(committed, target_hidden);
 }
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {

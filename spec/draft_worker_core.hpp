@@ -43,6 +43,9 @@ class DraftWorkerCore : public DraftPort {
   using ProposeSeq = DraftProposeSeq;
   // target_hidden: the target's captured hidden states (EAGLE), or an empty view.
   void extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) override;
+  // Through the chain's extend runner when it takes the batch (the committed tokens and last
+  // row found on the device), else the argmax read back and extend().
+  void extend_verified_chains(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax, const TensorView& target_hidden) override;
 
   // `steps` tokens per request: the state's token, then steps - 1 draft forwards.
   std::vector<std::vector<int32_t>> propose_chain(const std::vector<ProposeSeq>& seqs, int64_t steps);

@@ -33,7 +33,7 @@ double lap_ms(std::chrono::steady_clock::time_point& t) {
 
 SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, spec::DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
-      argmax_(target.stream().device()), acceptor_(target.stream().device()) {
+      argmax_(target.stream().device()), acceptor_(target.stream().device()), argmax_copied_(target.stream().device()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
     if (info_.algorithm == spec::SpecAlgorithm::kEagle) capture.final_normed = true;
@@ -170,9 +170,37 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   // (taken in the verify graph when one ran); with any sampled request the whole batch is
   // accepted on the device, so the logits stay there.
   const bool any_sampled = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& x) { return x.temperature != 0.0f; });
+  const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
+  // A greedy batch of EAGLE chains: the draft extend is enqueued right behind the verify, its
+  // committed tokens found on the device from the verify's argmax, so the device runs it as
+  // soon as the verify ends while the host reads the argmax and accepts (the same walk).
+  // (A chain's reserve, steps + 2 positions, holds its N = steps + 1 verified ones.)
+  const bool extend_behind_verify = K == 1 && S > 0 && info_.eagle() && !any_sampled && !target_.dp_attention();
   std::vector<spec::TreeAcceptance> acc(B);
   if (any_sampled) {
     acc = acceptor_.accept(logits, trees, sampling_rows_of(m), target_.stream());
+  } else if (extend_behind_verify) {
+    const TensorView argmax = verify_argmax_on_device(logits);
+    const size_t rows = B * static_cast<size_t>(N);
+    if (argmax_host_.size() < rows * sizeof(int32_t)) argmax_host_ = HostStaging(target_.stream().device(), rows * sizeof(int32_t));
+    copy_async(argmax_host_.data(), argmax.data, rows * sizeof(int32_t), target_.stream());
+    argmax_copied_.record(target_.stream());  // the host waits for this, not for the extend behind it
+    std::vector<spec::DraftExtendSeq> verified(B);
+    for (size_t s = 0; s < B; ++s) {
+      auto& v = verified[s];
+      v.rid = m.seq_rids[s];
+      v.keep = true;
+      v.tokens = trees[s].tokens;
+      v.first_position = start[s];
+      v.slots = range_of(full[s], start[s], start[s] + N);
+      v.context = range_of(full[s], 0, start[s]);
+      for (int64_t j = 0; j < N; ++j) v.hidden_rows.push_back(static_cast<int32_t>(m.qo_indptr[s] + j));
+    }
+    draft_.extend_verified_chains(verified, argmax, hidden);
+    argmax_copied_.wait();
+    const auto* host = argmax_host_.as<const int32_t>();
+    for (size_t s = 0; s < B; ++s)
+      acc[s] = spec::greedy_accept_tree(trees[s], std::span<const int32_t>(host + s * static_cast<size_t>(N), static_cast<size_t>(N)));
   } else {
     const std::vector<int32_t> argmax = last_verify_replayed_ ? verify_graphs_->last_greedy_tokens() : argmax_.argmax(logits, target_.stream());
     for (size_t s = 0; s < B; ++s)
@@ -206,7 +234,6 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   }
   // 5. The draft follows the committed tokens.
   const double accept_ms = lap_ms(t);
-  const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();
   std::vector<spec::DraftExtendSeq> ext(B);
   for (size_t s = 0; s < B; ++s) {
     const auto committed = acc[s].committed(trees[s]);
@@ -232,7 +259,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
     r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }
-  draft_.extend(ext, hidden);
+  if (!extend_behind_verify) draft_.extend(ext, hidden);
   // The next round's chain, drafted ahead on the device while the result goes to the Scheduler
   // and the next verify is planned: its root is the last committed token, one position past
   // this round's commits (a draft that does not draft ahead ignores it).
@@ -250,6 +277,19 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   times_.accept_ms += accept_ms;
   times_.extend_ms += lap_ms(t);
   return r;
+}
+
+TensorView SpecWorkerCore::verify_argmax_on_device(const TensorView& logits) {
+  if (last_verify_replayed_) return verify_graphs_->last_greedy_on_device();
+  const int64_t rows = logits.dim(0);
+  if (!eager_argmax_ || eager_argmax_rows_ < rows) {
+    eager_argmax_ = std::make_unique<spec::DeviceArgmax>(target_.stream().device(), rows);
+    eager_argmax_rows_ = rows;
+    eager_argmax_out_ = Buffer(target_.stream().device(), DType::kI32, {rows});
+  }
+  const TensorView out = eager_argmax_out_.view().slice_rows(0, rows);
+  eager_argmax_->run(logits, out, target_.stream());
+  return out;
 }
 
 TensorView SpecWorkerCore::gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows) {

@@ -15,7 +15,9 @@
 #include "actors/core/spec_stage_times.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
+#include "kernels/staging.hpp"
 #include "spec/decode_graph_runner.hpp"
+#include "spec/device_argmax.hpp"
 #include "spec/tree_acceptor.hpp"
 #include "transport/messages.hpp"
 
@@ -53,6 +55,9 @@ class SpecWorkerCore {
   transport::BatchResult verify(const transport::BatchMessage& m);
   // logits[rows[i]] for every i, as one [rows, vocab] block.
   TensorView gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows);
+  // The argmax of every verify row on the device, in stream order: the verify graph's own, or
+  // taken from the eager verify's logits.
+  TensorView verify_argmax_on_device(const TensorView& logits);
   // Moves the target's KV rows src[i] -> dst[i] in every layer (tree compaction).
   void move_kv(const std::vector<int32_t>& src, const std::vector<int32_t>& dst);
 
@@ -68,6 +73,13 @@ class SpecWorkerCore {
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
   std::unique_ptr<spec::DecodeGraphRunner> verify_graphs_;
   bool last_verify_replayed_ = false;  // the last verify_forward ran a graph (its argmax is ready)
+  // A greedy chain verify whose draft extend goes right behind it: the eager verify's argmax,
+  // and the argmax's copy to the host with the mark the host waits for (not the extend's).
+  std::unique_ptr<spec::DeviceArgmax> eager_argmax_;
+  int64_t eager_argmax_rows_ = 0;
+  Buffer eager_argmax_out_;
+  HostStaging argmax_host_;
+  StreamEvent argmax_copied_;
   SpecStageTimes times_;
 };
 

@@ -146,7 +146,32 @@ __global__ void tree_walk_kernel(const float* logits, int64_t vocab, int64_t nod
   if (threadIdx.x == 0) bonus[b] = token >= 0 ? token : st.argmax;
 }
 
+// kernels::greedy_chain_accept: a thread per request (a few per batch; the walk is n - 1
+// comparisons).
+__global__ void greedy_chain_accept_kernel(const int32_t* drafts, const int32_t* argmax, int64_t batch, int64_t n, int64_t rows,
+                                           int32_t* last_rows, int32_t* tokens) {
+  for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < rows; b += int64_t{gridDim.x} * blockDim.x) {
+    if (b >= batch) {
+      last_rows[b] = static_cast<int32_t>(b * n + n - 1);
+      for (int64_t j = 0; j < n; ++j) tokens[b * n + j] = 0;
+      continue;
+    }
+    int64_t a = 0;
+    while (a < n - 1 && drafts[b * n + a + 1] == argmax[b * n + a]) ++a;
+    last_rows[b] = static_cast<int32_t>(b * n + a);
+    for (int64_t j = 0; j < n; ++j) tokens[b * n + j] = argmax[b * n + j];
+  }
+}
+
 }  // namespace
+
+Status greedy_chain_accept(const GreedyChainAcceptParams& p, void* stream) {
+  const int64_t n = p.tokens_per_request, rows = p.last_rows.dim(0);
+  if (rows == 0) return Status::ok();
+  greedy_chain_accept_kernel<<<static_cast<unsigned>(std::min<int64_t>((rows + 127) / 128, 1024)), 128, 0, as_stream(stream)>>>(
+      p.drafts.ptr<int32_t>(), p.argmax.ptr<int32_t>(), p.drafts.dim(0) / n, n, rows, p.last_rows.ptr<int32_t>(), p.tokens.ptr<int32_t>());
+  return launch_status("greedy_chain_accept");
+}
 
 Status tree_accept(const TreeAcceptParams& p, void* stream) {
   const int64_t batch = p.tokens.dim(0), nodes = p.tokens.dim(1), vocab = p.logits.dim(1);

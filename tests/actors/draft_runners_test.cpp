@@ -430,3 +430,71 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
     EXPECT_EQ(ahead->ahead_hits(), 3) << c.name;
   }
 }
+
+// The extend right behind a greedy chain verify (DraftWorkerCore::extend_verified_chains):
+// from each request's verified chain and the verify's argmax, through the fixed-width extend
+// runner (committed tokens and last row found by kernels::greedy_chain_accept) and, without a
+// runner, by reading the argmax back, it leaves the state that the extend of the host's
+// committed tokens leaves: the next chains are the same. Requests accepting none, two and every
+// draft; EAGLE3 with a reduced vocabulary, EAGLE with hot tokens, STANDALONE.
+TEST(DraftWorkerCore, AnExtendBehindAChainVerifyLeavesTheStateOfTheHostAcceptedOne) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(41);
+  constexpr int64_t kSteps = 4, kWidth = kSteps + 1;
+  for (const DraftCase& c : {kEagle3Reduced, kEagleHot, kStandalone}) {
+    const bool eagle = c.eagle();
+    model::KvCache kv_host(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_runner(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+    model::KvCache kv_read_back(c.layer(), model::kv_shape_for_tokens(1024, 1), Device::kCpu, DType::kF32);
+    auto host = c.core(*target, kv_host, 17, 1, 200.0f);
+    auto runner = c.core(*target, kv_runner, 17, 1, 200.0f);
+    auto read_back = c.core(*target, kv_read_back, 17, 1, 200.0f);
+    host->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/false);
+    runner->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/true);
+    read_back->enable_draft_runners(kSteps, 8, 1024, /*graphs=*/false, /*fixed_width_extend=*/false);
+    ASSERT_NE(runner->extend_runner(), nullptr) << c.name;
+    Buffer hidden;
+    if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
+    const TensorView h = eagle ? hidden.view() : TensorView();
+    const std::vector<int64_t> accepted = {0, 2, kSteps};
+    std::vector<spec::DraftExtendSeq> verified, committed;
+    std::vector<int32_t> argmax;
+    std::vector<spec::DraftProposeSeq> next;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(5 + 3 * rid), first = eagle ? n : n + 1;
+      const auto prompt = random_prompt(rng, rid, n, eagle);
+      for (auto* core : {host.get(), runner.get(), read_back.get()}) core->extend({prompt}, h);
+      // The verified chain (root, then drafts) and an argmax that accepts `a` of its drafts.
+      const int64_t a = accepted[rid - 1];
+      spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = own_range(slots(first, first + kWidth), rid),
+                             .context = own_range(slots(0, first), rid), .hidden_rows = {}, .keep = true};
+      for (int64_t j = 0; j < kWidth; ++j) {
+        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+        if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      }
+      std::vector<int32_t> rows(kWidth);
+      for (int64_t j = 0; j < kWidth; ++j) rows[j] = j < a ? v.tokens[j + 1] : static_cast<int32_t>(3 + rng() % 400);
+      if (a < kSteps && rows[a] == v.tokens[a + 1]) rows[a] += 1;  // the first draft not accepted
+      argmax.insert(argmax.end(), rows.begin(), rows.end());
+      // What the host commits: the accepted drafts, then the bonus.
+      spec::DraftExtendSeq e{.rid = rid, .tokens = {rows.begin(), rows.begin() + a + 1}, .first_position = first,
+                             .slots = {v.slots.begin(), v.slots.begin() + a + 1}, .context = {}, .hidden_rows = {}, .keep = true,
+                             .spare_slots = {v.slots.begin() + a + 1, v.slots.end()}};
+      e.context = own_range(slots(0, first + static_cast<int32_t>(a) + 1), rid);
+      if (eagle) e.hidden_rows.assign(v.hidden_rows.begin(), v.hidden_rows.begin() + a + 1);
+      verified.push_back(v);
+      committed.push_back(e);
+      const int32_t root = first + static_cast<int32_t>(a) + (eagle ? 0 : 1);
+      next.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root + static_cast<int32_t>(kSteps)), rid),
+                      .root_token = e.tokens.back()});
+    }
+    Buffer argmax_rows(Device::kCpu, DType::kI32, {static_cast<int64_t>(argmax.size())});
+    std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(argmax_rows.data()));
+    host->extend(committed, h);
+    runner->extend_verified_chains(verified, argmax_rows.view(), h);
+    read_back->extend_verified_chains(verified, argmax_rows.view(), h);
+    const auto want = host->propose_chain(next, kSteps);
+    EXPECT_EQ(runner->propose_chain(next, kSteps), want) << c.name << ": through the extend runner";
+    EXPECT_EQ(read_back->propose_chain(next, kSteps), want) << c.name << ": the argmax read back";
+  }
+}

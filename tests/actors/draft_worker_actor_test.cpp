@@ -217,6 +217,53 @@ TEST(DraftWorkerActor, MessagesSurviveCafRoundTrips) {
   auto e2 = round_trip(e);
   EXPECT_EQ(e2.seqs[0].slots, e.seqs[0].slots);
   EXPECT_EQ(e2.hidden.address, 64u);
+  DraftExtendVerified v{.step_id = 2, .seqs = {prompt_extend(1, {3, 4, 5})}, .argmax = {.address = 128, .rows = 3, .cols = 1, .dtype = 2, .device = 1},
+                        .hidden = {}};
+  auto v2 = round_trip(v);
+  EXPECT_EQ(v2.seqs[0].tokens, v.seqs[0].tokens);
+  EXPECT_EQ(v2.argmax.address, 128u);
+  EXPECT_EQ(v2.argmax.rows, 3);
+  EXPECT_EQ(v2.argmax.device, 1);
+}
+
+// DraftPort::extend_verified_chains behind the actor: a self-draft (STANDALONE, the target
+// itself) told of a verified chain whose second draft the verify rejects extends over the
+// first draft and the bonus, as the core does when told them, so its next chain is the
+// target's greedy continuation; a malformed one is reported by the next flush.
+TEST(DraftWorkerClient, AnExtendBehindAChainVerifyCommitsWhatTheArgmaxAccepts) {
+  System s;
+  Standalone through_actor(1), direct(1);
+  auto actor = s.spawn_stopped_at_end(draft_worker_actor, through_actor.core, -1);
+  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7};
+  const auto want = greedy(*direct.target, prompt, 6);
+  // Root 7 at position 4; a STANDALONE draft's committed tokens go at positions 5 on.
+  const int32_t wrong = want[1] == 3 ? 4 : 3;
+  spec::DraftExtendSeq verified{.rid = 1, .tokens = {7, want[0], wrong, want[2]}, .first_position = 5, .slots = slots(5, 9),
+                                .context = slots(0, 5), .hidden_rows = {}, .keep = true};
+  Buffer argmax(Device::kCpu, DType::kI32, {4});
+  const std::vector<int32_t> rows = {want[0], want[1], 11, 12};  // d1 accepted, d2 not: the bonus is want[1]
+  std::copy(rows.begin(), rows.end(), static_cast<int32_t*>(argmax.data()));
+  spec::DraftExtendSeq committed{.rid = 1, .tokens = {want[0], want[1]}, .first_position = 5, .slots = slots(5, 7), .context = slots(0, 7),
+                                 .hidden_rows = {}, .keep = true, .spare_slots = slots(7, 9)};
+  direct.core->extend({prompt_extend(1, prompt)}, {});
+  direct.core->extend({committed}, {});
+  const std::vector<spec::DraftProposeSeq> next = {{.rid = 1, .first_position = 7, .context = slots(0, 9), .root_token = want[1]}};
+  const auto expected = direct.core->propose(next, 3, 4);
+  {
+    DraftWorkerClient client(*s.sys, actor, through_actor.core->info());
+    client.extend({prompt_extend(1, prompt)}, {});
+    client.extend_verified_chains({verified}, argmax.view(), {});
+    const auto trees = client.propose(next, 3, 4);
+    ASSERT_EQ(trees.size(), 1u);
+    EXPECT_EQ(trees[0].tokens, expected[0].tokens);
+    EXPECT_EQ(trees[0].tokens, (std::vector<int32_t>{want[1], want[2], want[3], want[4]}));
+    auto bad = verified;
+    bad.slots.pop_back();
+    client.extend_verified_chains({bad}, argmax.view(), {});
+    EXPECT_THROW(client.flush(), aerie::Error);
+    EXPECT_NO_THROW(client.flush());
+  }
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
 TEST(DraftWorkerClient, ExtendsWithoutWaitingAndReportsErrorsOnTheNextCall) {

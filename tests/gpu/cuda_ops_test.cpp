@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/chain_accept.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/future_tokens.hpp"
@@ -599,6 +600,35 @@ TEST_F(CudaOps, KvMoveMatchesCpu) {
     EXPECT_EQ(to_double(to_cpu(dkc[l]).view()), to_double(kc[l].view())) << "layer " << l;
     EXPECT_EQ(to_double(to_cpu(dvc[l]).view()), to_double(vc[l].view())) << "layer " << l;
   }
+}
+
+// The chain acceptance behind a verify: every accepted count 0..n-1 occurs, and a bucket's
+// padded requests.
+TEST_F(CudaOps, GreedyChainAcceptMatchesCpu) {
+  std::mt19937 rng(21);
+  const int64_t n = 6, batch = 12, rows = 16;
+  Buffer drafts(Device::kCpu, DType::kI32, {batch * n}), argmax(Device::kCpu, DType::kI32, {batch * n});
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t accept = b % n;
+    for (int64_t j = 0; j < n; ++j) drafts.view().ptr<int32_t>()[b * n + j] = static_cast<int32_t>(rng() % 50);
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t& x = argmax.view().ptr<int32_t>()[b * n + j];
+      x = j < accept ? drafts.view().ptr<int32_t>()[b * n + j + 1] : static_cast<int32_t>(50 + rng() % 50);  // never a draft
+    }
+  }
+  Buffer last(Device::kCpu, DType::kI32, {rows}), tokens(Device::kCpu, DType::kI32, {rows * n});
+  ASSERT_TRUE(greedy_chain_accept({.drafts = drafts.view(), .argmax = argmax.view(), .tokens_per_request = n, .last_rows = last.view(),
+                                   .tokens = tokens.view()},
+                                  Stream::cpu())
+                  .is_ok());
+  Buffer ddrafts = to_gpu(drafts), dargmax = to_gpu(argmax), dlast = like_gpu(last), dtokens = like_gpu(tokens);
+  ASSERT_TRUE(greedy_chain_accept({.drafts = ddrafts.view(), .argmax = dargmax.view(), .tokens_per_request = n, .last_rows = dlast.view(),
+                                   .tokens = dtokens.view()},
+                                  gpu())
+                  .is_ok());
+  EXPECT_EQ(to_double(to_cpu(dlast).view()), to_double(last.view()));
+  EXPECT_EQ(to_double(to_cpu(dtokens).view()), to_double(tokens.view()));
+  for (int64_t b = 0; b < batch; ++b) EXPECT_EQ(last.view().ptr<int32_t>()[b], b * n + b % n) << b;
 }
 
 TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {

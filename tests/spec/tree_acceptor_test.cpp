@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/chain_accept.hpp"
 #include "kernels/error.hpp"
 #include "spec/greedy_accept.hpp"
 #include "spec/tree_acceptor.hpp"
@@ -214,4 +215,36 @@ TEST(TreeAcceptor, RefusesMalformedTrees) {
   EXPECT_THROW(acceptor.accept(logits.view(), std::vector<DraftTree>{bad}, rows, Stream::cpu()), Error);
   EXPECT_THROW(acceptor.accept(logits.view(), std::vector<DraftTree>{DraftTree::chain(0, std::vector<int32_t>{1, 2})}, rows, Stream::cpu()),
                Error);  // three nodes, two logits rows
+}
+
+// kernels::greedy_chain_accept (CPU backend): each request's drafts equal to the argmax of the
+// row before them, up to the first that is not; the last committed row and every row's argmax
+// as the tokens; a bucket's padded request gets its last row and zeros.
+TEST(GreedyChainAccept, TakesEachRequestsMatchingDraftsThenPadsTheBucket) {
+  // Three requests of n = 4 rows (root, three drafts), a bucket of 4.
+  const std::vector<int32_t> drafts = {9, 5, 6, 7, /**/ 9, 5, 6, 7, /**/ 1, 2, 3, 4};
+  const std::vector<int32_t> argmax = {5, 6, 7, 8, /**/ 5, 0, 7, 8, /**/ 0, 2, 3, 4};
+  Buffer d(Device::kCpu, DType::kI32, {12}), a(Device::kCpu, DType::kI32, {12}), last(Device::kCpu, DType::kI32, {4}),
+      tokens(Device::kCpu, DType::kI32, {16});
+  std::copy(drafts.begin(), drafts.end(), static_cast<int32_t*>(d.data()));
+  std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(a.data()));
+  ASSERT_TRUE(kernels::greedy_chain_accept(
+                  {.drafts = d.view(), .argmax = a.view(), .tokens_per_request = 4, .last_rows = last.view(), .tokens = tokens.view()},
+                  Stream::cpu())
+                  .is_ok());
+  const int32_t* l = static_cast<const int32_t*>(last.data());
+  EXPECT_EQ(std::vector<int32_t>(l, l + 4), (std::vector<int32_t>{3, 5, 8, 15}));  // all three, one, none; the padded request's last row
+  const int32_t* t = static_cast<const int32_t*>(tokens.data());
+  std::vector<int32_t> want = argmax;
+  want.insert(want.end(), 4, 0);
+  EXPECT_EQ(std::vector<int32_t>(t, t + 16), want);
+  // Too few argmax rows, or tokens not n per row: refused.
+  EXPECT_THROW(kernels::greedy_chain_accept({.drafts = d.view(), .argmax = a.view().slice_rows(0, 8), .tokens_per_request = 4,
+                                             .last_rows = last.view(), .tokens = tokens.view()},
+                                            Stream::cpu()),
+               Error);
+  EXPECT_THROW(kernels::greedy_chain_accept({.drafts = d.view(), .argmax = a.view(), .tokens_per_request = 4, .last_rows = last.view(),
+                                             .tokens = tokens.view().slice_rows(0, 12)},
+                                            Stream::cpu()),
+               Error);
 }
