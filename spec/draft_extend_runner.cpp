@@ -100,13 +100,14 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
     argmax_ = std::make_unique<DeviceArgmax>(dev, top);
     tokens_ = Buffer(dev, DType::kI32, {top, 1});
   }
-  rows_ = Buffer(dev, DType::kI32, {top});
-  rows_.zero();
+  small_ints_ = Buffer(dev, DType::kI32, {top + 2 * top * width_});
+  small_ints_.zero();
+  small_staging_ = StagingRing(dev, static_cast<size_t>(small_ints_.view().numel()) * sizeof(int32_t));
+  rows_ = small_ints_.view().slice_rows(0, top);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top * width_, hidden_width_});
     in_hidden_.zero();
     picked_ = Buffer(dev, act_, {top, target.config().hidden_size});
-    hidden_rows_ = Buffer(dev, DType::kI32, {top * width_});
   }
   buckets_.capture(stream_, [&](int64_t bs) { ws_->upload(fixed_width_batch({}, width_, bs), stream_); }, [&](int64_t bs) { enqueue(bs); });
 }
@@ -141,7 +142,7 @@ void DraftExtendRunner::enqueue(int64_t bs) {
   const model::ForwardDims dims = buckets_.dims(bs);
   const TensorView in = net_.eagle() ? TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, dev) : TensorView();
   const TensorView logits = net_.run(*ws_, in, kv_, dims);
-  const TensorView rows = rows_.view().slice_rows(0, bs);
+  const TensorView rows = rows_.slice_rows(0, bs);
   if (tree()) {  // the k best first tokens and their log-probabilities, as DraftWorkerCore's eager extend leaves them
     const TensorView values(top_values_.data(), DType::kF32, {bs, topk_}, dev), ids(top_ids_.data(), DType::kI32, {bs, topk_}, dev);
     const TensorView tokens(top_tokens_.data(), DType::kI32, {bs, topk_}, dev);
@@ -166,42 +167,52 @@ void DraftExtendRunner::enqueue(int64_t bs) {
 void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden, const TensorView& verified_argmax) {
   AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
   const auto n = static_cast<int64_t>(seqs.size());
-  const int64_t bs = *buckets_.batch_for(n);
+  const int64_t bs = *buckets_.batch_for(n), top = buckets_.largest();
   ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
-  if (verified_argmax.defined()) {
-    // The verify's argmax, not the host's acceptance, gives the committed tokens and the row
-    // the state is taken at: both overwrite what the upload wrote, in stream order.
-    AERIE_CHECK(!tree(), "a tree draft's extend follows the host's acceptance");
-    std::vector<int32_t> chains;
-    for (const auto& s : seqs) {
-      AERIE_CHECK(static_cast<int64_t>(s.tokens.size()) == width_, "a verified chain has " << width_ << " tokens, got " << s.tokens.size());
-      chains.insert(chains.end(), s.tokens.begin(), s.tokens.end());
-    }
-    const TensorView drafts = upload_ints(verified_, chains, stream_);
-    AERIE_CHECK_STATUS(kernels::greedy_chain_accept({.drafts = drafts, .argmax = verified_argmax, .tokens_per_request = width_,
-                                                     .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
-                                                    stream_));
-  }
+  // State rows, hidden rows and verified chains in one pinned arena, laid out as small_ints_.
+  int32_t* host = small_staging_.acquire_as<int32_t>();
+  int32_t* rows = host;
+  int32_t* hidden = host + top;
+  int32_t* chains = hidden + top * width_;
   // Padded requests write the pools' last row, which no request owns.
-  std::vector<int32_t> rows(static_cast<size_t>(bs), static_cast<int32_t>(pool_rows() - 1));
-  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].state_row;
-  upload_ints(rows_, rows, stream_);  // from pageable memory: read before it returns
+  for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : static_cast<int32_t>(pool_rows() - 1);
   if (net_.head) {
     AERIE_CHECK(target_hidden.defined() && target_hidden.dim(1) == hidden_width_,
                 "the EAGLE extend runner reads target hidden states of width " << hidden_width_);
     // Each token's target hidden row; padding tokens repeat their request's last one, padded
     // requests read row 0. Gathered eagerly into the graph's input.
-    std::vector<int32_t> hidden(static_cast<size_t>(bs * width_), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      const auto& h = seqs[static_cast<size_t>(i)].hidden_rows;
-      for (int64_t j = 0; j < width_; ++j)
-        hidden[static_cast<size_t>(i * width_ + j)] = h[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(h.size()) - 1))];
-    }
-    for (int32_t r : hidden) AERIE_CHECK(r >= 0 && r < target_hidden.dim(0), "target hidden row " << r << " is outside " << target_hidden.describe());
-    const TensorView ids = upload_ints(hidden_rows_, hidden, stream_);
-    AERIE_CHECK_STATUS(kernels::embedding(
-        {.ids = ids, .table = target_hidden, .out = TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, stream_.device())}, stream_));
+    for (int64_t i = 0; i < bs; ++i)
+      for (int64_t j = 0; j < width_; ++j) {
+        int32_t r = 0;
+        if (i < n) {
+          const auto& h = seqs[static_cast<size_t>(i)].hidden_rows;
+          r = h[static_cast<size_t>(std::min<int64_t>(j, static_cast<int64_t>(h.size()) - 1))];
+        }
+        AERIE_CHECK(r >= 0 && r < target_hidden.dim(0), "target hidden row " << r << " is outside " << target_hidden.describe());
+        hidden[i * width_ + j] = r;
+      }
   }
+  if (verified_argmax.defined()) {
+    AERIE_CHECK(!tree(), "a tree draft's extend follows the host's acceptance");
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& t = seqs[static_cast<size_t>(i)].tokens;
+      AERIE_CHECK(static_cast<int64_t>(t.size()) == width_, "a verified chain has " << width_ << " tokens, got " << t.size());
+      std::copy(t.begin(), t.end(), chains + i * width_);
+    }
+  }
+  const int64_t used = verified_argmax.defined() ? top + top * width_ + n * width_ : net_.head ? top + bs * width_ : bs;
+  copy_async(small_ints_.data(), host, static_cast<size_t>(used) * sizeof(int32_t), stream_);
+  small_staging_.release(stream_);
+  const TensorView all = small_ints_.view();
+  if (net_.head)
+    AERIE_CHECK_STATUS(kernels::embedding({.ids = all.slice_rows(top, top + bs * width_), .table = target_hidden,
+                                           .out = TensorView(in_hidden_.data(), act_, {bs * width_, hidden_width_}, stream_.device())},
+                                          stream_));
+  if (verified_argmax.defined())  // the verify's argmax, not the host's acceptance, gives the committed tokens and the last row
+    AERIE_CHECK_STATUS(kernels::greedy_chain_accept({.drafts = all.slice_rows(top + top * width_, top + top * width_ + n * width_),
+                                                     .argmax = verified_argmax, .tokens_per_request = width_,
+                                                     .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
+                                                    stream_));
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
 }
 

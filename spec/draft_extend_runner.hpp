@@ -92,11 +92,15 @@ class DraftExtendRunner {
   std::unique_ptr<model::ForwardWorkspace> ws_;
   std::unique_ptr<DeviceArgmax> argmax_;
   Buffer tokens_;      // [max_bs, 1] i32: as target ids
-  Buffer rows_;        // [max_bs] i32: each request's state row
+  // The small per-run inputs, [max_bs] state rows, then [max_bs * width] target hidden rows,
+  // then [max_bs * width] verified chains, uploaded in one copy from pinned staging: a copy
+  // from pageable memory may wait for the stream, and the extend is enqueued behind a verify
+  // still running.
+  Buffer small_ints_;
+  StagingRing small_staging_;
+  TensorView rows_;    // [max_bs] i32 of small_ints_: each request's state row (the graphs read it)
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
   Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
-  Buffer hidden_rows_; // [max_bs * width] i32: target hidden rows to gather
-  Buffer verified_;    // [max_bs * width] i32: verified chains (run() with verified_argmax)
   Buffer top_values_, top_ids_, top_tokens_;  // a tree draft: [max_bs, topk] log-probabilities, draft ids, target ids
 };
 
