@@ -42,6 +42,7 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
   rows_.zero();
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
   tokens_host_ = HostStaging(dev, static_cast<size_t>(steps_ * top) * 4);
+  tokens_copied_ = StreamEvent(dev);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
@@ -132,7 +133,7 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   }
   {
     // The host staging is rewritten only after the previous proposal's tokens came back
-    // (collect_proposal synchronises), so its copy has run.
+    // (collect_proposal waits for their copy, which follows this one), so its copy has run.
     int32_t* rows = rows_host_.as<int32_t>();
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
     copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
@@ -140,6 +141,7 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
   copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
+  tokens_copied_.record(stream_);
   pending_n_ = n;
   pending_bs_ = bs;
 }
@@ -153,7 +155,7 @@ std::vector<std::vector<int32_t>> DraftChainRunner::collect_proposal() {
   AERIE_CHECK(pending_n_ >= 0, "no chain proposal is enqueued");
   const int64_t n = pending_n_, bs = pending_bs_;
   pending_n_ = -1;
-  synchronize(stream_);
+  tokens_copied_.wait();  // the chain's work ends with this copy (a CPU stream has run it already)
   const int32_t* t = tokens_host_.as<int32_t>();
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)

@@ -99,6 +99,9 @@ class DraftChainRunner {
   Buffer rows_;        // [max_bs] i32: each request's state row
   Buffer in_hidden_;   // [max_bs, H]: an EAGLE step's input hidden state
   HostStaging rows_host_, tokens_host_;
+  // Marks the tokens' copy back: collect_proposal waits for it, not for the stream, where a
+  // verify reading the chain on the device may already be enqueued behind it.
+  StreamEvent tokens_copied_{Device::kCpu};
   int64_t pending_n_ = -1, pending_bs_ = 0;  // the enqueued proposal's requests and bucket (-1: none)
 };
 
