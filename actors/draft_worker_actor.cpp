@@ -99,13 +99,20 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
         return {.step_id = m.step_id, .trees = {}, .error = ::aerie::client_message(e)};
       }
     };
-    auto on_ahead = [&](DraftProposeAhead& m) {
+    auto on_ahead = [&](DraftProposeAhead& m) -> DraftAheadQueued {
       handled = true;
+      DraftAheadQueued q{.step_id = m.step_id, .queued = false, .table = {}, .stride = 0};
       try {
         core->propose_ahead(m.seqs, m.steps);
-      } catch (const std::exception& e) {  // no one waits for it: the next proposal drafts afresh (and meets a device fault itself)
+        if (const auto d = core->ahead_on_device()) {
+          q.queued = true;
+          q.table = DeviceRows::of(d->table.reshape({d->table.numel(), 1}));
+          q.stride = d->stride;
+        }
+      } catch (const std::exception& e) {  // not queued: the next proposal drafts afresh (and meets a device fault itself)
         AERIE_LOG_WARNING("draft ahead: " << e.what());
       }
+      return q;
     };
     auto on_exit = [&](caf::exit_msg&) { running = false; };
     // Within kDraftWorkerSpin of its last message it polls: the next one (the round's
@@ -137,10 +144,15 @@ caf::scoped_actor& DraftWorkerClient::self() {
 }
 
 void DraftWorkerClient::await(uint64_t step_id) {
+  await_until([&] { return answered(step_id); });
+}
+
+template <class Done>
+void DraftWorkerClient::await_until(Done done) {
   // Poll for a while before blocking: a reply usually comes within a draft forward or two
   // (H200 host: a round through the actor cost 1-3% over its parts with blocking waits).
   const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-  while (!answered(step_id)) {
+  while (!done() && down_.empty()) {
     auto on_done = [&](DraftDone& d) { replies_[d.step_id] = Reply{.error = std::move(d.error), .trees = {}, .chains = {}}; };
     auto on_proposal = [&](DraftProposal& p) { replies_[p.step_id] = Reply{.error = std::move(p.error), .trees = std::move(p.trees), .chains = {}}; };
     auto on_chains = [&](DraftDeviceChains& c) {
@@ -151,8 +163,11 @@ void DraftWorkerClient::await(uint64_t step_id) {
       }
       replies_[c.step_id] = std::move(r);
     };
+    auto on_queued = [&](DraftAheadQueued& q) {
+      if (q.step_id == ahead_.id) ahead_.queued = std::move(q);  // an older one's answer: no round reads it any more
+    };
     auto on_down = [&](caf::down_msg& m) { down_ = "the DraftWorker went down: " + system_.render(m.reason); };
-    receive_one(self().ptr(), std::chrono::steady_clock::now() < spin_until, on_done, on_proposal, on_chains, on_down);
+    receive_one(self().ptr(), std::chrono::steady_clock::now() < spin_until, on_done, on_proposal, on_chains, on_queued, on_down);
   }
 }
 
@@ -167,8 +182,13 @@ DraftWorkerClient::Reply DraftWorkerClient::take(uint64_t step_id) {
   return r;
 }
 
+void DraftWorkerClient::drop_ahead_of(const std::vector<uint64_t>& rids) {
+  for (uint64_t r : rids) ahead_.round.drop(r);  // as the DraftWorkerCore does when told
+}
+
 void DraftWorkerClient::extend(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& target_hidden) {
   flush();
+  for (const auto& s : seqs) ahead_.round.drop(s.rid);
   pending_extend_ = ++step_;
   self()->send(draft_, DraftExtend{.step_id = pending_extend_, .seqs = seqs, .hidden = DeviceRows::of(target_hidden)});
 }
@@ -176,6 +196,7 @@ void DraftWorkerClient::extend(const std::vector<spec::DraftExtendSeq>& seqs, co
 void DraftWorkerClient::extend_verified_chains(const std::vector<spec::DraftExtendSeq>& seqs, const TensorView& verified_argmax,
                                                const TensorView& target_hidden) {
   flush();
+  for (const auto& s : seqs) ahead_.round.drop(s.rid);
   pending_extend_ = ++step_;
   self()->send(draft_, DraftExtendVerified{.step_id = pending_extend_, .seqs = seqs,
                                            .argmax = DeviceRows::of(verified_argmax.reshape({verified_argmax.numel(), 1})),
@@ -195,6 +216,7 @@ std::vector<spec::DraftTree> DraftWorkerClient::propose(const std::vector<spec::
   // so it runs the proposal right after the extend instead of going idle and being woken.
   const uint64_t id = ++step_;
   self()->send(draft_, DraftPropose{.step_id = id, .seqs = seqs, .steps = steps, .draft_tokens = draft_tokens});
+  ahead_ = {};  // the proposal uses the draft ahead up, or drops it
   return take_behind_extend(id, "draft proposal").trees;
 }
 
@@ -213,26 +235,52 @@ DraftWorkerClient::Reply DraftWorkerClient::take_behind_extend(uint64_t step_id,
 
 void DraftWorkerClient::propose_ahead(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
   // Behind the round's extend in the DraftWorker's mailbox; the next propose() comes after it.
-  self()->send(draft_, DraftProposeAhead{.seqs = seqs, .steps = steps});
+  ahead_ = {.id = ++step_, .round = spec::DraftAheadRound::of(seqs, steps), .queued = std::nullopt, .given_id = 0, .given_rows = {}};
+  self()->send(draft_, DraftProposeAhead{.step_id = ahead_.id, .seqs = seqs, .steps = steps});
 }
 
 std::optional<spec::DeviceChains> DraftWorkerClient::chains_on_device(const std::vector<spec::DraftProposeSeq>& seqs, int64_t steps) {
-  // As propose(): sent before the extend in flight is awaited, which it follows in the mailbox.
-  const uint64_t id = ++step_;
-  self()->send(draft_, DraftChainsOnDevice{.step_id = id, .seqs = seqs, .steps = steps});
-  return take_behind_extend(id, "draft chains on the device").chains;
+  // The extend in flight is enqueued before this verify (it reads the hidden states the verify
+  // overwrites), and its error is this round's. Its answer is long in the mailbox, as is the
+  // DraftWorker's answer to the draft ahead: no round trip.
+  flush();
+  if (ahead_.id == 0 || ahead_.given_id != 0) return std::nullopt;
+  const auto rows = ahead_.round.rows_for(seqs, steps);
+  if (!rows) return std::nullopt;  // propose() drafts afresh (and the DraftWorker counts the miss)
+  await_until([&] { return ahead_.queued.has_value(); });
+  AERIE_CHECK(down_.empty(), "draft chains on the device: " << down_);
+  if (!ahead_.queued->queued) return std::nullopt;
+  // The DraftWorker marks the same rows given (DraftWorkerCore::chains_on_device); its answer
+  // is checked when the chains are collected.
+  ahead_.given_id = ++step_;
+  self()->send(draft_, DraftChainsOnDevice{.step_id = ahead_.given_id, .seqs = seqs, .steps = steps});
+  spec::DeviceChains d{.table = {}, .stride = ahead_.queued->stride, .rows = {}};
+  const TensorView t = ahead_.queued->table.view();
+  d.table = TensorView(t.data, t.dtype, {t.dim(0)}, t.device);
+  for (size_t r : *rows) d.rows.push_back(static_cast<int32_t>(r));
+  ahead_.given_rows = d.rows;
+  return d;
 }
 
 std::vector<spec::DraftTree> DraftWorkerClient::collect_chains() {
+  AERIE_CHECK(ahead_.given_id != 0, "collect_chains() without chains_on_device()");
+  const uint64_t given = ahead_.given_id;
+  const std::vector<int32_t> rows = ahead_.given_rows;
+  ahead_ = {};
   const uint64_t id = ++step_;
   self()->send(draft_, DraftCollectChains{.step_id = id});
+  const Reply g = take(given);
   Reply r = take(id);
+  AERIE_CHECK(g.error.empty(), "draft chains on the device: " << g.error);
+  AERIE_CHECK(g.chains && g.chains->rows == rows,
+              "the DraftWorker's chains ahead are not the ones this client gave the verify (it had " << (g.chains ? "other rows" : "none") << ")");
   AERIE_CHECK(r.error.empty(), "draft chains: " << r.error);
   return std::move(r.trees);
 }
 
 void DraftWorkerClient::forget(const std::vector<uint64_t>& rids) {
   // From the same sender as the requests, so it arrives before the next one.
+  drop_ahead_of(rids);
   if (!rids.empty()) self()->send(draft_, DraftForget{.rids = rids});
 }
 

@@ -6,8 +6,8 @@
 // DraftDone, DraftPropose
 // (chain or tree drafts) with DraftProposal, DraftChainsOnDevice (a chain drafted ahead, read on
 // the device) with DraftDeviceChains and DraftCollectChains with DraftProposal, and takes
-// DraftProposeAhead (the next round's chain, drafted while the result travels) and DraftForget
-// (requests that ended).
+// DraftProposeAhead (the next round's chain, drafted while the result travels) with
+// DraftAheadQueued, and takes DraftForget (requests that ended).
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
@@ -24,10 +24,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spec/draft_ahead_round.hpp"
 #include "spec/draft_port.hpp"
 #include "spec/draft_worker_core.hpp"
 
@@ -63,10 +65,18 @@ struct DraftPropose {
   int64_t steps = 0;
   int64_t draft_tokens = 0;
 };
-// The next round's chain, drafted ahead (spec::DraftPort::propose_ahead); not answered.
+// The next round's chain, drafted ahead (spec::DraftPort::propose_ahead): answered with
+// DraftAheadQueued once it is enqueued (or not), so the client knows where its tokens are.
 struct DraftProposeAhead {
+  uint64_t step_id = 0;
   std::vector<spec::DraftProposeSeq> seqs;
   int64_t steps = 0;
+};
+struct DraftAheadQueued {
+  uint64_t step_id = 0;
+  bool queued = false;  // false: nothing was drafted ahead (the next round drafts afresh)
+  DeviceRows table;     // [slots, 1] i32: where the device writes the chain's tokens
+  int64_t stride = 0;
 };
 struct DraftForget {
   std::vector<uint64_t> rids;
@@ -134,6 +144,9 @@ class DraftWorkerClient : public spec::DraftPort {
   caf::scoped_actor& self();
   // Takes replies off the mailbox until step_id's has come (or the DraftWorker went down).
   void await(uint64_t step_id);
+  // The same until `done()` holds (or the DraftWorker went down).
+  template <class Done>
+  void await_until(Done done);
   bool answered(uint64_t step_id) const;
   // step_id's reply; a DraftWorker that went down answers with that as the error.
   Reply take(uint64_t step_id);
@@ -147,6 +160,18 @@ class DraftWorkerClient : public spec::DraftPort {
   std::unique_ptr<caf::scoped_actor> self_;
   uint64_t step_ = 0;
   uint64_t pending_extend_ = 0;  // the extend in flight (0: none)
+  // The chain drafted ahead as this client asked for it, mirrored so that chains_on_device()
+  // answers without a round trip to the DraftWorker (which marks the same rows given when its
+  // DraftChainsOnDevice arrives; collect_chains() checks that it did).
+  struct Ahead {
+    uint64_t id = 0;                         // its DraftProposeAhead (0: none)
+    spec::DraftAheadRound round;
+    std::optional<DraftAheadQueued> queued;  // the DraftWorker's answer, once taken off the mailbox
+    uint64_t given_id = 0;                   // the DraftChainsOnDevice that gave it to a verify (0: not given)
+    std::vector<int32_t> given_rows;
+  };
+  Ahead ahead_;
+  void drop_ahead_of(const std::vector<uint64_t>& rids);
   std::map<uint64_t, Reply> replies_;  // replies taken off the mailbox, not yet asked for
   std::string down_;                   // why the DraftWorker went down, once it has
 };

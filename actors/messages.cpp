@@ -20,6 +20,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<DraftExtendVerified>("aerie.DraftExtendVerified");
   cfg.add_message_type<DraftPropose>("aerie.DraftPropose");
   cfg.add_message_type<DraftProposeAhead>("aerie.DraftProposeAhead");
+  cfg.add_message_type<DraftAheadQueued>("aerie.DraftAheadQueued");
   cfg.add_message_type<DraftForget>("aerie.DraftForget");
   cfg.add_message_type<DraftChainsOnDevice>("aerie.DraftChainsOnDevice");
   cfg.add_message_type<DraftCollectChains>("aerie.DraftCollectChains");

@@ -248,7 +248,11 @@ typename Inspector::result_type inspect(Inspector& f, DraftPropose& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftProposeAhead& x) {
-  return f(caf::meta::type_name("DraftProposeAhead"), x.seqs, x.steps);
+  return f(caf::meta::type_name("DraftProposeAhead"), x.step_id, x.seqs, x.steps);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftAheadQueued& x) {
+  return f(caf::meta::type_name("DraftAheadQueued"), x.step_id, x.queued, x.table, x.stride);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DraftChainsOnDevice& x) {

@@ -48,7 +48,7 @@ DraftWorkerCore::DraftWorkerCore(SpecAlgorithm algorithm, std::unique_ptr<model:
 }
 
 void DraftWorkerCore::forget(uint64_t rid) {
-  drop_ahead_of(rid);
+  ahead_.round.drop(rid);
   auto it = state_.find(rid);
   if (it == state_.end()) return;
   if (it->second.hidden_row >= 0) free_rows_.push_back(it->second.hidden_row);
@@ -116,7 +116,7 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
 
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (seqs.empty()) return;
-  for (const auto& s : seqs) drop_ahead_of(s.rid);
+  for (const auto& s : seqs) ahead_.round.drop(s.rid);
   if (extend_at_fixed_width(seqs, target_hidden)) return;
   model::ForwardBatch b;
   std::vector<const ExtendSeq*> kept;
@@ -218,7 +218,7 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
                     static_cast<int64_t>(s.context.size()) == s.first_position && (!eagle() || s.hidden_rows.size() == n),
                 "verified chain of request " << s.rid << ": every request needs its " << n << " verified tokens, their slots"
                                              << (eagle() ? " and hidden rows" : "") << " and the context before them");
-    drop_ahead_of(s.rid);
+    ahead_.round.drop(s.rid);
   }
   AERIE_CHECK(verified_argmax.defined() && verified_argmax.dim(0) >= static_cast<int64_t>(seqs.size() * n),
               "verified chains: the verify's argmax has fewer than " << seqs.size() * n << " rows");
@@ -292,11 +292,6 @@ void DraftWorkerCore::settle_ahead() {
   }
 }
 
-void DraftWorkerCore::drop_ahead_of(uint64_t rid) {
-  for (auto& s : ahead_.seqs)
-    if (s.rid == rid) s.rid = std::numeric_limits<uint64_t>::max();  // matches no request
-}
-
 void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
   settle_ahead();
   ahead_ = {};
@@ -316,34 +311,15 @@ void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t
   }
   if (!chain_->can_run(chain)) return;
   chain_->enqueue_proposal(chain);
-  ahead_.steps = steps;
+  ahead_.round = DraftAheadRound::of(seqs, steps);
   ahead_.pending = true;
-  for (const auto& s : seqs) {
-    ahead_.seqs.push_back(s);
-    ahead_.seqs.back().context.resize(static_cast<size_t>(s.first_position));
-  }
-}
-
-std::optional<std::vector<size_t>> DraftWorkerCore::ahead_rows_for(const std::vector<ProposeSeq>& seqs, int64_t steps) const {
-  if (ahead_.seqs.empty() || steps != ahead_.steps) return std::nullopt;
-  std::vector<size_t> rows;
-  for (const auto& s : seqs) {
-    const auto same = [&](const ProposeSeq& a) {
-      return a.rid == s.rid && a.first_position == s.first_position && a.root_token == s.root_token &&
-             static_cast<int64_t>(s.context.size()) >= s.first_position && std::equal(a.context.begin(), a.context.end(), s.context.begin());
-    };
-    const auto it = std::find_if(ahead_.seqs.begin(), ahead_.seqs.end(), same);
-    if (it == ahead_.seqs.end()) return std::nullopt;
-    rows.push_back(static_cast<size_t>(it - ahead_.seqs.begin()));
-  }
-  return rows;
 }
 
 std::optional<std::vector<std::vector<int32_t>>> DraftWorkerCore::take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
-  if (ahead_.seqs.empty()) return std::nullopt;
+  if (ahead_.round.empty()) return std::nullopt;
   settle_ahead();
   std::optional<std::vector<std::vector<int32_t>>> out;
-  if (const auto rows = ahead_rows_for(seqs, steps)) {
+  if (const auto rows = ahead_.round.rows_for(seqs, steps)) {
     out.emplace();
     for (size_t r : *rows) out->push_back(ahead_.tokens[r]);
   }
@@ -356,13 +332,18 @@ std::optional<DeviceChains> DraftWorkerCore::chains_on_device(const std::vector<
   // Only while its chain is still enqueued (its tokens where the device writes them); a miss
   // is left for propose() to count and replace.
   if (!ahead_.pending || !ahead_.given.empty()) return std::nullopt;
-  const auto rows = ahead_rows_for(seqs, steps);
+  const auto rows = ahead_.round.rows_for(seqs, steps);
   if (!rows) return std::nullopt;
   ahead_.given = *rows;
   for (const auto& s : seqs) ahead_.roots.push_back(s.root_token);
   DeviceChains d{.table = chain_->pending_tokens(), .stride = chain_->pending_bucket(), .rows = {}};
   for (size_t r : *rows) d.rows.push_back(static_cast<int32_t>(r));
   return d;
+}
+
+std::optional<DeviceChains> DraftWorkerCore::ahead_on_device() const {
+  if (!ahead_.pending || !ahead_.given.empty()) return std::nullopt;
+  return DeviceChains{.table = chain_->pending_tokens(), .stride = chain_->pending_bucket(), .rows = {}};
 }
 
 std::vector<spec::DraftTree> DraftWorkerCore::collect_chains() {

@@ -20,6 +20,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
+#include "spec/draft_ahead_round.hpp"
 #include "spec/draft_port.hpp"
 #include "spec/draft_chain_runner.hpp"
 #include "spec/draft_extend_runner.hpp"
@@ -78,6 +79,9 @@ class DraftWorkerCore : public DraftPort {
   void propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
   std::optional<DeviceChains> chains_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
   std::vector<spec::DraftTree> collect_chains() override;
+  // The chain drafted ahead while still on the device: its token table and stride (rows
+  // empty: chains_on_device() gives a round's), so the DraftWorker can tell its client.
+  std::optional<DeviceChains> ahead_on_device() const;
   // Proposals taken from a draft ahead, and proposals asked for while one was out that it did not cover.
   int64_t ahead_hits() const { return ahead_hits_; }
   int64_t ahead_misses() const { return ahead_misses_; }
@@ -113,17 +117,11 @@ class DraftWorkerCore : public DraftPort {
   // The draft ahead's tokens for exactly these requests (same positions, roots and context
   // slots), or nothing; either way the draft ahead is used up.
   std::optional<std::vector<std::vector<int32_t>>> take_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps);
-  // Each request's row of the draft ahead, when it covers them all (same position, root and
-  // context slots, the same chain length).
-  std::optional<std::vector<size_t>> ahead_rows_for(const std::vector<ProposeSeq>& seqs, int64_t steps) const;
   // Its proposal collected (and dropped) if still on the device, so the chain runner is free.
   void settle_ahead();
-  // Requests whose state changes (an extend, a forget) leave the draft ahead.
-  void drop_ahead_of(uint64_t rid);
 
   struct Ahead {
-    std::vector<ProposeSeq> seqs;  // each context: the slots of positions [0, first_position)
-    int64_t steps = 0;
+    DraftAheadRound round;         // its requests (a request extended or forgotten since is dropped)
     bool pending = false;          // enqueued on the chain runner, not collected
     std::vector<std::vector<int32_t>> tokens;  // once collected: each request's chain
     std::vector<size_t> given;     // chains_on_device: the rows it gave, in the verify's order

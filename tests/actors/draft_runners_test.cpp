@@ -6,11 +6,13 @@
 
 #include <random>
 
+#include "actors/draft_worker_actor.hpp"
 #include "kernels/future_tokens.hpp"
 #include "spec/draft_worker_core.hpp"
 #include "spec/verify_batch.hpp"
 #include "kernels/buffer.hpp"
 #include "model/eagle_head.hpp"
+#include "tests/actors/actor_test_system.hpp"
 #include "tests/actors/tiny_draft.hpp"
 #include "tests/test_util.hpp"
 
@@ -497,4 +499,80 @@ TEST(DraftWorkerCore, AnExtendBehindAChainVerifyLeavesTheStateOfTheHostAcceptedO
     EXPECT_EQ(runner->propose_chain(next, kSteps), want) << c.name << ": through the extend runner";
     EXPECT_EQ(read_back->propose_chain(next, kSteps), want) << c.name << ": the argmax read back";
   }
+}
+
+// A chain drafted ahead behind the DraftWorker actor: the client mirrors what it asked for, so
+// chains_on_device() answers from its own copy and the DraftWorker's answer to the draft ahead
+// (no round trip), and the chains it names are the ones a draft without drafting ahead
+// proposes; collect_chains() brings the same chains to the host (and checks the DraftWorker gave
+// the same rows). A round the draft ahead does not cover (another root, a request forgotten
+// since) drafts afresh through propose().
+TEST(DraftWorkerClient, NamesTheChainDraftedAheadWithoutAskingTheDraftWorker) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(19);
+  constexpr int64_t kSteps = 4;
+  const DraftCase& c = kEagle3Reduced;
+  const auto pool = model::kv_shape_for_tokens(1000, 1);
+  model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
+  model::KvCache kv_ahead(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, kSteps), 1), Device::kCpu,
+                          DType::kF32);
+  auto plain = c.core(*target, kv_plain, 13, 1);
+  auto ahead = c.core(*target, kv_ahead, 13, 1);
+  for (auto* core : {plain.get(), ahead.get()}) core->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false);
+  ahead->enable_draft_ahead(pool.num_slots());
+  aerie::testing::ActorTestSystem s;
+  auto actor = s.spawn_stopped_at_end(actors::draft_worker_actor, ahead, -1);
+  {
+    actors::DraftWorkerClient client(*s.sys, actor, ahead->info());
+    Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
+    std::vector<spec::DraftProposeSeq> round;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(5 + 4 * rid);
+      const auto prompt = random_prompt(rng, rid, n, true);
+      plain->extend({prompt}, hidden.view());
+      client.extend({prompt}, hidden.view());
+      round.push_back({.rid = rid, .first_position = n - 1, .context = own_range(slots(0, n + static_cast<int32_t>(kSteps)), rid),
+                       .root_token = prompt.tokens.back()});
+    }
+    auto tokens_of = [](const std::vector<spec::DraftTree>& trees) {
+      std::vector<std::vector<int32_t>> t;
+      for (const auto& tree : trees) t.push_back(tree.tokens);
+      return t;
+    };
+    // The whole round, then two of its requests: named on the device, then collected.
+    for (const auto& asked : {round, std::vector<spec::DraftProposeSeq>{round[2], round[0]}}) {
+      client.propose_ahead(round, kSteps);
+      const auto d = client.chains_on_device(asked, kSteps);
+      ASSERT_TRUE(d);
+      client.flush();  // nothing in flight: the ahead's chain is enqueued, its table written in order
+      const auto want = tokens_of(plain->propose(asked, kSteps, 0));
+      std::vector<int32_t> roots;
+      for (const auto& a : asked) roots.push_back(a.root_token);
+      std::vector<int32_t> ids;
+      for (const auto& t : spec::chains_naming_device_tokens(*d, roots, kSteps)) ids.insert(ids.end(), t.tokens.begin(), t.tokens.end());
+      const std::vector<spec::DraftTree> got = client.collect_chains();  // after it, the table holds the chains
+      const TensorView ids_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}, Device::kCpu);
+      ASSERT_TRUE(kernels::resolve_future_ids({.ids = ids_view, .table = d->table}, Stream::cpu()).is_ok());
+      std::vector<int32_t> flat;
+      for (const auto& w : want) flat.insert(flat.end(), w.begin(), w.end());
+      EXPECT_EQ(ids, flat);
+      EXPECT_EQ(tokens_of(got), want);
+    }
+    EXPECT_EQ(ahead->ahead_hits(), 2);
+    // Another root, or a request forgotten since: not on the device; propose() drafts afresh.
+    auto other_root = round;
+    other_root[1].root_token += 1;
+    client.propose_ahead(round, kSteps);
+    EXPECT_FALSE(client.chains_on_device(other_root, kSteps));
+    EXPECT_EQ(tokens_of(client.propose(other_root, kSteps, 0)), tokens_of(plain->propose(other_root, kSteps, 0)));
+    client.propose_ahead(round, kSteps);
+    client.forget({2});
+    plain->forget(std::vector<uint64_t>{2});
+    EXPECT_FALSE(client.chains_on_device(round, kSteps));
+    const std::vector<spec::DraftProposeSeq> kept = {round[0], round[2]};
+    EXPECT_TRUE(client.chains_on_device(kept, kSteps));
+    EXPECT_EQ(tokens_of(client.collect_chains()), tokens_of(plain->propose(kept, kSteps, 0)));
+    EXPECT_EQ(ahead->ahead_hits(), 3);
+  }
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }

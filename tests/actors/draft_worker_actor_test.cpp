@@ -224,6 +224,14 @@ TEST(DraftWorkerActor, MessagesSurviveCafRoundTrips) {
   EXPECT_EQ(v2.argmax.address, 128u);
   EXPECT_EQ(v2.argmax.rows, 3);
   EXPECT_EQ(v2.argmax.device, 1);
+  DraftProposeAhead a{.step_id = 4, .seqs = {{.rid = 2, .first_position = 3, .context = {7, 8, 9}, .root_token = 5}}, .steps = 3};
+  EXPECT_EQ(round_trip(a).step_id, 4u);
+  EXPECT_EQ(round_trip(a).seqs[0].context, a.seqs[0].context);
+  DraftAheadQueued q{.step_id = 4, .queued = true, .table = {.address = 256, .rows = 24, .cols = 1, .dtype = 2, .device = 1}, .stride = 8};
+  const auto q2 = round_trip(q);
+  EXPECT_TRUE(q2.queued);
+  EXPECT_EQ(q2.table.address, 256u);
+  EXPECT_EQ(q2.stride, 8);
 }
 
 // DraftPort::extend_verified_chains behind the actor: a self-draft (STANDALONE, the target
