@@ -47,7 +47,7 @@ void print_graph_times(const std::optional<core::SpecStageTimes>& stages) {
   const auto per_round = [&](double ms) { return ms / static_cast<double>(stages->rounds); };
   std::cerr << "aerie-generate: speculative stages, ms a round (" << stages->rounds << " rounds): propose " << per_round(stages->propose_ms)
             << ", verify " << per_round(stages->verify_ms) << ", accept " << per_round(stages->accept_ms) << ", extend "
-            << per_round(stages->extend_ms) << "\n";
+            << per_round(stages->extend_ms) << "; " << stages->chains_drafted_ahead << " of the rounds read a chain drafted ahead\n";
 }
 
 int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {

@@ -2,7 +2,8 @@
 // Wall time a verify round spends in each stage on the worker's thread, summed over rounds
 // (aerie-bench and aerie-generate --graph-times print them): the draft proposal (which waits
 // for the last round's draft extend), the target verify with its argmax, acceptance
-// (log-probabilities, tree KV moves), and handing the draft its extend.
+// (log-probabilities, tree KV moves), and handing the draft its extend; and how many rounds
+// read a chain drafted ahead on the device.
 #include <cstdint>
 
 namespace aerie::core {
@@ -10,6 +11,7 @@ namespace aerie::core {
 struct SpecStageTimes {
   int64_t rounds = 0;
   double propose_ms = 0, verify_ms = 0, accept_ms = 0, extend_ms = 0;
+  int64_t chains_drafted_ahead = 0;
 };
 
 }  // namespace aerie::core

@@ -61,7 +61,7 @@ transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m)
   // its error known) before this batch's target forward overwrites them. A verify's
   // proposal waits for it (propose() flushes), so the draft runs the two back to back.
   if (m.mode != transport::ForwardMode::kVerify) draft_.flush();
-  if (!m.finished_rids.empty()) draft_.forget(m.finished_rids);
+  if (!m.finished_rids.empty()) forget(m.finished_rids);
   const size_t seqs = m.qo_indptr.empty() ? 0 : m.qo_indptr.size() - 1;
   AERIE_CHECK(m.seq_rids.size() == seqs && (m.mode == transport::ForwardMode::kVerify || m.extra_slots.size() == seqs), "speculative batch " << m.step_id << ": per-sequence fields disagree");
   if (m.mode == transport::ForwardMode::kVerify) return verify(m);
@@ -110,12 +110,40 @@ transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) 
     ext.push_back(std::move(e));
   }
   draft_.extend(ext, hidden);
+  propose_ahead_after_prompts(m, ext);
   return r;
+}
+
+void SpecWorkerCore::propose_ahead_after_prompts(const transport::BatchMessage& m, const std::vector<spec::DraftExtendSeq>& ext) {
+  bool all_final = true;
+  for (size_t s = 0; s < ext.size(); ++s) {
+    all_final = all_final && ext[s].keep;
+    if (ext[s].keep) decoding_.insert(ext[s].rid);
+  }
+  // Only when the next verify is these requests and no others (batch 1 between requests,
+  // or requests that start together), and once a verify has said how long the chains are.
+  if (!info_.eagle() || info_.topk != 1 || chain_steps_ <= 0 || !all_final || ext.empty() || decoding_.size() != ext.size()) return;
+  std::vector<spec::DraftProposeSeq> first(ext.size());
+  for (size_t s = 0; s < ext.size(); ++s) {
+    // The root is the sampled token (an EAGLE extend's last), at the position after the
+    // prompt; its context the prompt's slots.
+    const int32_t root = m.positions[static_cast<size_t>(m.qo_indptr[s + 1] - 1)] + 1;
+    first[s] = {.rid = ext[s].rid, .first_position = root, .context = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]),
+                .root_token = ext[s].tokens.back()};
+    if (static_cast<int32_t>(first[s].context.size()) != root) return;
+  }
+  draft_.propose_ahead(first, chain_steps_);
+}
+
+void SpecWorkerCore::forget(const std::vector<uint64_t>& rids) {
+  for (uint64_t r : rids) decoding_.erase(r);
+  draft_.forget(rids);
 }
 
 transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) {
   const int64_t S = m.spec_steps, K = std::max<int32_t>(m.spec_topk, 1);
   const int64_t N = K > 1 ? m.spec_draft_tokens : S + 1;  // nodes verified per request
+  if (K == 1 && S > 0) chain_steps_ = S;
   const int64_t reserve = spec::verify_reserve(S, K, N);
   const size_t B = m.seq_rids.size();
   AERIE_CHECK(N >= 1 && m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(N),
@@ -272,6 +300,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     draft_.propose_ahead(next, S);
   }
   times_.rounds += 1;
+  times_.chains_drafted_ahead += on_device ? 1 : 0;
   times_.propose_ms += propose_ms;
   times_.verify_ms += verify_ms;
   times_.accept_ms += accept_ms;

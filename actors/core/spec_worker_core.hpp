@@ -9,6 +9,7 @@
 // tree's accepted KV rows to their positions and runs the draft over the committed tokens. The result lists each request's committed
 // tokens (accepted drafts + one bonus); rejected positions are left for the Scheduler to free.
 #include <memory>
+#include <set>
 
 #include "spec/draft_port.hpp"
 #include "actors/core/logprob_reader.hpp"
@@ -43,7 +44,7 @@ class SpecWorkerCore {
   SpecWorkerCore& operator=(const SpecWorkerCore&) = delete;
   // Throws aerie::Error on a malformed batch (the TargetWorkerCore turns it into a result error).
   transport::BatchResult execute(const transport::BatchMessage& m);
-  void forget(const std::vector<uint64_t>& rids) { draft_.forget(rids); }
+  void forget(const std::vector<uint64_t>& rids);
   // The target forward of a verify batch: a captured graph when one fits, else eager.
   // Returns the logits of every row; valid until the next forward.
   TensorView verify_forward(const model::ForwardBatch& b);
@@ -53,6 +54,10 @@ class SpecWorkerCore {
  private:
   transport::BatchResult extend(const transport::BatchMessage& m);
   transport::BatchResult verify(const transport::BatchMessage& m);
+  // After a batch of prompts that all ended (a token sampled for each): their first chain,
+  // drafted ahead as a verify's next one is, when the next verify is theirs alone (the
+  // requests decoding are these).
+  void propose_ahead_after_prompts(const transport::BatchMessage& m, const std::vector<spec::DraftExtendSeq>& ext);
   // logits[rows[i]] for every i, as one [rows, vocab] block.
   TensorView gather_logit_rows(const TensorView& logits, const std::vector<int32_t>& rows);
   // The argmax of every verify row on the device, in stream order: the verify graph's own, or
@@ -81,6 +86,8 @@ class SpecWorkerCore {
   HostStaging argmax_host_;
   StreamEvent argmax_copied_;
   SpecStageTimes times_;
+  int64_t chain_steps_ = 0;             // the last chain verify's draft steps (0: none yet)
+  std::set<uint64_t> decoding_;         // requests whose prompt ended, until they are forgotten
 };
 
 }  // namespace aerie::core

@@ -161,6 +161,35 @@ TEST(Speculative, DraftingAheadGivesTheSameTokens) {
         }
 }
 
+// One request at a time (--max-running-requests 1), drafting ahead: after each prompt the
+// first chain is drafted ahead too, so every verify but the very first (before any verify has
+// said how long the chains are) reads its chain on the device, in-process and behind the
+// DraftWorker actor, and the outputs are plain greedy decoding's.
+TEST(Speculative, OneRequestAtATimeReadsEveryChainButTheFirstOnTheDevice) {
+  auto reqs = mixed(6, 515, 20);
+  for (auto& r : reqs) r.sampling.temperature = 0.0f;
+  auto plain_o = options("", {}, 8192, 4);
+  plain_o.max_running_requests = 1;
+  const auto plain = run(plain_o, reqs);
+  for (const std::string placement : {"in-process", "actor"}) {
+    auto o = options("EAGLE3", {3, 1, 0}, 8192, 4);
+    o.max_running_requests = 1;
+    o.draft_ahead = "on";
+    o.draft_worker = placement;
+    auto world = parallel::make_single_process_group();
+    launch::Deployment d(o, *world);
+    const auto out = d.run(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(out[i].error.empty()) << placement << ": " << out[i].error;
+      EXPECT_EQ(out[i].result.output_ids, plain[i].result.output_ids) << placement << " request " << i;
+    }
+    const auto stages = d.spec_stage_times();
+    ASSERT_TRUE(stages) << placement;
+    EXPECT_GT(stages->rounds, static_cast<int64_t>(reqs.size())) << placement;
+    EXPECT_EQ(stages->chains_drafted_ahead, stages->rounds - 1) << placement;
+  }
+}
+
 // Requests with one prompt (n > 1 samples) share its K/V pages, with and without a draft:
 // every sample's output equals the same request run alone, and all but the first prefilled
 // only the prompt's last page's worth (cached_tokens). The prompt is longer than a chunk.

@@ -44,6 +44,7 @@ GRAPH_TIME = re.compile(r"aerie-generate: graph (.+): (\d+) runs, ([\d.e+-]+) ms
 GRAPH_GAP = re.compile(r"aerie-generate: gap (.+): (\d+) times, median ([\d.e+-]+) ms, mean ([\d.e+-]+) ms")
 STAGES = re.compile(r"aerie-generate: speculative stages, ms a round \((\d+) rounds\): propose ([\d.e+-]+), verify ([\d.e+-]+), "
                     r"accept ([\d.e+-]+), extend ([\d.e+-]+)")
+DRAFTED_AHEAD = re.compile(r"(\d+) of the rounds read a chain drafted ahead")
 DEVICE_TIME = re.compile(r"aerie-generate: (\d+) batches, the device busy ([\d.e+-]+) s .* idle ([\d.e+-]+) s between them")
 
 
@@ -98,6 +99,9 @@ def main():
                                                     for between, n, med, mean in gaps}
                 if st := STAGES.search(out.stderr):
                     row["stage_ms_a_round"] = dict(zip(["propose", "verify", "accept", "extend"], map(float, st.groups()[1:])))
+                    row["rounds"] = int(st.group(1))
+                if ahead := DRAFTED_AHEAD.search(out.stderr):
+                    row["rounds_drafted_ahead"] = int(ahead.group(1))
                 if name == "plain":
                     plain_ids = ids
                     base = row["tok_per_s"]
