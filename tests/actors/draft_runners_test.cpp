@@ -105,6 +105,44 @@ const DraftCase kEagle3Reduced{"EAGLE3 reduced vocabulary", spec::SpecAlgorithm:
 const DraftCase kEagleHot{"EAGLE hot tokens", spec::SpecAlgorithm::kEagle, model::EagleKind::kEagle1, 0, true};
 const DraftCase kStandalone{"STANDALONE", spec::SpecAlgorithm::kStandalone, model::EagleKind::kEagle1, 0, false};
 
+// Two cores of one draft, one of them drafting ahead (its cache holds the scratch slots past a
+// pool of 1000), chain runners of `steps` on both: what drafting ahead proposes is compared
+// with what drafting when asked proposes.
+struct AheadPair {
+  std::unique_ptr<model::KvCache> kv_plain, kv_ahead;
+  std::shared_ptr<spec::DraftWorkerCore> plain, ahead;
+  AheadPair(const DraftCase& c, const model::LlamaModel& target, int64_t steps) {
+    const auto pool = model::kv_shape_for_tokens(1000, 1);
+    kv_plain = std::make_unique<model::KvCache>(c.layer(), pool, Device::kCpu, DType::kF32);
+    kv_ahead = std::make_unique<model::KvCache>(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, steps), 1),
+                                                Device::kCpu, DType::kF32);
+    plain = c.core(target, *kv_plain, 13, 1);
+    ahead = c.core(target, *kv_ahead, 13, 1);
+    for (auto* core : {plain.get(), ahead.get()}) core->enable_draft_runners(steps, 8, 1000, /*graphs=*/false);
+    ahead->enable_draft_ahead(pool.num_slots());
+  }
+};
+
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<spec::DraftTree>& trees) {
+  std::vector<std::vector<int32_t>> t;
+  for (const auto& tree : trees) t.push_back(tree.tokens);
+  return t;
+}
+
+// The chains a verify reads from a chain drafted ahead: its input ids name them
+// (spec::chains_naming_device_tokens), resolved against the table as the verify's upload does.
+std::vector<std::vector<int32_t>> chains_read_on_device(const spec::DeviceChains& d, const std::vector<spec::DraftProposeSeq>& asked,
+                                                        int64_t steps) {
+  std::vector<int32_t> roots;
+  for (const auto& a : asked) roots.push_back(a.root_token);
+  auto named = spec::chains_naming_device_tokens(d, roots, steps);
+  for (auto& t : named) {
+    const TensorView ids(t.tokens.data(), DType::kI32, {static_cast<int64_t>(t.tokens.size())}, Device::kCpu);
+    EXPECT_TRUE(kernels::resolve_future_ids({.ids = ids, .table = d.table}, Stream::cpu()).is_ok());
+  }
+  return tokens_of(named);
+}
+
 }  // namespace
 
 // The chain runner (spec/draft_chain_runner.hpp: every step's input token and hidden state
@@ -350,14 +388,9 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
   std::mt19937 rng(12);
   constexpr int64_t kSteps = 4;
   for (const DraftCase& c : {kEagle3Reduced, kEagleHot}) {
-    const auto pool = model::kv_shape_for_tokens(1000, 1);
-    model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
-    model::KvCache kv_ahead(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, kSteps), 1), Device::kCpu,
-                            DType::kF32);
-    auto plain = c.core(*target, kv_plain, 13, 1);
-    auto ahead = c.core(*target, kv_ahead, 13, 1);
-    for (auto* core : {plain.get(), ahead.get()}) core->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false);
-    ahead->enable_draft_ahead(pool.num_slots());
+    AheadPair cores(c, *target, kSteps);
+    auto& plain = cores.plain;
+    auto& ahead = cores.ahead;
     const int64_t width = c.head_config().input_width();
     Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, width});
     std::vector<spec::DraftProposeSeq> round;
@@ -368,11 +401,6 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
       round.push_back({.rid = rid, .first_position = n - 1, .context = own_range(slots(0, n + static_cast<int32_t>(kSteps)), rid),
                        .root_token = prompt.tokens.back()});
     }
-    auto tokens_of = [](const std::vector<spec::DraftTree>& trees) {
-      std::vector<std::vector<int32_t>> t;
-      for (const auto& tree : trees) t.push_back(tree.tokens);
-      return t;
-    };
     auto asked_ahead = [&](const std::vector<spec::DraftProposeSeq>& seqs) {
       auto next = seqs;
       for (auto& s : next) s.context.resize(static_cast<size_t>(s.first_position));
@@ -416,18 +444,7 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
     const auto d = ahead->chains_on_device(after, kSteps);
     ASSERT_TRUE(d) << c.name;
     const auto want = tokens_of(plain->propose(after, kSteps, 0));
-    // The verify's ids name them (spec::chains_naming_device_tokens); resolved against the table
-    // as the verify's upload does, they are the chains.
-    std::vector<int32_t> roots;
-    for (const auto& s : after) roots.push_back(s.root_token);
-    const auto named = spec::chains_naming_device_tokens(*d, roots, kSteps);
-    std::vector<int32_t> ids;
-    for (const auto& t : named) ids.insert(ids.end(), t.tokens.begin(), t.tokens.end());
-    const TensorView ids_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}, Device::kCpu);
-    ASSERT_TRUE(kernels::resolve_future_ids({.ids = ids_view, .table = d->table}, Stream::cpu()).is_ok());
-    std::vector<int32_t> flat;
-    for (const auto& w : want) flat.insert(flat.end(), w.begin(), w.end());
-    EXPECT_EQ(ids, flat) << c.name;
+    EXPECT_EQ(chains_read_on_device(*d, after, kSteps), want) << c.name;
     EXPECT_EQ(tokens_of(ahead->collect_chains()), want) << c.name;
     EXPECT_EQ(ahead->ahead_hits(), 3) << c.name;
   }
@@ -512,14 +529,9 @@ TEST(DraftWorkerClient, NamesTheChainDraftedAheadWithoutAskingTheDraftWorker) {
   std::mt19937 rng(19);
   constexpr int64_t kSteps = 4;
   const DraftCase& c = kEagle3Reduced;
-  const auto pool = model::kv_shape_for_tokens(1000, 1);
-  model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
-  model::KvCache kv_ahead(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, kSteps), 1), Device::kCpu,
-                          DType::kF32);
-  auto plain = c.core(*target, kv_plain, 13, 1);
-  auto ahead = c.core(*target, kv_ahead, 13, 1);
-  for (auto* core : {plain.get(), ahead.get()}) core->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false);
-  ahead->enable_draft_ahead(pool.num_slots());
+  AheadPair cores(c, *target, kSteps);
+  auto& plain = cores.plain;
+  auto& ahead = cores.ahead;
   aerie::testing::ActorTestSystem s;
   auto actor = s.spawn_stopped_at_end(actors::draft_worker_actor, ahead, -1);
   {
@@ -534,11 +546,6 @@ TEST(DraftWorkerClient, NamesTheChainDraftedAheadWithoutAskingTheDraftWorker) {
       round.push_back({.rid = rid, .first_position = n - 1, .context = own_range(slots(0, n + static_cast<int32_t>(kSteps)), rid),
                        .root_token = prompt.tokens.back()});
     }
-    auto tokens_of = [](const std::vector<spec::DraftTree>& trees) {
-      std::vector<std::vector<int32_t>> t;
-      for (const auto& tree : trees) t.push_back(tree.tokens);
-      return t;
-    };
     // The whole round, then two of its requests: named on the device, then collected.
     for (const auto& asked : {round, std::vector<spec::DraftProposeSeq>{round[2], round[0]}}) {
       client.propose_ahead(round, kSteps);
@@ -546,16 +553,8 @@ TEST(DraftWorkerClient, NamesTheChainDraftedAheadWithoutAskingTheDraftWorker) {
       ASSERT_TRUE(d);
       client.flush();  // nothing in flight: the ahead's chain is enqueued, its table written in order
       const auto want = tokens_of(plain->propose(asked, kSteps, 0));
-      std::vector<int32_t> roots;
-      for (const auto& a : asked) roots.push_back(a.root_token);
-      std::vector<int32_t> ids;
-      for (const auto& t : spec::chains_naming_device_tokens(*d, roots, kSteps)) ids.insert(ids.end(), t.tokens.begin(), t.tokens.end());
       const std::vector<spec::DraftTree> got = client.collect_chains();  // after it, the table holds the chains
-      const TensorView ids_view(ids.data(), DType::kI32, {static_cast<int64_t>(ids.size())}, Device::kCpu);
-      ASSERT_TRUE(kernels::resolve_future_ids({.ids = ids_view, .table = d->table}, Stream::cpu()).is_ok());
-      std::vector<int32_t> flat;
-      for (const auto& w : want) flat.insert(flat.end(), w.begin(), w.end());
-      EXPECT_EQ(ids, flat);
+      EXPECT_EQ(chains_read_on_device(*d, asked, kSteps), want);
       EXPECT_EQ(tokens_of(got), want);
     }
     EXPECT_EQ(ahead->ahead_hits(), 2);
