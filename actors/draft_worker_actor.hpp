@@ -3,11 +3,10 @@
 // and hidden states. It owns the rank's DraftWorkerCore and answers the speculative
 // worker's requests: DraftExtend (follow the committed tokens) and DraftExtendVerified (the
 // same right behind a greedy chain verify, the committed tokens found on the device) with
-// DraftDone, DraftPropose
-// (chain or tree drafts) with DraftProposal, DraftChainsOnDevice (a chain drafted ahead, read on
-// the device) with DraftDeviceChains and DraftCollectChains with DraftProposal, and takes
-// DraftProposeAhead (the next round's chain, drafted while the result travels) with
-// DraftAheadQueued, and takes DraftForget (requests that ended).
+// DraftDone, DraftPropose (chain or tree drafts) with DraftProposal, DraftProposeAhead (the
+// next round's chain, drafted while the result travels) with DraftAheadQueued,
+// DraftChainsOnDevice (a chain drafted ahead, read on the device) with DraftDeviceChains and
+// DraftCollectChains with DraftProposal, and takes DraftForget (requests that ended).
 // A failed request is answered with its error; the actor keeps serving.
 //
 // DraftWorkerClient is the DraftPort the rank's SpecWorkerCore calls: each call is a
@@ -19,7 +18,10 @@
 // back to the Scheduler and the next batch is planned, and the next call (or flush(),
 // before the next target forward overwrites the hidden states it reads) awaits it and
 // reports its error. The DraftWorker itself polls its mailbox for a while after each
-// message, so the round's extend and proposal start without waking a thread.
+// message, so the round's extend and proposal start without waking a thread. A chain drafted
+// ahead is named for the next verify from the client's own copy of what it asked for and the
+// DraftWorker's DraftAheadQueued, without a round trip (the DraftChainsOnDevice it sends is
+// answered by the time the chains are collected, and checked then).
 #include <caf/all.hpp>
 #include <chrono>
 #include <map>
