@@ -22,6 +22,11 @@ TensorView DeviceRows::view() const {
   return TensorView(reinterpret_cast<void*>(address), static_cast<DType>(dtype), {rows, cols}, static_cast<Device>(device));
 }
 
+TensorView DeviceRows::vector() const {
+  if (address == 0) return {};
+  return TensorView(reinterpret_cast<void*>(address), static_cast<DType>(dtype), {rows * cols}, static_cast<Device>(device));
+}
+
 namespace {
 
 // One message off a blocking actor's mailbox: while `poll`, without sleeping (yielding the
@@ -57,8 +62,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
     auto on_extend_verified = [&](DraftExtendVerified& m) -> DraftDone {
       handled = true;
       try {
-        const TensorView argmax = m.argmax.view();
-        core->extend_verified_chains(m.seqs, TensorView(argmax.data, argmax.dtype, {argmax.dim(0)}, argmax.device), m.hidden.view());
+        core->extend_verified_chains(m.seqs, m.argmax.vector(), m.hidden.view());
         return {.step_id = m.step_id, .error = ""};
       } catch (const std::exception& e) {
         return {.step_id = m.step_id, .error = ::aerie::client_message(e)};
@@ -82,7 +86,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
         DraftDeviceChains r{.step_id = m.step_id, .found = false, .table = {}, .stride = 0, .rows = {}, .error = ""};
         if (auto d = core->chains_on_device(m.seqs, m.steps)) {
           r.found = true;
-          r.table = DeviceRows::of(d->table.reshape({d->table.numel(), 1}));
+          r.table = DeviceRows::of_vector(d->table);
           r.stride = d->stride;
           r.rows = std::move(d->rows);
         }
@@ -106,7 +110,7 @@ void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWo
         core->propose_ahead(m.seqs, m.steps);
         if (const auto d = core->ahead_on_device()) {
           q.queued = true;
-          q.table = DeviceRows::of(d->table.reshape({d->table.numel(), 1}));
+          q.table = DeviceRows::of_vector(d->table);
           q.stride = d->stride;
         }
       } catch (const std::exception& e) {  // not queued: the next proposal drafts afresh (and meets a device fault itself)
@@ -158,8 +162,7 @@ void DraftWorkerClient::await_until(Done done) {
     auto on_chains = [&](DraftDeviceChains& c) {
       Reply r{.error = std::move(c.error), .trees = {}, .chains = {}};
       if (c.found) {
-        const TensorView t = c.table.view();
-        r.chains = spec::DeviceChains{.table = TensorView(t.data, t.dtype, {t.dim(0)}, t.device), .stride = c.stride, .rows = std::move(c.rows)};
+        r.chains = spec::DeviceChains{.table = c.table.vector(), .stride = c.stride, .rows = std::move(c.rows)};
       }
       replies_[c.step_id] = std::move(r);
     };
@@ -199,7 +202,7 @@ void DraftWorkerClient::extend_verified_chains(const std::vector<spec::DraftExte
   for (const auto& s : seqs) ahead_.round.drop(s.rid);
   pending_extend_ = ++step_;
   self()->send(draft_, DraftExtendVerified{.step_id = pending_extend_, .seqs = seqs,
-                                           .argmax = DeviceRows::of(verified_argmax.reshape({verified_argmax.numel(), 1})),
+                                           .argmax = DeviceRows::of_vector(verified_argmax),
                                            .hidden = DeviceRows::of(target_hidden)});
 }
 
@@ -254,9 +257,7 @@ std::optional<spec::DeviceChains> DraftWorkerClient::chains_on_device(const std:
   // is checked when the chains are collected.
   ahead_.given_id = ++step_;
   self()->send(draft_, DraftChainsOnDevice{.step_id = ahead_.given_id, .seqs = seqs, .steps = steps});
-  spec::DeviceChains d{.table = {}, .stride = ahead_.queued->stride, .rows = {}};
-  const TensorView t = ahead_.queued->table.view();
-  d.table = TensorView(t.data, t.dtype, {t.dim(0)}, t.device);
+  spec::DeviceChains d{.table = ahead_.queued->table.vector(), .stride = ahead_.queued->stride, .rows = {}};
   for (size_t r : *rows) d.rows.push_back(static_cast<int32_t>(r));
   ahead_.given_rows = d.rows;
   return d;

@@ -47,6 +47,9 @@ struct DeviceRows {
   int32_t device = 0;
   static DeviceRows of(const TensorView& t);
   TensorView view() const;
+  // A vector ([n] ids: an argmax, a chain table) as rows of one column, and back.
+  static DeviceRows of_vector(const TensorView& v) { return of(v.defined() ? v.reshape({v.numel(), 1}) : v); }
+  TensorView vector() const;
 };
 
 struct DraftExtend {

@@ -1,7 +1,6 @@
 #include "spec/draft_worker_core.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <span>
 
 #include "kernels/error.hpp"
@@ -196,6 +195,11 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
     f.slots.insert(f.slots.end(), s.spare_slots.begin(), s.spare_slots.end());
     fixed.push_back(std::move(f));
   }
+  return run_extend_runner(seqs, fixed, target_hidden, TensorView());
+}
+
+bool DraftWorkerCore::run_extend_runner(const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed, const TensorView& target_hidden,
+                                        const TensorView& verified_argmax) {
   // Rows are taken only once the batch is known to fit, so a refusal leaves no state behind.
   for (size_t i = 0; i < seqs.size(); ++i) {
     const auto it = state_.find(seqs[i].rid);
@@ -206,7 +210,7 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
     fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
     state_[seqs[i].rid].on_device = true;
   }
-  extend_runner_->run(fixed, eagle() ? target_hidden : TensorView());
+  extend_runner_->run(fixed, eagle() ? target_hidden : TensorView(), verified_argmax);
   return true;
 }
 
@@ -224,19 +228,10 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
               "verified chains: the verify's argmax has fewer than " << seqs.size() * n << " rows");
   if (extend_runner_ && !tree_ && extend_runner_->width() == static_cast<int64_t>(n) && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.keep; })) {
     std::vector<spec::ExtendSeq> fixed;
-    for (const auto& s : seqs) {
-      const auto it = state_.find(s.rid);
+    for (const auto& s : seqs)
       fixed.push_back({.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots, .context = s.context, .hidden_rows = s.hidden_rows,
-                       .state_row = static_cast<int32_t>(it != state_.end() && it->second.hidden_row >= 0 ? it->second.hidden_row : 0)});
-    }
-    if (extend_runner_->can_run(fixed)) {  // rows are taken only once the batch is known to fit
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
-        state_[seqs[i].rid].on_device = true;
-      }
-      extend_runner_->run(fixed, eagle() ? target_hidden : TensorView(), verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)));
-      return;
-    }
+                       .state_row = -1});
+    if (run_extend_runner(seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)))) return;
   }
   // The argmax on the host, and the extend of what it commits.
   std::vector<int32_t> argmax(seqs.size() * n);
@@ -331,13 +326,13 @@ std::optional<std::vector<std::vector<int32_t>>> DraftWorkerCore::take_ahead(con
 std::optional<DeviceChains> DraftWorkerCore::chains_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps) {
   // Only while its chain is still enqueued (its tokens where the device writes them); a miss
   // is left for propose() to count and replace.
-  if (!ahead_.pending || !ahead_.given.empty()) return std::nullopt;
+  std::optional<DeviceChains> d = ahead_on_device();
+  if (!d) return std::nullopt;
   const auto rows = ahead_.round.rows_for(seqs, steps);
   if (!rows) return std::nullopt;
   ahead_.given = *rows;
   for (const auto& s : seqs) ahead_.roots.push_back(s.root_token);
-  DeviceChains d{.table = chain_->pending_tokens(), .stride = chain_->pending_bucket(), .rows = {}};
-  for (size_t r : *rows) d.rows.push_back(static_cast<int32_t>(r));
+  for (size_t r : *rows) d->rows.push_back(static_cast<int32_t>(r));
   return d;
 }
 

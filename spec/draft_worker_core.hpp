@@ -141,6 +141,11 @@ class DraftWorkerCore : public DraftPort {
   // A chain verify's extend through the extend runner (fixed width, a graph per bucket on
   // CUDA); false when it does not fit (a prompt chunk's extend, no spare slots, ...).
   bool extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+  // Runs `fixed` (seqs' requests at the runner's width) when the runner takes it, giving each
+  // request its state row then; false, with no state changed, when it does not fit.
+  // verified_argmax: as DraftExtendRunner::run's.
+  bool run_extend_runner(const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed, const TensorView& target_hidden,
+                         const TensorView& verified_argmax);
 
   DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;

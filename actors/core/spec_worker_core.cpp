@@ -266,10 +266,13 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   for (size_t s = 0; s < B; ++s) {
     const auto committed = acc[s].committed(trees[s]);
     const int64_t a = static_cast<int64_t>(committed.size()) - 1, n = start[s];
+    r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
+    r.token_counts.push_back(static_cast<int32_t>(a + 1));
     auto& e = ext[s];
+    e.tokens = committed;
+    if (extend_behind_verify) continue;  // the draft extends already, from the device's acceptance
     e.rid = m.seq_rids[s];
     e.keep = true;
-    e.tokens = committed;
     if (info_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states of the root and path
       e.first_position = static_cast<int32_t>(n);
       e.hidden_rows.push_back(m.qo_indptr[s]);
@@ -284,8 +287,6 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     // proposal writes before it reads them.
     if (e.first_position + S + 1 <= static_cast<int64_t>(full[s].size()))
       e.spare_slots = range_of(full[s], e.first_position + a + 1, e.first_position + S + 1);
-    r.next_tokens.insert(r.next_tokens.end(), committed.begin(), committed.end());
-    r.token_counts.push_back(static_cast<int32_t>(a + 1));
   }
   if (!extend_behind_verify) draft_.extend(ext, hidden);
   // The next round's chain, drafted ahead on the device while the result goes to the Scheduler
@@ -311,9 +312,8 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
 TensorView SpecWorkerCore::verify_argmax_on_device(const TensorView& logits) {
   if (last_verify_replayed_) return verify_graphs_->last_greedy_on_device();
   const int64_t rows = logits.dim(0);
-  if (!eager_argmax_ || eager_argmax_rows_ < rows) {
+  if (!eager_argmax_ || eager_argmax_out_.view().numel() < rows) {  // sized together
     eager_argmax_ = std::make_unique<spec::DeviceArgmax>(target_.stream().device(), rows);
-    eager_argmax_rows_ = rows;
     eager_argmax_out_ = Buffer(target_.stream().device(), DType::kI32, {rows});
   }
   const TensorView out = eager_argmax_out_.view().slice_rows(0, rows);

@@ -81,8 +81,7 @@ class SpecWorkerCore {
   // A greedy chain verify whose draft extend goes right behind it: the eager verify's argmax,
   // and the argmax's copy to the host with the mark the host waits for (not the extend's).
   std::unique_ptr<spec::DeviceArgmax> eager_argmax_;
-  int64_t eager_argmax_rows_ = 0;
-  Buffer eager_argmax_out_;
+  Buffer eager_argmax_out_;  // its output, as many rows as it takes
   HostStaging argmax_host_;
   StreamEvent argmax_copied_;
   SpecStageTimes times_;
