@@ -24,17 +24,6 @@ struct Record {
 
 double host_ms(Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double, std::milli>(to - from).count(); }
 
-GraphGap summary_of(std::vector<double> ms) {
-  GraphGap g{.count = static_cast<int64_t>(ms.size()), .mean_ms = 0, .median_ms = 0};
-  if (ms.empty()) return g;
-  for (double x : ms) g.mean_ms += x;
-  g.mean_ms /= static_cast<double>(ms.size());
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  g.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-  return g;
-}
-
 struct State {
   std::mutex mu;
   std::vector<Record> records;
@@ -55,6 +44,17 @@ State& state() {
 }
 
 }  // namespace
+
+GraphGap GraphGap::of(std::vector<double> ms) {
+  GraphGap g{.count = static_cast<int64_t>(ms.size()), .mean_ms = 0, .median_ms = 0};
+  if (ms.empty()) return g;
+  for (double x : ms) g.mean_ms += x;
+  g.mean_ms /= static_cast<double>(ms.size());
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  g.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  return g;
+}
 
 void GraphTimes::enable(bool on) { g_enabled.store(on); }
 
@@ -111,7 +111,7 @@ std::map<std::string, GraphTime> GraphTimes::collect(std::map<std::string, Graph
             r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(before->end, r.begin)) : host_ms(before->host_end, r.host_begin));
       before = &r;
     }
-    for (auto& [label, ms] : between) (*gaps)[label] = summary_of(std::move(ms));
+    for (auto& [label, ms] : between) (*gaps)[label] = GraphGap::of(std::move(ms));
   }
   std::lock_guard lock(s.mu);
   for (const Record& r : records)

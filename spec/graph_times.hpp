@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kernels/stream.hpp"
 
@@ -28,6 +29,8 @@ struct GraphGap {
   int64_t count = 0;
   double mean_ms = 0;
   double median_ms = 0;
+  // Of these gaps (ms): the middle one (the mean of the two middle ones for an even count).
+  static GraphGap of(std::vector<double> ms);
 };
 
 class GraphTimes {
