@@ -88,7 +88,12 @@ int main(int argc, char** argv) {
                 << d.dp_size << (d.enable_dp_attention ? " DP-attention group(s) over " : " replica(s) of ") << d.tp_size
                 << " tensor-parallel rank(s)), KV pool " << deployment.kv_capacity_tokens() << " tokens, context "
                 << config.max_position_embeddings << ", CUDA graphs "
-                << (d.device != "cuda" || d.disable_cuda_graph ? std::string("off") : "up to batch " + std::to_string(d.cuda_graph_max_bs))
+                << (d.device != "cuda" || d.disable_cuda_graph
+                        ? std::string("off")
+                        : "up to batch " + std::to_string(d.cuda_graph_max_bs) +
+                              (d.prefill_cuda_graph_max_tokens > 0 && !d.enable_dp_attention
+                                   ? " and prefills of up to " + std::to_string(d.prefill_cuda_graph_max_tokens) + " tokens"
+                                   : std::string()))
                 << (d.speculative_algorithm.empty() ? std::string() : ", speculative " + d.speculative_algorithm) << "\n";
       try {
         server.listen();

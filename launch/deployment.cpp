@@ -162,7 +162,9 @@ struct Deployment::Impl {
         *model, *kv,
         core::WorkerOptions{.max_batch = o.max_running_requests,
                             // DP attention pads to the agreed bucket eagerly (its graphs are not captured yet).
-                            .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs});
+                            .cuda_graph_max_bs = o.disable_cuda_graph || layout.dp_attention ? 0 : o.cuda_graph_max_bs,
+                            // A speculative engine prefills in its SpecWorkerCore, with graphs of its own.
+                            .prefill_graph_max_tokens = o.speculative_algorithm.empty() ? prefill_graph_max_tokens() : 0});
     if (!o.speculative_algorithm.empty()) {
       // Drafting ahead writes the next round's draft K/V past the Scheduler's slots (its pages
       // are not planned yet): the draft's cache has that many slots more.
@@ -177,8 +179,9 @@ struct Deployment::Impl {
       // Drafts (chains and trees) run as one device-side sequence; on CUDA one graph per
       // bucket (DP attention runs it eagerly, as its other forwards).
       const bool draft_graphs = device == Device::kCuda && !o.disable_cuda_graph && !layout.dp_attention;
+      // One request's prompt extend replays a graph too, as the target's prefill does.
       draft->enable_draft_runners(o.speculative_num_steps, draft_graphs ? std::min(o.cuda_graph_max_bs, o.max_running_requests) : o.max_running_requests,
-                                 kv->shape().usable_tokens(), draft_graphs);
+                                 kv->shape().usable_tokens(), draft_graphs, {}, draft_graphs ? prefill_graph_max_tokens() : 0);
       if (ahead && draft->chain_runner()) draft->enable_draft_ahead(kv->shape().num_slots());
     }
     bootstrap_channels();
@@ -340,7 +343,13 @@ struct Deployment::Impl {
     int64_t max_bs = std::min({o.cuda_graph_max_bs, int64_t{64}, rows_cap});
     if (o.speculative_disable_batch_size > 0) max_bs = std::min(max_bs, o.speculative_disable_batch_size);
     return {.max_bs = max_bs, .tokens_per_request = tokens,
-            .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens()), .tree = tree};
+            .max_context = std::min(config.max_position_embeddings, kv->shape().usable_tokens()), .tree = tree,
+            .prefill_max_tokens = prefill_graph_max_tokens()};
+  }
+  // The prefill graphs' largest token count (0: none): not without graphs or under DP attention.
+  int64_t prefill_graph_max_tokens() const {
+    if (o.disable_cuda_graph || layout.dp_attention || model->stream().device() != Device::kCuda) return 0;
+    return o.prefill_cuda_graph_max_tokens;
   }
 
   // Speculative decoding: the DraftWorker actor next to this rank's TargetWorker, or the draft

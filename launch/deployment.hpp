@@ -40,6 +40,10 @@ struct DeploymentOptions {
   int64_t chunked_prefill_size = 8192;
   int64_t cuda_graph_max_bs = 256;
   bool disable_cuda_graph = false;
+  // One request's prefill (a prompt or a chunk) of up to this many new tokens replays a CUDA
+  // graph captured at 16, 32, 64, ... tokens (spec/prefill_graph_runner.hpp); 0: every prefill
+  // runs eagerly.
+  int64_t prefill_cuda_graph_max_tokens = 256;
   std::vector<int64_t> cuda_graph_bs;      // sglang's --cuda-graph-bs: exactly these sizes (empty: the schedule)
   bool disable_cuda_graph_padding = false;  // replay only batches of exactly a captured size
   // Overlap scheduling (sglang's, on by default): each Scheduler plans the next batch while

@@ -5,6 +5,7 @@
 
 
 #include "kernels/error.hpp"
+#include "spec/cuda_graph_buckets.hpp"
 
 namespace aerie::launch {
 
@@ -48,6 +49,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
   app.add_option("--page-size", d.page_size, "tokens per KV page")->check(launch::kPositive);
   app.add_option("--cuda-graph-max-bs", d.cuda_graph_max_bs, "capture decode CUDA graphs up to this batch size")->check(launch::kPositive);
   app.add_flag("--disable-cuda-graph", d.disable_cuda_graph, "run every step eagerly");
+  app.add_option("--prefill-cuda-graph-max-tokens", d.prefill_cuda_graph_max_tokens,
+                 "CUDA: one request's prefill (a prompt or a chunk of one) of up to this many new tokens replays a CUDA graph "
+                 "captured at 16, 32, 64, ... tokens (0: prefills run eagerly)")
+      ->check(CLI::Range(int64_t{0}, spec::kPrefillGraphMaxTokens));
   app.add_flag("--disable-overlap-schedule", d.disable_overlap_schedule,
                "plan each batch only after the last one's result (default: the next batch is planned while the last runs)");
   app.add_flag("--enable-spec-overlap", d.enable_spec_overlap,

@@ -10,7 +10,12 @@
 namespace aerie::spec {
 
 BucketGraphs::BucketGraphs(std::string label, int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for)
-    : label_(std::move(label)), max_bs_(max_bs), graphs_on_(graphs), schedule_(max_bs), dims_for_(std::move(dims_for)) {
+    : BucketGraphs(std::move(label), BucketSchedule(max_bs), graphs, std::move(dims_for)) {
+  max_bs_ = max_bs;
+}
+
+BucketGraphs::BucketGraphs(std::string label, BucketSchedule schedule, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for)
+    : label_(std::move(label)), max_bs_(schedule.sizes().back()), graphs_on_(graphs), schedule_(std::move(schedule)), dims_for_(std::move(dims_for)) {
   AERIE_CHECK(max_bs_ >= 1, "a graph runner needs a batch of at least one");
   if (graphs_on_)
     for (int64_t bs : schedule_.sizes()) dims_[bs] = dims_for_(bs);

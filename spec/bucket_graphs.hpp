@@ -23,6 +23,8 @@ class BucketGraphs {
   // label: the runner's work in GraphTimes (aerie-bench). dims_for(bs): the forward dims of a
   // batch of bs requests (the runner's geometry).
   BucketGraphs(std::string label, int64_t max_bs, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for);
+  // The same over a schedule of the runner's own (its largest size is max_bs).
+  BucketGraphs(std::string label, BucketSchedule schedule, bool graphs, std::function<model::ForwardDims(int64_t)> dims_for);
   ~BucketGraphs();
   BucketGraphs(const BucketGraphs&) = delete;
   BucketGraphs& operator=(const BucketGraphs&) = delete;

@@ -36,6 +36,21 @@ std::vector<int64_t> cuda_graph_bucket_sizes(int64_t max_bs) {
   return s;
 }
 
+std::vector<int64_t> prefill_graph_token_buckets(int64_t max_tokens) {
+  AERIE_CHECK(max_tokens <= kPrefillGraphMaxTokens,
+              "prefill graphs take at most " << kPrefillGraphMaxTokens << " tokens, not " << max_tokens);
+  std::vector<int64_t> sizes;
+  for (int64_t t = 16; t <= max_tokens; t *= 2) sizes.push_back(t);
+  if (max_tokens >= 1 && (sizes.empty() || sizes.back() != max_tokens)) sizes.push_back(max_tokens);
+  return sizes;
+}
+
+BucketSchedule::BucketSchedule(std::vector<int64_t> sizes, bool padding) : sizes_(std::move(sizes)), padding_(padding) {
+  AERIE_CHECK(!sizes_.empty() && sizes_.front() >= 1 && std::is_sorted(sizes_.begin(), sizes_.end()) &&
+                  std::adjacent_find(sizes_.begin(), sizes_.end()) == sizes_.end(),
+              "a graph schedule needs ascending sizes >= 1");
+}
+
 std::optional<int64_t> BucketSchedule::bucket_for(int64_t batch_size) const {
   if (batch_size < 1) return std::nullopt;
   auto it = std::lower_bound(sizes_.begin(), sizes_.end(), batch_size);

@@ -55,7 +55,7 @@ model::ForwardBatch fixed_width_batch(const std::vector<ExtendSeq>& seqs, int64_
 DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
                                      const TensorView& next_pool, const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target,
                                      int64_t width, int64_t hidden_width, int64_t max_bs, int64_t max_context, bool graphs,
-                                     ExtendTopkPools topk_pools)
+                                     ExtendTopkPools topk_pools, const std::string& label)
     : net_(net),
       state_pool_(state_pool),
       next_pool_(next_pool),
@@ -69,7 +69,7 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
       hidden_width_(hidden_width),
       max_bs_(max_bs),
       max_context_(max_context),
-      buckets_("draft extend", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_(label, max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
   net_.check("an extend runner");
   AERIE_CHECK(!net_.head || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
   if (tree()) {
@@ -89,7 +89,8 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
   model::ForwardCapacity cap;
   cap.max_tokens = top * width_;
   cap.max_seqs = cap.max_logit_rows = top;
-  cap.max_kv_indices = kv.shape().num_slots() + top * width_;  // every real slot once, plus width per padded sequence
+  // Every request's context (at most every real slot once), plus width per padded sequence.
+  cap.max_kv_indices = std::min(kv.shape().num_slots(), top * max_context_) + top * width_;
   cap.max_splits = buckets_.max_splits();
   ws_ = net_.make_workspace(cap);
   if (tree()) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/buffer.hpp"
@@ -52,9 +53,10 @@ class DraftExtendRunner {
   // (empty: the same ids). width: tokens per request (chain steps + 1); hidden_width: the
   // target hidden state's width an EAGLE head reads (3H for EAGLE3). topk_pools (a tree draft):
   // the k best tokens and log-probabilities go there instead of a next token (next_pool empty).
+  // label: the runner's work in GraphTimes (a verify's extend, or one request's prompt).
   DraftExtendRunner(DraftNet net, const TensorView& state_pool, const TensorView& next_pool,
                     const TensorView& to_target, model::KvCache& kv, const model::LlamaModel& target, int64_t width, int64_t hidden_width,
-                    int64_t max_bs, int64_t max_context, bool graphs, ExtendTopkPools topk_pools = {});
+                    int64_t max_bs, int64_t max_context, bool graphs, ExtendTopkPools topk_pools = {}, const std::string& label = "draft extend");
   DraftExtendRunner(const DraftExtendRunner&) = delete;
   DraftExtendRunner& operator=(const DraftExtendRunner&) = delete;
 

@@ -8,6 +8,7 @@
 #include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
+#include "spec/graph_times.hpp"
 #include "spec/greedy_accept.hpp"
 
 namespace aerie::spec {
@@ -116,7 +117,7 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (seqs.empty()) return;
   for (const auto& s : seqs) ahead_.round.drop(s.rid);
-  if (extend_at_fixed_width(seqs, target_hidden)) return;
+  if (extend_at_fixed_width(seqs, target_hidden) || extend_prompt_at_bucket_width(seqs, target_hidden)) return;
   model::ForwardBatch b;
   std::vector<const ExtendSeq*> kept;
   for (const auto& s : seqs) {
@@ -136,24 +137,23 @@ void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorVie
       kept.push_back(&s);
     }
   }
-  TensorView in_hidden;
+  std::vector<int32_t> rows;
   if (eagle()) {
-    // The target's hidden rows of each sequence, gathered in batch order.
     AERIE_CHECK(target_hidden.defined(), "EAGLE draft extend needs the target's hidden states");
-    std::vector<int32_t> rows;
     for (const auto& s : seqs) {
       AERIE_CHECK(s.hidden_rows.size() == s.tokens.size(), "draft extend of request " << s.rid << ": one hidden row per token");
       rows.insert(rows.end(), s.hidden_rows.begin(), s.hidden_rows.end());
     }
-    in_hidden = gather(target_hidden, rows);
   }
+  // The target's hidden rows of each sequence, gathered in batch order.
+  auto hidden_in = [&] { return eagle() ? gather(target_hidden, rows) : TensorView(); };
   if (chain_ || tree_) {  // with a runner: the state stays on the device
-    const TensorView logits = forward(b, in_hidden);
     std::vector<uint64_t> rids;
     for (const auto* k : kept) rids.push_back(k->rid);
-    keep_state_on_device(b, logits, rids);
+    GraphTimes::run("draft extend (eager)", stream_, [&] { keep_state_on_device(b, forward(b, hidden_in()), rids); });
     return;
   }
+  const TensorView in_hidden = hidden_in();
   std::vector<int32_t> next;
   TopRows top;
   if (info_.topk > 1) {
@@ -195,22 +195,47 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
     f.slots.insert(f.slots.end(), s.spare_slots.begin(), s.spare_slots.end());
     fixed.push_back(std::move(f));
   }
-  return run_extend_runner(seqs, fixed, target_hidden, TensorView());
+  return run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, TensorView());
 }
 
-bool DraftWorkerCore::run_extend_runner(const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed, const TensorView& target_hidden,
-                                        const TensorView& verified_argmax) {
+bool DraftWorkerCore::extend_prompt_at_bucket_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
+  if (prompt_runners_.empty() || seqs.size() != 1) return false;
+  const ExtendSeq& s = seqs.front();
+  const auto n = static_cast<int64_t>(s.tokens.size());
+  if (!s.keep || n < 1 || !s.spare_slots.empty() || s.slots.size() != s.tokens.size() ||
+      static_cast<int64_t>(s.context.size()) != s.first_position + n || (eagle() && s.hidden_rows.size() != s.tokens.size()))
+    return false;
+  const auto it = prompt_runners_.lower_bound(n);
+  if (it == prompt_runners_.end() || (it->first != n && !spec::graph_bucket_policy().padding)) return false;
+  // The padding tokens after the prompt write the dummy slot 0 (causal attention keeps them
+  // from the prompt's tokens).
+  spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
+                    .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
+                    .state_row = -1};
+  f.slots.resize(static_cast<size_t>(it->first), 0);
+  std::vector<spec::ExtendSeq> fixed{std::move(f)};
+  return run_extend_runner(*it->second, seqs, fixed, target_hidden, TensorView());
+}
+
+std::vector<int64_t> DraftWorkerCore::prompt_extend_widths() const {
+  std::vector<int64_t> widths;
+  for (const auto& [w, r] : prompt_runners_) widths.push_back(w);
+  return widths;
+}
+
+bool DraftWorkerCore::run_extend_runner(spec::DraftExtendRunner& runner, const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed,
+                                        const TensorView& target_hidden, const TensorView& verified_argmax) {
   // Rows are taken only once the batch is known to fit, so a refusal leaves no state behind.
   for (size_t i = 0; i < seqs.size(); ++i) {
     const auto it = state_.find(seqs[i].rid);
     fixed[i].state_row = static_cast<int32_t>(it != state_.end() && it->second.hidden_row >= 0 ? it->second.hidden_row : 0);
   }
-  if (!extend_runner_->can_run(fixed)) return false;
+  if (!runner.can_run(fixed)) return false;
   for (size_t i = 0; i < seqs.size(); ++i) {
     fixed[i].state_row = static_cast<int32_t>(row_for(seqs[i].rid));
     state_[seqs[i].rid].on_device = true;
   }
-  extend_runner_->run(fixed, eagle() ? target_hidden : TensorView(), verified_argmax);
+  runner.run(fixed, eagle() ? target_hidden : TensorView(), verified_argmax);
   return true;
 }
 
@@ -231,7 +256,8 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
     for (const auto& s : seqs)
       fixed.push_back({.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots, .context = s.context, .hidden_rows = s.hidden_rows,
                        .state_row = -1});
-    if (run_extend_runner(seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)))) return;
+    if (run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n))))
+      return;
   }
   // The argmax on the host, and the extend of what it commits.
   std::vector<int32_t> argmax(seqs.size() * n);
@@ -351,11 +377,13 @@ std::vector<spec::DraftTree> DraftWorkerCore::collect_chains() {
   return trees;
 }
 
-void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend) {
+void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend,
+                                           int64_t prompt_graph_max_tokens) {
   AERIE_CHECK(state_.empty(), "the draft runners are enabled before any request reaches the draft");
   chain_.reset();
   tree_.reset();
   extend_runner_.reset();
+  prompt_runners_.clear();
   if (steps < 2) return;
   const Device dev = stream_.device();
   const int64_t K = info_.topk;
@@ -390,26 +418,28 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
         spec::TreeStatePools{.hidden = state_hidden, .top_tokens = top_tokens_pool_.view(),
                              .top_logp = top_logp_pool_.view(), .padding_row = static_cast<int32_t>(max_requests_)},
         to_target, kv_, target_, steps, K, runner_bs, max_context, graphs);
-    // The extend after a tree verify at the same fixed width as a chain's (its committed path
-    // is at most steps + 1 tokens), leaving the k best first tokens in the tree runner's pools.
-    if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
-      extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
-          net, state_hidden, TensorView(), to_target, kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0, runner_bs,
-          max_context, graphs, spec::ExtendTopkPools{.top_tokens = top_tokens_pool_.view(), .top_logp = top_logp_pool_.view()});
-    return;
+  } else {
+    next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
+    next_pool_.zero();
+    extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
+    extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
+    chain_ = std::make_unique<spec::DraftChainRunner>(net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps, runner_bs,
+                                                      max_context, graphs);
   }
-  next_pool_ = Buffer(dev, DType::kI32, {max_requests_ + 1});
-  next_pool_.zero();
-  extend_argmax_ = std::make_unique<spec::DeviceArgmax>(dev, max_requests_);
-  extend_tokens_ = Buffer(dev, DType::kI32, {max_requests_, 1});
-  chain_ = std::make_unique<spec::DraftChainRunner>(net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps, runner_bs,
-                                                    max_context, graphs);
-  // The extend after a chain verify at its fixed width (not under DP attention, whose
-  // forwards go through the step's padding plan).
-  if (fixed_width_extend.value_or(graphs) && !target_.dp_attention())
-    extend_runner_ = std::make_unique<spec::DraftExtendRunner>(
-        net, state_hidden, next_pool_.view(), to_target, kv_, target_, steps + 1, head_ ? head_->config().input_width() : 0, runner_bs,
-        max_context, graphs);
+  // An extend runner of `width` tokens a request leaving a chain's next token in next_pool_ or
+  // a tree's k best first tokens in the tree runner's pools.
+  const auto extend_runner = [&](int64_t width, int64_t bs, const char* label) {
+    const spec::ExtendTopkPools pools =
+        K > 1 ? spec::ExtendTopkPools{.top_tokens = top_tokens_pool_.view(), .top_logp = top_logp_pool_.view()} : spec::ExtendTopkPools{};
+    return std::make_unique<spec::DraftExtendRunner>(net, state_hidden, K > 1 ? TensorView() : next_pool_.view(), to_target, kv_, target_, width,
+                                                     head_ ? head_->config().input_width() : 0, bs, max_context, graphs, pools, label);
+  };
+  // The extend after a chain or tree verify at its fixed width (a tree's committed path is at
+  // most steps + 1 tokens); not under DP attention, whose forwards go through the step's padding plan.
+  if (fixed_width_extend.value_or(graphs) && !target_.dp_attention()) extend_runner_ = extend_runner(steps + 1, runner_bs, "draft extend");
+  if (prompt_graph_max_tokens > 0 && !target_.dp_attention())
+    for (int64_t width : spec::prefill_graph_token_buckets(std::min(prompt_graph_max_tokens, max_context)))
+      prompt_runners_[width] = extend_runner(width, 1, "draft prompt extend");
 }
 
 void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {

@@ -10,6 +10,7 @@
 //     step and returns each request's verify tree (spec/draft_tree.hpp).
 // Token ids in and out are target ids (an EAGLE3 head's reduced vocabulary is mapped).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -68,7 +69,12 @@ class DraftWorkerCore : public DraftPort {
   // fixed_width_extend (default: with graphs): a chain or tree verify's extend runs at width
   // steps + 1 (spec/draft_extend_runner.hpp), captured with graphs; without graphs it only
   // costs the padding tokens' compute, so the CPU keeps the variable-width extend (tests turn it on).
-  void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {});
+  // prompt_graph_max_tokens > 0 (with graphs): one request's prompt extend (its final chunk) of
+  // up to that many tokens runs at the width of a token-count bucket (16, 32, 64, ...;
+  // spec/cuda_graph_buckets.hpp), one graph each, its padding tokens on the dummy slot 0, as the
+  // target's prefill graphs do (spec/prefill_graph_runner.hpp).
+  void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {},
+                            int64_t prompt_graph_max_tokens = 0);
   // Drafting ahead (EAGLE chains through the chain runner; DraftPort::propose_ahead): the next
   // round's proposal is enqueued right after this round's extend, its draft K/V written to
   // scratch slots past the Scheduler's pool (draft_ahead_slots() of them from
@@ -88,6 +94,8 @@ class DraftWorkerCore : public DraftPort {
   const spec::DraftChainRunner* chain_runner() const { return chain_.get(); }
   const spec::DraftTreeRunner* tree_runner() const { return tree_.get(); }
   const spec::DraftExtendRunner* extend_runner() const { return extend_runner_.get(); }
+  // The prompt extend runners' widths (empty: prompts extend eagerly).
+  std::vector<int64_t> prompt_extend_widths() const;
 
   const model::EagleHead* head() const { return head_.get(); }
   bool has_state(uint64_t rid) const { return state_.count(rid) != 0; }
@@ -144,8 +152,11 @@ class DraftWorkerCore : public DraftPort {
   // Runs `fixed` (seqs' requests at the runner's width) when the runner takes it, giving each
   // request its state row then; false, with no state changed, when it does not fit.
   // verified_argmax: as DraftExtendRunner::run's.
-  bool run_extend_runner(const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed, const TensorView& target_hidden,
-                         const TensorView& verified_argmax);
+  bool run_extend_runner(spec::DraftExtendRunner& runner, const std::vector<ExtendSeq>& seqs, std::vector<spec::ExtendSeq>& fixed,
+                         const TensorView& target_hidden, const TensorView& verified_argmax);
+  // One request's prompt extend through the prompt runner of the smallest width that holds
+  // it; false when none takes it (several requests, a chunk that keeps no state, too long).
+  bool extend_prompt_at_bucket_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
 
   DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;
@@ -165,6 +176,7 @@ class DraftWorkerCore : public DraftPort {
   Buffer top_values_, top_ids_;    // [rows, k] run_top's output
   std::unique_ptr<spec::DraftChainRunner> chain_;
   std::unique_ptr<spec::DraftExtendRunner> extend_runner_;  // with chain_: verify extends at width steps + 1
+  std::map<int64_t, std::unique_ptr<spec::DraftExtendRunner>> prompt_runners_;  // width -> one request's prompt extend
   std::unique_ptr<spec::DraftTreeRunner> tree_;
   // Device-resident state (with a runner): each request's next token (chains) or k best first
   // tokens and their log-probabilities (trees) at its row, the draft -> target id map, and the

@@ -36,4 +36,15 @@ void log_dp_step(const transport::BatchMessage& m) {
                              << " tokens " << m.input_ids.size());
 }
 
+const char* eager_label(transport::ForwardMode mode) {
+  switch (mode) {
+    case transport::ForwardMode::kExtend: return "target prefill (eager)";
+    case transport::ForwardMode::kDecode: return "target decode (eager)";
+    case transport::ForwardMode::kMixed: return "target mixed (eager)";
+    case transport::ForwardMode::kVerify: return "target verify (eager)";
+    case transport::ForwardMode::kIdle: break;
+  }
+  return "target idle (eager)";
+}
+
 }  // namespace aerie::core

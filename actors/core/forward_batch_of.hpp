@@ -19,5 +19,9 @@ parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m);
 // Logs, at debug level, the step a DP-attention rank is about to run: "DP step N bucket B
 // padding MAX_LEN|SUM_LEN tokens T" (every rank of a step must log the same bucket).
 void log_dp_step(const transport::BatchMessage& m);
+// What spec::GraphTimes (aerie-generate --graph-times) calls a target forward of this mode
+// that runs outside the captured graphs: "target prefill (eager)" for EXTEND, "target decode
+// (eager)", "target verify (eager)", "target mixed (eager)".
+const char* eager_label(transport::ForwardMode mode);
 
 }  // namespace aerie::core

@@ -15,7 +15,9 @@ GenerationEngine::GenerationEngine(model::LlamaModel& model, model::KvCache& kv,
     : model_(model),
       kv_(kv),
       options_(options),
-      worker_(model, kv, {.max_batch = options.max_running_requests, .cuda_graph_max_bs = options.cuda_graph_max_bs}) {}
+      worker_(model, kv,
+              {.max_batch = options.max_running_requests, .cuda_graph_max_bs = options.cuda_graph_max_bs,
+               .prefill_graph_max_tokens = options.prefill_graph_max_tokens}) {}
 
 std::vector<GenerationResult> GenerationEngine::generate(const std::vector<GenerationRequest>& requests) {
   SchedulerCore scheduler(kv_.shape(),
@@ -34,7 +36,8 @@ std::vector<GenerationResult> GenerationEngine::generate(const std::vector<Gener
   }
   const auto& s = scheduler.stats();
   stats_ = {.forward_steps = s.iterations, .preemptions = s.preemptions, .max_batch = s.max_batch,
-            .graph_replays = worker_.stats().graph_replays, .prefill_chunks = s.prefill_chunks};
+            .graph_replays = worker_.stats().graph_replays, .prefill_graph_replays = worker_.stats().prefill_graph_replays,
+            .prefill_chunks = s.prefill_chunks};
   return results;
 }
 

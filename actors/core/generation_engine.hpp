@@ -17,6 +17,7 @@ struct EngineOptions {
   int64_t max_running_requests = 256;
   int64_t max_prefill_tokens = 16384;  // prompt tokens per iteration (longer prompts are chunked)
   int64_t cuda_graph_max_bs = 0;       // > 0 on CUDA: capture decode graphs up to this batch size
+  int64_t prefill_graph_max_tokens = 0;  // > 0 on CUDA: one request's prefill of up to this many tokens replays a graph
   bool overlap = false;                // plan each batch before the last one's result (SchedulerOptions::overlap)
 };
 
@@ -25,6 +26,7 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t max_batch = 0;
   int64_t graph_replays = 0;
+  int64_t prefill_graph_replays = 0;
   int64_t prefill_chunks = 0;
 };
 

@@ -10,6 +10,7 @@
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "spec/draft_tree.hpp"
+#include "spec/graph_times.hpp"
 #include "spec/greedy_accept.hpp"
 #include "spec/tree_acceptor.hpp"
 
@@ -46,11 +47,18 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, sp
   if (graphs.max_bs > 0 && graphs.tokens_per_request > 1 && target.stream().device() == Device::kCuda)
     verify_graphs_ = std::make_unique<spec::DecodeGraphRunner>(target, kv, std::min(graphs.max_bs, max_batch), graphs.max_context,
                                                                graphs.tokens_per_request, graphs.tree);
+  if (graphs.prefill_max_tokens > 0 && target.stream().device() == Device::kCuda) {
+    const int64_t max_context = std::min(target.config().max_position_embeddings, kv.shape().usable_tokens());
+    prefill_graphs_ = std::make_unique<spec::PrefillGraphRunner>(target, kv, std::min(graphs.prefill_max_tokens, max_context), max_context);
+  }
 }
 
 TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {
   last_verify_replayed_ = verify_graphs_ && verify_graphs_->can_run(b);
-  return last_verify_replayed_ ? verify_graphs_->replay(b) : target_.forward(b, kv_);
+  if (last_verify_replayed_) return verify_graphs_->replay(b);
+  TensorView logits;
+  spec::GraphTimes::run(eager_label(transport::ForwardMode::kVerify), target_.stream(), [&] { logits = target_.forward(b, kv_); });
+  return logits;
 }
 
 
@@ -73,7 +81,9 @@ transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m)
 transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) {
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   const model::ForwardBatch b = forward_batch_of(m);
-  const TensorView logits = target_.forward(b, kv_);
+  TensorView logits;
+  if (prefill_graphs_ && prefill_graphs_->can_run(b)) logits = prefill_graphs_->replay(b);
+  else spec::GraphTimes::run(eager_label(m.mode), target_.stream(), [&] { logits = target_.forward(b, kv_); });
   r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), target_.stream());
   r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, target_.stream());
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();

@@ -18,6 +18,7 @@
 #include "model/sampler.hpp"
 #include "kernels/staging.hpp"
 #include "spec/decode_graph_runner.hpp"
+#include "spec/prefill_graph_runner.hpp"
 #include "spec/device_argmax.hpp"
 #include "spec/tree_acceptor.hpp"
 #include "transport/messages.hpp"
@@ -32,6 +33,9 @@ struct VerifyGraphOptions {
   int64_t tokens_per_request = 0;
   int64_t max_context = 0;  // the longest context a request may have
   bool tree = false;        // tree drafting: the graphs take the verify's tree mask
+  // > 0 on CUDA: one request's prefill of up to this many tokens replays a graph
+  // (spec::PrefillGraphRunner, writing the hidden states the draft extend reads).
+  int64_t prefill_max_tokens = 0;
 };
 
 class SpecWorkerCore {
@@ -77,6 +81,7 @@ class SpecWorkerCore {
   LogprobReader logprobs_;
   Buffer logit_rows_, committed_logits_;  // verify: the committed tokens' logit rows, gathered
   std::unique_ptr<spec::DecodeGraphRunner> verify_graphs_;
+  std::unique_ptr<spec::PrefillGraphRunner> prefill_graphs_;
   bool last_verify_replayed_ = false;  // the last verify_forward ran a graph (its argmax is ready)
   // A greedy chain verify whose draft extend goes right behind it: the eager verify's argmax,
   // and the argmax's copy to the host with the mark the host waits for (not the extend's).

@@ -7,6 +7,7 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
+#include "spec/graph_times.hpp"
 
 namespace aerie::core {
 
@@ -21,10 +22,11 @@ TargetWorkerCore::TargetWorkerCore(model::LlamaModel& model, model::KvCache& kv,
       timeline_(model.stream().device()) {
   AERIE_CHECK(options_.max_batch > 0, "worker max batch must be positive");
   if (model.stream().device() == Device::kCuda) cuda_device_ = cuda_runtime::current_device();
-  if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda) {
-    graphs_ = std::make_unique<spec::DecodeGraphRunner>(model, kv, std::min(options_.cuda_graph_max_bs, options_.max_batch),
-                                                        std::min(model.config().max_position_embeddings, kv.shape().usable_tokens()));
-  }
+  const int64_t max_context = std::min(model.config().max_position_embeddings, kv.shape().usable_tokens());
+  if (options_.cuda_graph_max_bs > 0 && model.stream().device() == Device::kCuda)
+    graphs_ = std::make_unique<spec::DecodeGraphRunner>(model, kv, std::min(options_.cuda_graph_max_bs, options_.max_batch), max_context);
+  if (options_.prefill_graph_max_tokens > 0 && model.stream().device() == Device::kCuda)
+    prefill_graphs_ = std::make_unique<spec::PrefillGraphRunner>(model, kv, std::min(options_.prefill_graph_max_tokens, max_context), max_context);
 }
 
 transport::BatchResult TargetWorkerCore::execute(const transport::BatchMessage& batch) {
@@ -178,14 +180,19 @@ TensorView TargetWorkerCore::run(const transport::BatchMessage& m, transport::Ba
   model::ForwardBatch b = forward_batch_of(m);
   b.future_tokens = device_futures_.table();  // ids naming a slot are resolved on the device
   const bool replay = graphs_ && graphs_->can_run(b);
+  const bool prefill_replay = !replay && prefill_graphs_ && prefill_graphs_->can_run(b);
   // The in-graph argmax serves all-greedy batches that need no logits back.
   const bool adjusted = !m.adjust_ids.empty();  // penalties, logit_bias, min_new_tokens
   const bool want_logprobs = std::any_of(m.sampling.begin(), m.sampling.end(), [](const auto& s) { return s.logprobs >= 0; });
   const bool all_greedy = !adjusted && !want_logprobs &&
                           std::all_of(m.sampling.begin(), m.sampling.end(), [](const auto& s) { return s.temperature == 0.0f; });
   stats_.graph_replays += replay ? 1 : 0;
+  stats_.prefill_graph_replays += prefill_replay ? 1 : 0;
   if (replay && all_greedy) return graphs_->replay_greedy_on_device(b);
-  const TensorView logits = replay ? graphs_->replay(b) : model_.forward(b, kv_);
+  TensorView logits;
+  if (replay) logits = graphs_->replay(b);
+  else if (prefill_replay) logits = prefill_graphs_->replay(b);
+  else spec::GraphTimes::run(eager_label(m.mode), model_.stream(), [&] { logits = model_.forward(b, kv_); });
   const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
   const auto rows = sampling_rows_of(m);
   if (!want_logprobs) return sampler_.sample_on_device(to_sample, rows, model_.stream());

@@ -1,7 +1,7 @@
 #pragma once
 // TargetWorkerCore: the CAF-free part of a TargetWorker. It runs one BatchMessage on its
 // rank's model and KV cache (a captured CUDA graph when the batch is a decode that fits a
-// bucket, eagerly otherwise), samples the requested rows and reports the tokens. Errors
+// bucket or one request's short prefill, eagerly otherwise), samples the requested rows and reports the tokens. Errors
 // become a BatchResult with `error` set; the worker stays usable.
 //
 // Overlap scheduling: a batch's decodes may name tokens of the batch before it by future
@@ -24,6 +24,7 @@
 #include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "spec/decode_graph_runner.hpp"
+#include "spec/prefill_graph_runner.hpp"
 #include "transport/messages.hpp"
 
 namespace aerie::core {
@@ -31,11 +32,13 @@ namespace aerie::core {
 struct WorkerOptions {
   int64_t max_batch = 256;          // sequences per batch at most (sampler capacity)
   int64_t cuda_graph_max_bs = 0;    // > 0 on CUDA: capture decode graphs up to this batch size
+  int64_t prefill_graph_max_tokens = 0;  // > 0 on CUDA: one request's prefill of up to this many tokens replays a graph
 };
 
 struct WorkerStats {
   int64_t batches = 0;
-  int64_t graph_replays = 0;
+  int64_t graph_replays = 0;          // decode graphs
+  int64_t prefill_graph_replays = 0;  // one request's prefill (spec::PrefillGraphRunner), plain batches
   int64_t errors = 0;
 };
 
@@ -84,6 +87,7 @@ class TargetWorkerCore {
   LogprobReader logprobs_;
   LogitAdjuster adjuster_;
   std::unique_ptr<spec::DecodeGraphRunner> graphs_;
+  std::unique_ptr<spec::PrefillGraphRunner> prefill_graphs_;
   std::unique_ptr<SpecWorkerCore> spec_;
   FutureTokenMap futures_;        // speculative batches
   DeviceFutureTokens device_futures_;  // plain batches

@@ -267,6 +267,62 @@ TEST(DraftExtendRunner, FixedWidthExtendLeavesTheStateOfTheVariableWidthOne) {
   }
 }
 
+// One request's prompt extend at a token-count bucket's width (the prompt runners of
+// enable_draft_runners' prompt_graph_max_tokens: padding tokens after the prompt on the dummy
+// slot 0) leaves what the eager extend leaves: the same draft K/V in every slot but the dummy
+// one, and the same next proposals. Prompts below, at and above a bucket's size (5, 16, 17 and
+// 40 tokens over widths 16, 32, 64) and one past the largest (70: eager in both); chains of
+// EAGLE3 (reduced vocabulary), EAGLE (hot tokens) and STANDALONE, and their trees of topk 2.
+TEST(DraftExtendRunner, OneRequestsPromptAtABucketWidthLeavesWhatTheEagerExtendLeaves) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(41);
+  constexpr int64_t kSteps = 4, kDraftTokens = 8;
+  for (const int64_t topk : {1, 2})
+    for (const DraftCase& c : {kEagle3Reduced, kEagleHot, kStandalone}) {
+      const std::string what = c.name + " topk " + std::to_string(topk);
+      const bool eagle = c.eagle();
+      model::KvCache kv_a(c.layer(), model::kv_shape_for_tokens(1200, 1), Device::kCpu, DType::kF32);
+      model::KvCache kv_b(c.layer(), model::kv_shape_for_tokens(1200, 1), Device::kCpu, DType::kF32);
+      auto eager = c.core(*target, kv_a, 13, topk, 200.0f);
+      auto bucketed = c.core(*target, kv_b, 13, topk, 200.0f);
+      eager->enable_draft_runners(kSteps, 8, 1200, /*graphs=*/false);
+      bucketed->enable_draft_runners(kSteps, 8, 1200, /*graphs=*/false, /*fixed_width_extend=*/{}, /*prompt_graph_max_tokens=*/64);
+      EXPECT_TRUE(eager->prompt_extend_widths().empty()) << what;
+      EXPECT_EQ(bucketed->prompt_extend_widths(), (std::vector<int64_t>{16, 32, 64})) << what;
+      Buffer hidden;
+      if (eagle) hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
+      std::vector<spec::DraftProposeSeq> ps;
+      const std::vector<int32_t> lengths = {5, 16, 17, 40, 70};
+      for (uint64_t rid = 1; rid <= lengths.size(); ++rid) {
+        const int32_t n = lengths[rid - 1];
+        const auto prompt = random_prompt(rng, rid, n, eagle);
+        for (auto* core : {eager.get(), bucketed.get()}) core->extend({prompt}, eagle ? hidden.view() : TensorView());
+        const int32_t first = eagle ? n - 1 : n;
+        ps.push_back(topk > 1 ? tree_proposal(rid, first, kSteps, topk, prompt.tokens.back())
+                              : spec::DraftProposeSeq{.rid = rid, .first_position = first,
+                                                      .context = own_range(slots(0, first + static_cast<int32_t>(kSteps)), rid),
+                                                      .root_token = prompt.tokens.back()});
+      }
+      for (int64_t l = 0; l < c.layer().num_layers; ++l)
+        for (const auto& [a, b] : {std::pair{kv_a.k(l), kv_b.k(l)}, std::pair{kv_a.v(l), kv_b.v(l)}}) {
+          const int64_t row = a.numel() / a.dim(0);
+          const auto* x = static_cast<const float*>(a.data);
+          const auto* y = static_cast<const float*>(b.data);
+          double worst = 0;
+          for (int64_t i = row; i < a.numel(); ++i) worst = std::max(worst, static_cast<double>(std::abs(x[i] - y[i])));  // past slot 0
+          EXPECT_LT(worst, 1e-4) << what << " layer " << l;
+        }
+      if (topk > 1) {
+        const auto want = eager->propose_tree(ps, kSteps, kDraftTokens);
+        const auto got = bucketed->propose_tree(ps, kSteps, kDraftTokens);
+        ASSERT_EQ(got.size(), want.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << what << " request " << i;
+      } else {
+        EXPECT_EQ(bucketed->propose_chain(ps, kSteps), eager->propose_chain(ps, kSteps)) << what;
+      }
+    }
+}
+
 // The tree runner (spec/draft_tree_runner.hpp: the frontier, its paths and the candidates
 // built on the device, one copy back) proposes exactly the trees step-by-step tree drafting
 // proposes, for topk 2 and 4: EAGLE3 with a reduced vocabulary (ids mapped on the device),

@@ -1,5 +1,6 @@
 // The model on the GPU: against the CPU reference, graph replay against eager for every
-// bucket (and batches that need padding), and the engine with and without graphs.
+// bucket (and batches that need padding), one request's prefill graphs against eager, and the
+// engine with and without graphs.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -7,6 +8,7 @@
 #include "actors/core/generation_engine.hpp"
 #include "spec/verify_batch.hpp"
 #include "spec/decode_graph_runner.hpp"
+#include "spec/prefill_graph_runner.hpp"
 #include "spec/draft_tree.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
@@ -282,6 +284,87 @@ TEST_F(CudaModel, TreeVerifyGraphEqualsEagerUnderItsMask) {
   g.model->set_hidden_capture({});
 }
 
+// One request's prefill through the prefill graphs (new tokens padded up to a token-count
+// bucket inside the sequence) against the eager forward: the last token's logits, the hidden
+// states a draft reads and the K/V rows written, for prompts at, below and above a bucket's
+// size, after a cached prefix, and a chunk that wants no logits. Each path writes a cache of its
+// own, filled alike beforehand (so a prefix is meaningful and a wrong slot shows).
+TEST_F(CudaModel, PrefillGraphEqualsEagerWithAndWithoutACachedPrefix) {
+  GpuModel g(DType::kF32, 4096);
+  g.model->set_hidden_capture({.final_normed = true, .aux_layers = {0, g.config.num_layers - 1}});
+  model::KvCache graph_kv(g.config, model::kv_shape_for_tokens(4096, 4), Device::kCuda, DType::kF32);
+  for (model::KvCache* kv : {g.kv.get(), &graph_kv})
+    for (int64_t l = 0; l < g.config.num_layers; ++l) {
+      ASSERT_TRUE(kernels::fill_normal({.x = kv->k(l), .seed = 500 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+      ASSERT_TRUE(kernels::fill_normal({.x = kv->v(l), .seed = 600 + static_cast<uint64_t>(l)}, g.stream.get()).is_ok());
+    }
+  spec::PrefillGraphRunner runner(*g.model, graph_kv, 128, 2048);
+  EXPECT_EQ(runner.buckets(), (std::vector<int64_t>{16, 32, 64, 128}));
+  std::mt19937 rng(9);
+  struct Case {
+    int32_t prefix, tokens;
+    bool logits;
+  };
+  int32_t first_slot = 4;  // page 0 is the dummy page
+  for (const Case c : {Case{0, 1, true}, Case{0, 5, true}, Case{0, 16, true}, Case{0, 17, true}, Case{0, 64, true}, Case{0, 100, true},
+                       Case{0, 128, true}, Case{37, 30, true}, Case{200, 64, true}, Case{50, 40, false}}) {
+    model::ForwardBatch b;
+    for (int32_t p = 0; p < c.prefix + c.tokens; ++p) b.kv_indices.push_back(first_slot + p);
+    for (int32_t p = c.prefix; p < c.prefix + c.tokens; ++p) {
+      b.input_ids.push_back(static_cast<int32_t>(rng() % g.config.vocab_size));
+      b.positions.push_back(p);
+      b.out_cache_loc.push_back(first_slot + p);
+    }
+    b.qo_indptr = {0, c.tokens};
+    b.kv_indptr = {0, c.prefix + c.tokens};
+    if (c.logits) b.logit_rows = {c.tokens - 1};
+    const std::string what = "prefix " + std::to_string(c.prefix) + ", " + std::to_string(c.tokens) + " tokens";
+    ASSERT_TRUE(runner.can_run(b)) << what;
+    const auto eager = host_copy(g.model->forward(b, *g.kv), g.stream.get());
+    const auto eager_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    const auto graph = host_copy(runner.replay(b), g.stream.get());
+    const auto graph_hidden = host_copy(g.model->captured_hidden(), g.stream.get());
+    ASSERT_EQ(graph.size(), c.logits ? static_cast<size_t>(g.config.vocab_size) : 0u) << what;
+    ASSERT_EQ(graph.size(), eager.size()) << what;
+    if (c.logits) {
+      EXPECT_LT(rel_error(graph, eager), 1e-4) << what;
+      EXPECT_EQ(row_argmax(graph, g.config.vocab_size), row_argmax(eager, g.config.vocab_size)) << what;
+    }
+    ASSERT_EQ(graph_hidden.size(), eager_hidden.size()) << what;
+    EXPECT_LT(rel_error(graph_hidden, eager_hidden), 1e-4) << what;
+    for (int64_t l = 0; l < g.config.num_layers; ++l) {
+      const int64_t from = first_slot + c.prefix, to = from + c.tokens;
+      EXPECT_LT(rel_error(host_copy(graph_kv.k(l).slice_rows(from, to), g.stream.get()), host_copy(g.kv->k(l).slice_rows(from, to), g.stream.get())),
+                1e-5)
+          << what << " layer " << l << " K";
+      EXPECT_LT(rel_error(host_copy(graph_kv.v(l).slice_rows(from, to), g.stream.get()), host_copy(g.kv->v(l).slice_rows(from, to), g.stream.get())),
+                1e-5)
+          << what << " layer " << l << " V";
+    }
+    first_slot += 300;  // past this case's 264 slots at most
+  }
+  // Not this runner's: two requests, more tokens than the largest bucket, a mask, two logit rows.
+  model::ForwardBatch two;
+  two.input_ids = {1, 2};
+  two.positions = {0, 0};
+  two.out_cache_loc = {4, 8};
+  two.kv_indices = {4, 8};
+  two.qo_indptr = {0, 1, 2};
+  two.kv_indptr = {0, 1, 2};
+  two.logit_rows = {0, 1};
+  EXPECT_FALSE(runner.can_run(two));
+  model::ForwardBatch one = prefill(std::vector<int32_t>(129, 3));
+  EXPECT_FALSE(runner.can_run(one));  // 129 tokens (and a logit row for each)
+  one = prefill(std::vector<int32_t>(20, 3));
+  EXPECT_FALSE(runner.can_run(one));  // a logit row for each token
+  one.logit_rows = {19};
+  EXPECT_TRUE(runner.can_run(one));
+  one.custom_mask.assign(20 * 20, 1);
+  one.mask_indptr = {0, 400};
+  EXPECT_FALSE(runner.can_run(one));
+  g.model->set_hidden_capture({});
+}
+
 TEST_F(CudaModel, EngineOutputsMatchCpuWithAndWithoutGraphs) {
   std::mt19937 rng(7);
   std::vector<core::GenerationRequest> reqs;
@@ -306,5 +389,15 @@ TEST_F(CudaModel, EngineOutputsMatchCpuWithAndWithoutGraphs) {
     if (graph_bs > 0) {
       EXPECT_GT(engine.stats().graph_replays, 0);
     }
+  }
+  // One request at a time, so every prefill is one request's and replays a prefill graph:
+  // whole prompts, and prompts in chunks of 16 (the last chunk's logits only).
+  for (int64_t chunk : {int64_t{16384}, int64_t{16}}) {
+    GpuModel g(DType::kF32, 4096);
+    core::GenerationEngine engine(
+        *g.model, *g.kv, {.max_running_requests = 1, .max_prefill_tokens = chunk, .cuda_graph_max_bs = 32, .prefill_graph_max_tokens = 64});
+    const auto got = engine.generate(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].output_ids, ref[i].output_ids) << "request " << i << " chunks of " << chunk;
+    EXPECT_GE(engine.stats().prefill_graph_replays, static_cast<int64_t>(reqs.size())) << "chunks of " << chunk;
   }
 }

@@ -415,6 +415,32 @@ TEST(CudaDraftExtend, GraphsLeaveTheStateOfTheEagerExtend) {
   }
 }
 
+// One request's prompt extend through the prompt graphs (a graph per token-count bucket, 16
+// to 64 here, the padding tokens on the dummy slot 0 full of garbage before each) leaves the
+// state of the eager extend: sixteen prompts of 2-91 tokens (those past 64 extend eagerly in
+// both cores), then every request's chain proposed by both. EAGLE3 and STANDALONE.
+TEST(CudaDraftExtend, PromptGraphsLeaveTheStateOfTheEagerExtend) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto cfg = model::LlamaConfig::named_shape("tiny");
+  OwnedStream stream(Device::kCuda);
+  model::LlamaModel target(cfg, model::random_llama_weights(cfg, 5, Device::kCuda, DType::kF32, 0.1f), stream.get(), DType::kF32);
+  std::mt19937 rng(19);
+  for (const bool eagle : {true, false}) {
+    const auto hc = model::EagleHeadConfig::for_target(model::EagleKind::kEagle3, cfg, 200);
+    const model::LlamaConfig layer = eagle ? hc.layer : cfg;
+    const auto shape = model::kv_shape_for_tokens(17 * 128, 1);
+    model::KvCache kv_a(layer, shape, Device::kCuda, DType::kF32), kv_b(layer, shape, Device::kCuda, DType::kF32);
+    auto eager = tiny_draft_core(eagle, hc, target, kv_a, stream.get());
+    auto graphed = tiny_draft_core(eagle, hc, target, kv_b, stream.get());
+    eager->enable_draft_runners(4, 16, shape.usable_tokens(), /*graphs=*/false, /*fixed_width_extend=*/false);
+    graphed->enable_draft_runners(4, 16, shape.usable_tokens(), /*graphs=*/true, {}, /*prompt_graph_max_tokens=*/64);
+    ASSERT_EQ(graphed->prompt_extend_widths(), (std::vector<int64_t>{16, 32, 64}));
+    garbage_in_dummy_slot(kv_b, layer.num_layers, 90, stream.get());
+    const auto ps = prompt_sixteen(rng, eagle, hc, {eager.get(), graphed.get()}, 4);
+    EXPECT_EQ(graphed->propose_chain(ps, 4), eager->propose_chain(ps, 4)) << (eagle ? "EAGLE3" : "STANDALONE");
+  }
+}
+
 // --disable-cuda-graph-padding: a batch of 11 requests (no bucket of exactly 11) decodes,
 // verifies and drafts eagerly while batches of captured sizes replay; the greedy outputs equal
 // plain decoding's, chain and tree. (The draft runners once dereferenced the missing bucket.)

@@ -56,6 +56,28 @@ TEST(CudaGraphBuckets, FollowTheLaunchsPolicy) {
   EXPECT_THROW(set_graph_bucket_policy({.sizes = {0, 4}, .padding = true}), Error);
 }
 
+// One request's prefill graphs (spec/prefill_graph_runner.hpp) are captured at powers of two
+// from 16 tokens, and at the largest size asked for; a prompt pads up to the next.
+TEST(CudaGraphBuckets, PrefillTokenBucketsArePowersOfTwoUpToTheLargest) {
+  EXPECT_EQ(prefill_graph_token_buckets(256), (std::vector<int64_t>{16, 32, 64, 128, 256}));
+  EXPECT_EQ(prefill_graph_token_buckets(100), (std::vector<int64_t>{16, 32, 64, 100}));
+  EXPECT_EQ(prefill_graph_token_buckets(8), (std::vector<int64_t>{8}));
+  EXPECT_TRUE(prefill_graph_token_buckets(0).empty());
+  EXPECT_THROW(prefill_graph_token_buckets(kPrefillGraphMaxTokens + 1), Error);
+  const BucketSchedule tokens(prefill_graph_token_buckets(100), /*padding=*/true);
+  EXPECT_EQ(*tokens.bucket_for(1), 16);
+  EXPECT_EQ(*tokens.bucket_for(17), 32);
+  EXPECT_EQ(*tokens.bucket_for(65), 100);
+  EXPECT_FALSE(tokens.bucket_for(101));
+  const BucketSchedule exact(prefill_graph_token_buckets(100), /*padding=*/false);
+  EXPECT_FALSE(exact.bucket_for(17));
+  EXPECT_EQ(*exact.bucket_for(32), 32);
+  EXPECT_THROW(BucketSchedule({}, true), Error);
+  EXPECT_THROW(BucketSchedule({32, 16}, true), Error);
+  EXPECT_THROW(BucketSchedule({16, 16}, true), Error);
+  EXPECT_THROW(BucketSchedule({0, 16}, true), Error);
+}
+
 // Without graphs (the CPU) a runner's work runs eagerly; GraphTimes, when on, times it under
 // the runner's label with the host clock, and collect() starts afresh.
 TEST(GraphTimes, TimesEachRunnersWorkUnderItsLabelWhileOn) {

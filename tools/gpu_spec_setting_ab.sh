@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On one H200 (device kind nvidia-h200): two or more settings of ONE build (aerie-generate flags)
+# on the real model, interleaved over ROUNDS rounds (default 2) so clocks and neighbours drift
+# alike: SmolLM2 + the trained EAGLE-3 head (HEAD, default .device_model/v10), PROMPTS held-out
+# prompts (default 200), batch EVAL_BATCHES (default 1), greedy, CONFIGS (default "plain chain-3
+# chain-5 tree-4x5-8"); then, with --graph-times, where the device's time goes in each setting
+# (GAP_PROMPTS prompts, default 100, GAP_CONFIGS default "plain chain-5"): each runner's time a run
+# and the gaps between runners, by transition.
+#   SETTINGS="name:flag,flag name:..." (default "eager:--prefill-cuda-graph-max-tokens=0 graphs:"):
+#   the flags of each setting, comma-separated, added to every configuration.
+# Needs .device.tgz (BUILD_DIR=build BINS=launch/aerie-generate bash tools/device_pack.sh) and
+# .device_model/ with smollm2.gguf (or its parts and .sha256) and the head.
+#   device run (carry [".device.tgz"]): bash tools/gpu_spec_setting_ab.sh
+# The table in $OUT/spec_setting_ab.txt, each run's JSON and log in $OUT/logs.tgz.
+set -uo pipefail
+RESULTS=${OUT:-/tmp/aerie-gpu-setting-ab}
+source "$(dirname "$0")/gpu_steps.sh"
+M=$PWD/.device_model/smollm2.gguf
+if [[ ! -f $M ]]; then
+  cat .device_model/smollm2.gguf.part_* > "$M" && echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c || exit 1
+fi
+HEAD=${HEAD:-$PWD/.device_model/v10}
+SETTINGS=${SETTINGS:-"eager:--prefill-cuda-graph-max-tokens=0 graphs:"}
+eval_run() {  # name, flags (comma-separated), prompts, configs, more eval_spec.py flags...
+  local name=$1 flags=${2//,/ } prompts=$3 configs=$4
+  shift 4
+  STEP_TAIL=${STEP_TAIL:-0} step "$name" 400 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" \
+    --head "$HEAD" --device cuda --dtype bf16 --prompts "$prompts" --max-new 128 --batch-size ${EVAL_BATCHES:-1} --temperature 0 \
+    --configs $configs --extra="$flags $*" --json "$LOGS/$name.json"
+}
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for s in $SETTINGS; do
+    eval_run "eval_${s%%:*}_$round" "${s#*:}" "${PROMPTS:-200}" "${CONFIGS:-plain chain-3 chain-5 tree-4x5-8}"
+  done
+done
+[[ -n ${SKIP_GAPS:-} ]] || for s in $SETTINGS; do
+  eval_run "gaps_${s%%:*}" "${s#*:}" "${GAP_PROMPTS:-100}" "${GAP_CONFIGS:-plain chain-5}" --graph-times
+done
+python3 - "$LOGS" "$SETTINGS" <<'PY' | tee "$RESULTS/spec_setting_ab.txt"
+import glob, json, os, sys
+logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
+def runs(pattern):
+    return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(logs, pattern)))]
+print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
+for name in settings:
+    for run in runs(f"eval_{name}_*.json"):
+        for b in sorted({d["batch"] for d in run["rows"]}):
+            r = [d for d in run["rows"] if d["batch"] == b]
+            print(f"  {name:>8} batch {b}: " + " | ".join(f"{d['config']} {d['tok_per_s']:.0f} ({d['speedup']:.2f}x, {d['accept_length']:.2f})" for d in r))
+            if any("batches" in d for d in r):
+                print("           device busy / idle, ms a batch: " + " | ".join(
+                    f"{d['config']} {1e3 * d['device_busy_s'] / d['batches']:.3f} / {1e3 * d['device_idle_s'] / d['batches']:.3f}" for d in r if "batches" in d))
+print("Where the device's time goes (--graph-times): ms a run; gaps between runners, median / mean ms (times)")
+for name in settings:
+    for run in runs(f"gaps_{name}.json"):
+        for d in run["rows"]:
+            print(f"  {name:>8} {d['config']} ({d['tok_per_s']:.0f} tok/s, {d['speedup']:.2f}x):")
+            for label, g in sorted(d.get("graph_ms_a_run", {}).items()):
+                print(f"      {label}: {g['runs']} runs, {g['ms']:.4f} ms a run")
+            for between, g in sorted(d.get("gap_ms_between_graphs", {}).items()):
+                print(f"      gap {between}: {g['median']:.4f} / {g['mean']:.4f} ({g['times']})")
+PY
+# Whether each setting's greedy answers are the first setting's (outputs of every configuration).
+python3 - "$LOGS" "$SETTINGS" <<'PY' | tee -a "$RESULTS/spec_setting_ab.txt"
+import glob, json, os, sys
+logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
+first = {}
+for f in sorted(glob.glob(os.path.join(logs, f"eval_{settings[0]}_*.json"))):
+    for d in json.load(open(f))["rows"]:
+        first.setdefault((d["batch"], d["config"]), d.get("output_ids"))
+for name in settings[1:]:
+    for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_*.json"))):
+        for d in json.load(open(f))["rows"]:
+            a, b = first.get((d["batch"], d["config"])), d.get("output_ids")
+            if a and b:
+                print(f"  {os.path.basename(f)} {d['config']}: {sum(x == y for x, y in zip(a, b))}/{len(b)} answers the same as {settings[0]}'s")
+PY
+pack_logs
+exit $status
