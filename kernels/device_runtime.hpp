@@ -43,5 +43,6 @@ void record_event(void* event, void* stream);
 float elapsed_ms(void* start, void* end);  // synchronizes on `end`
 void event_synchronize(void* event);      // the host waits until the work before the record is done
 bool event_done(void* event);             // that work is done (no wait)
+void stream_wait_event(void* stream, void* event);  // `stream`'s later work waits, on the device, for the work before the record
 
 }  // namespace aerie::cuda_runtime

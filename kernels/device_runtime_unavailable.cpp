@@ -38,6 +38,7 @@ void destroy_event(void*) {}
 void record_event(void*, void*) { no_cuda(); }
 void event_synchronize(void*) { no_cuda(); }
 bool event_done(void*) { no_cuda(); }
+void stream_wait_event(void*, void*) { no_cuda(); }
 float elapsed_ms(void*, void*) { no_cuda(); }
 
 }  // namespace aerie::cuda_runtime

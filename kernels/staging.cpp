@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/device_runtime.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie {
@@ -62,6 +63,9 @@ void StreamEvent::record(const Stream& stream) {
 }
 void StreamEvent::wait() const {
   if (event_ && recorded_) cuda_runtime::event_synchronize(event_);
+}
+void StreamEvent::wait_in(const Stream& stream) const {
+  if (event_ && recorded_ && stream.device() == Device::kCuda) cuda_runtime::stream_wait_event(stream.handle(), event_);
 }
 bool StreamEvent::done() const { return !event_ || !recorded_ || cuda_runtime::event_done(event_); }
 
@@ -121,6 +125,26 @@ OwnedStream::OwnedStream(Device device)
     : stream_(device == Device::kCpu ? Stream::cpu() : Stream::cuda(cuda_runtime::create_stream())) {}
 OwnedStream::~OwnedStream() {
   if (stream_.device() == Device::kCuda) cuda_runtime::destroy_stream(stream_.handle());
+}
+
+SideCopyStream::SideCopyStream(const Stream& main) : main_(main), read_(main.device()), copied_(main.device()) {
+  if (main.device() == Device::kCuda && kernels::env_knob_or("AERIE_SIDE_COPIES", 1) != 0) side_ = std::make_unique<OwnedStream>(Device::kCuda);
+}
+
+const Stream& SideCopyStream::begin() {
+  if (!side_) return main_;
+  read_.wait_in(side_->get());
+  return side_->get();
+}
+
+void SideCopyStream::end() {
+  if (!side_) return;
+  copied_.record(side_->get());
+  copied_.wait_in(main_);
+}
+
+void SideCopyStream::mark_read() {
+  if (side_) read_.record(main_);
 }
 
 }  // namespace aerie

@@ -3,6 +3,7 @@
 // asynchronous and capture-safe), plain aligned memory for the CPU backend.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -44,6 +45,9 @@ class StreamEvent {
   StreamEvent& operator=(const StreamEvent&) = delete;
   void record(const Stream& stream);
   void wait() const;   // returns at once when never recorded
+  // `stream`'s work enqueued from now on waits, on the device, for the recorded work (no
+  // host wait; nothing when never recorded or on the CPU).
+  void wait_in(const Stream& stream) const;
   bool done() const;
 
  private:
@@ -102,6 +106,32 @@ class OwnedStream {
 
  private:
   Stream stream_;
+};
+
+// SideCopyStream: copies into and out of the buffers a graph runner's work reads, on a stream of
+// their own, so that they run while the work enqueued before that runner still runs, instead of
+// each taking a turn on the main stream between two graphs (on the H200 every small copy or kernel
+// there costs the device several microseconds between graphs; docs/performance.md). mark_read()
+// goes after the main stream's last enqueued read of the buffers; begin() makes the side stream
+// wait for it before anything is copied into or out of them; end() makes the main stream wait for
+// every copy enqueued on the side so far (so the next runs, and anything that overwrites a buffer
+// being copied out, follow them). On the CPU, and with AERIE_SIDE_COPIES=0 (for measuring), the
+// side stream is the main stream and the marks do nothing.
+class SideCopyStream {
+ public:
+  explicit SideCopyStream(const Stream& main);
+  // The stream to copy on, once the main stream's marked reads have run.
+  const Stream& begin();
+  // The main stream's later work waits for the copies enqueued on the side so far.
+  void end();
+  // After the main stream's last enqueued read of the buffers (a graph, a kernel).
+  void mark_read();
+  bool separate() const { return side_ != nullptr; }
+
+ private:
+  Stream main_;
+  std::unique_ptr<OwnedStream> side_;
+  StreamEvent read_, copied_;
 };
 
 }  // namespace aerie

@@ -71,6 +71,11 @@ bool ForwardWorkspace::fits(const ForwardBatch& b, int num_splits) const {
 }
 
 void ForwardWorkspace::upload(const ForwardBatch& b, const Stream& stream) {
+  copy_in(b, stream);
+  resolve_future_tokens(b, stream);
+}
+
+void ForwardWorkspace::copy_in(const ForwardBatch& b, const Stream& stream) {
   AERIE_CHECK(fits(b, 1), "forward batch (" << b.num_tokens() << " tokens, " << b.batch_size() << " sequences, "
                                             << b.kv_indices.size() << " KV slots) exceeds the workspace");
   // Earlier uploads may not have run yet (overlap scheduling enqueues the next batch while
@@ -97,6 +102,9 @@ void ForwardWorkspace::upload(const ForwardBatch& b, const Stream& stream) {
     copy_async(mask_.data(), mask_host, b.custom_mask.size(), stream);
     mask_staging_.release(stream);
   }
+}
+
+void ForwardWorkspace::resolve_future_tokens(const ForwardBatch& b, const Stream& stream) {
   // Future tokens (overlap scheduling): ids naming a slot of the table become its token on
   // the device, after the batch that samples it and before this batch reads them.
   if (b.future_tokens.data && b.references_future_tokens())

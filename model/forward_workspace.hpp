@@ -45,6 +45,11 @@ class ForwardWorkspace {
 
   // Writes the batch into the host arena and copies it to the device in stream order.
   void upload(const ForwardBatch& batch, const Stream& stream);
+  // The same in two parts: the copies on `copy_stream` (a SideCopyStream's, whose end() the
+  // caller enqueues before the forward), then, on the forward's stream, the future tokens'
+  // resolution (which reads the table the work before it writes).
+  void copy_in(const ForwardBatch& batch, const Stream& copy_stream);
+  void resolve_future_tokens(const ForwardBatch& batch, const Stream& stream);
 
   // Device views of the inputs.
   TensorView ids(int64_t tokens) const { return ints_.view().slice_rows(off_ids_, off_ids_ + tokens); }

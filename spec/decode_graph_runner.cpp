@@ -20,7 +20,8 @@ DecodeGraphRunner::DecodeGraphRunner(model::LlamaModel& model, model::KvCache& k
         return model::ForwardDims{.tokens = bs * q_, .seqs = bs, .logit_rows = bs * q_, .custom_mask = masked_,
                                   .num_splits = model_.attention_splits(bs * q_ / tpb, max_context_), .logits_all_rows = true,
                                   .attention_tokens_per_block = tpb};
-      }) {
+      }),
+      side_(model.stream()) {
   AERIE_CHECK(model.stream().device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   AERIE_CHECK(!model.dp_attention(), "DP attention runs eagerly (padded to the bucket every rank agreed on): its graphs are not captured yet");
   AERIE_CHECK(max_context > 0, "max context must be positive");
@@ -75,8 +76,12 @@ bool DecodeGraphRunner::can_run(const model::ForwardBatch& b) const {
 TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
   AERIE_CHECK(can_run(batch), "batch cannot replay a captured graph of " << q_ << " tokens per sequence");
   const int64_t bs = *buckets_.batch_for(batch.batch_size());
-  ws_->upload(model::pad_to_bucket(batch, bs, q_), model_.stream());
+  const model::ForwardBatch padded = model::pad_to_bucket(batch, bs, q_);
+  ws_->copy_in(padded, side_.begin());
+  side_.end();
+  ws_->resolve_future_tokens(padded, model_.stream());
   buckets_.run(bs, model_.stream(), [](int64_t) {});
+  side_.mark_read();
   last_tokens_ = batch.num_tokens();
   model_.captured_by_replay(*ws_, last_tokens_);
   return ws_->logits.view().slice_rows(0, last_tokens_);

@@ -70,6 +70,7 @@ class DecodeGraphRunner {
   Buffer greedy_tokens_;
   HostStaging greedy_host_;
   int64_t last_tokens_ = 0;                      // real rows of the last replay
+  SideCopyStream side_;                          // the inputs' copies, beside the work before the replay
 };
 
 }  // namespace aerie::spec

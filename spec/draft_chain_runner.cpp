@@ -43,6 +43,7 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
   tokens_host_ = HostStaging(dev, static_cast<size_t>(steps_ * top) * 4);
   tokens_copied_ = StreamEvent(dev);
+  side_ = std::make_unique<SideCopyStream>(stream_);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
@@ -116,6 +117,7 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   const int64_t bs = *buckets_.batch_for(n);
   // Every step's batch: request i's token at first_position + j - 1, writing that position's
   // slot, over its context up to it. The tokens themselves are filled in on the device.
+  const Stream& copies = side_->begin();
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardBatch b;
     for (int64_t i = 0; i < n; ++i) {
@@ -129,19 +131,24 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
       b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
       b.logit_rows.push_back(static_cast<int32_t>(i));
     }
-    ws_[static_cast<size_t>(j - 1)]->upload(bs > n ? model::pad_to_bucket(b, bs, 1) : b, stream_);
+    ws_[static_cast<size_t>(j - 1)]->copy_in(bs > n ? model::pad_to_bucket(b, bs, 1) : b, copies);
   }
   {
     // The host staging is rewritten only after the previous proposal's tokens came back
     // (collect_proposal waits for their copy, which follows this one), so its copy has run.
     int32_t* rows = rows_host_.as<int32_t>();
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
-    copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, stream_);
+    copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, copies);
   }
+  side_->end();
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
+  side_->mark_read();
+  // The tokens back to the host once the chain has run, while the work after it (the verify
+  // that reads them on the device) goes on; the next chain waits for this copy (end()).
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
-  copy_async(tokens_host_.data(), tokens_.data(), bytes, stream_);
-  tokens_copied_.record(stream_);
+  const Stream& out = side_->begin();
+  copy_async(tokens_host_.data(), tokens_.data(), bytes, out);
+  tokens_copied_.record(out);
   pending_n_ = n;
   pending_bs_ = bs;
 }

@@ -102,6 +102,8 @@ class DraftChainRunner {
   // Marks the tokens' copy back: collect_proposal waits for it, not for the stream, where a
   // verify reading the chain on the device may already be enqueued behind it.
   StreamEvent tokens_copied_{Device::kCpu};
+  // The steps' inputs copied in, and the tokens copied out, beside the work around the chain.
+  std::unique_ptr<SideCopyStream> side_;
   int64_t pending_n_ = -1, pending_bs_ = 0;  // the enqueued proposal's requests and bucket (-1: none)
 };
 

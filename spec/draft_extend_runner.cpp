@@ -104,6 +104,7 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
   small_ints_ = Buffer(dev, DType::kI32, {top + 2 * top * width_});
   small_ints_.zero();
   small_staging_ = StagingRing(dev, static_cast<size_t>(small_ints_.view().numel()) * sizeof(int32_t));
+  side_ = std::make_unique<SideCopyStream>(stream_);
   rows_ = small_ints_.view().slice_rows(0, top);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top * width_, hidden_width_});
@@ -169,7 +170,8 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
   AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = *buckets_.batch_for(n), top = buckets_.largest();
-  ws_->upload(fixed_width_batch(seqs, width_, bs), stream_);
+  const Stream& copies = side_->begin();
+  ws_->copy_in(fixed_width_batch(seqs, width_, bs), copies);
   // State rows, hidden rows and verified chains in one pinned arena, laid out as small_ints_.
   int32_t* host = small_staging_.acquire_as<int32_t>();
   int32_t* rows = host;
@@ -202,8 +204,9 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
     }
   }
   const int64_t used = verified_argmax.defined() ? top + top * width_ + n * width_ : net_.head ? top + bs * width_ : bs;
-  copy_async(small_ints_.data(), host, static_cast<size_t>(used) * sizeof(int32_t), stream_);
-  small_staging_.release(stream_);
+  copy_async(small_ints_.data(), host, static_cast<size_t>(used) * sizeof(int32_t), copies);
+  small_staging_.release(copies);
+  side_->end();
   const TensorView all = small_ints_.view();
   if (net_.head)
     AERIE_CHECK_STATUS(kernels::embedding({.ids = all.slice_rows(top, top + bs * width_), .table = target_hidden,
@@ -215,6 +218,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
                                                      .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
                                                     stream_));
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
+  side_->mark_read();
 }
 
 }  // namespace aerie::spec

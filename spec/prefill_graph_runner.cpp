@@ -13,7 +13,8 @@ PrefillGraphRunner::PrefillGraphRunner(model::LlamaModel& model, model::KvCache&
                [](int64_t tokens) {
                  return model::ForwardDims{.tokens = tokens, .seqs = 1, .logit_rows = 1, .custom_mask = false, .num_splits = 1,
                                            .logits_all_rows = false, .attention_tokens_per_block = 1};
-               }) {
+               }),
+      side_(model.stream()) {
   AERIE_CHECK(model.stream().device() == Device::kCuda, "CUDA graphs need the CUDA backend");
   AERIE_CHECK(!model.dp_attention(), "DP attention runs eagerly (padded to the bucket every rank agreed on): its graphs are not captured yet");
   AERIE_CHECK(max_tokens >= 1 && max_context >= max_tokens, "prefill graphs need 1 <= max tokens <= max context");
@@ -68,8 +69,12 @@ model::ForwardBatch PrefillGraphRunner::padded_to(const model::ForwardBatch& b, 
 TensorView PrefillGraphRunner::replay(const model::ForwardBatch& batch) {
   AERIE_CHECK(can_run(batch), "this batch cannot replay a prefill graph");
   const int64_t bucket = buckets_.bucket_for(batch.num_tokens());
-  ws_->upload(padded_to(batch, bucket), model_.stream());
+  const model::ForwardBatch padded = padded_to(batch, bucket);
+  ws_->copy_in(padded, side_.begin());
+  side_.end();
+  ws_->resolve_future_tokens(padded, model_.stream());
   buckets_.run(bucket, model_.stream(), [](int64_t) {});
+  side_.mark_read();
   model_.captured_by_replay(*ws_, batch.num_tokens());
   return ws_->logits.view().slice_rows(0, static_cast<int64_t>(batch.logit_rows.size()));
 }

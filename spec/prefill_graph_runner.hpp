@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/staging.hpp"
 #include "model/forward_workspace.hpp"
 #include "model/llama_model.hpp"
 #include "spec/bucket_graphs.hpp"
@@ -51,6 +52,7 @@ class PrefillGraphRunner {
   model::KvCache& kv_;
   BucketGraphs buckets_;
   std::unique_ptr<model::ForwardWorkspace> ws_;
+  SideCopyStream side_;  // the inputs' copies, beside the work before the replay
 };
 
 }  // namespace aerie::spec

@@ -110,6 +110,9 @@ void* create_event() {
 void destroy_event(void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
 void record_event(void* e, void* stream) { AERIE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), S(stream))); }
 void event_synchronize(void* e) { AERIE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+void stream_wait_event(void* stream, void* e) {
+  AERIE_CUDA_CHECK(cudaStreamWaitEvent(S(stream), static_cast<cudaEvent_t>(e), 0));
+}
 bool event_done(void* e) {
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
   if (status == cudaErrorNotReady) return false;
