@@ -7,7 +7,10 @@
 # (GAP_PROMPTS prompts, default 100, GAP_CONFIGS default "plain chain-5"): each runner's time a run
 # and the gaps between runners, by transition.
 #   SETTINGS="name:flag,flag name:..." (default "eager:--prefill-cuda-graph-max-tokens=0 graphs:"):
-#   the flags of each setting, comma-separated, added to every configuration.
+#   the flags of each setting, comma-separated, added to every configuration; NAME=VALUE
+#   items are set in aerie-generate's environment instead (e.g. AERIE_SIDE_COPIES=0).
+#   F32_REFERENCE=1: plain decoding in f32 too, and how often each setting's bf16 plain answers
+#   (first token, whole answer) are the f32 ones.
 # Needs .device.tgz (BUILD_DIR=build BINS=launch/aerie-generate bash tools/device_pack.sh) and
 # .device_model/ with smollm2.gguf (or its parts and .sha256) and the head.
 #   device run (carry [".device.tgz"]): bash tools/gpu_spec_setting_ab.sh
@@ -22,17 +25,21 @@ fi
 HEAD=${HEAD:-$PWD/.device_model/v10}
 SETTINGS=${SETTINGS:-"eager:--prefill-cuda-graph-max-tokens=0 graphs:"}
 eval_run() {  # name, flags (comma-separated), prompts, configs, more eval_spec.py flags...
-  local name=$1 flags=${2//,/ } prompts=$3 configs=$4
+  local name=$1 prompts=$3 configs=$4 flags="" envs=() item
+  for item in ${2//,/ }; do
+    if [[ $item =~ ^[A-Z_]+= ]]; then envs+=("$item"); else flags+=" $item"; fi
+  done
   shift 4
-  STEP_TAIL=${STEP_TAIL:-0} step "$name" 400 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" \
-    --head "$HEAD" --device cuda --dtype bf16 --prompts "$prompts" --max-new 128 --batch-size ${EVAL_BATCHES:-1} --temperature 0 \
-    --configs $configs --extra="$flags $*" --json "$LOGS/$name.json"
+  STEP_TAIL=${STEP_TAIL:-0} step "$name" 400 env "${envs[@]}" python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" \
+    --model "$M" --head "$HEAD" --device cuda --dtype ${DTYPE:-bf16} --prompts "$prompts" --max-new 128 --batch-size ${EVAL_BATCHES:-1} \
+    --temperature 0 --configs $configs --extra="$flags $*" --json "$LOGS/$name.json"
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for s in $SETTINGS; do
     eval_run "eval_${s%%:*}_$round" "${s#*:}" "${PROMPTS:-200}" "${CONFIGS:-plain chain-3 chain-5 tree-4x5-8}"
   done
 done
+[[ -z ${F32_REFERENCE:-} ]] || DTYPE=f32 eval_run "f32_plain" "" "${PROMPTS:-200}" plain
 [[ -n ${SKIP_GAPS:-} ]] || for s in $SETTINGS; do
   eval_run "gaps_${s%%:*}" "${s#*:}" "${GAP_PROMPTS:-100}" "${GAP_CONFIGS:-plain chain-5}" --graph-times
 done
@@ -74,6 +81,14 @@ for name in settings[1:]:
             a, b = first.get((d["batch"], d["config"])), d.get("output_ids")
             if a and b:
                 print(f"  {os.path.basename(f)} {d['config']}: {sum(x == y for x, y in zip(a, b))}/{len(b)} answers the same as {settings[0]}'s")
+ref = glob.glob(os.path.join(logs, "f32_plain.json"))
+if ref:
+    f32 = json.load(open(ref[0]))["rows"][0]["output_ids"]
+    print("bf16 plain decoding against f32 plain decoding: first token the same / whole answer the same")
+    for name in settings:
+        for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_*.json"))):
+            b = next(d for d in json.load(open(f))["rows"] if d["config"] == "plain")["output_ids"]
+            print(f"  {os.path.basename(f)}: {sum(x[0] == y[0] for x, y in zip(f32, b))}/{len(b)} / {sum(x == y for x, y in zip(f32, b))}/{len(b)}")
 PY
 pack_logs
 exit $status
