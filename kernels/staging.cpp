@@ -143,7 +143,7 @@ void SideCopyStream::end() {
   copied_.wait_in(main_);
 }
 
-void SideCopyStream::mark_read() {
+void SideCopyStream::mark() {
   if (side_) read_.record(main_);
 }
 

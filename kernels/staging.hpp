@@ -111,21 +111,23 @@ class OwnedStream {
 // SideCopyStream: copies into and out of the buffers a graph runner's work reads, on a stream of
 // their own, so that they run while the work enqueued before that runner still runs, instead of
 // each taking a turn on the main stream between two graphs (on the H200 every small copy or kernel
-// there costs the device several microseconds between graphs; docs/performance.md). mark_read()
-// goes after the main stream's last enqueued read of the buffers; begin() makes the side stream
-// wait for it before anything is copied into or out of them; end() makes the main stream wait for
+// there costs the device several microseconds between graphs; docs/performance.md). mark()
+// goes after the main stream's work the copies must follow (its last enqueued read of the
+// buffers copied into, the write of those copied out); begin() makes the side stream wait for
+// it before anything is copied; end() makes the main stream wait for
 // every copy enqueued on the side so far (so the next runs, and anything that overwrites a buffer
 // being copied out, follow them). On the CPU, and with AERIE_SIDE_COPIES=0 (for measuring), the
 // side stream is the main stream and the marks do nothing.
 class SideCopyStream {
  public:
   explicit SideCopyStream(const Stream& main);
-  // The stream to copy on, once the main stream's marked reads have run.
+  // The stream to copy on, once the main stream's work up to the last mark() has run.
   const Stream& begin();
   // The main stream's later work waits for the copies enqueued on the side so far.
   void end();
-  // After the main stream's last enqueued read of the buffers (a graph, a kernel).
-  void mark_read();
+  // After the main stream's work the next copies must follow (a graph that reads the buffers
+  // copied into, or writes those copied out).
+  void mark();
   bool separate() const { return side_ != nullptr; }
 
  private:

@@ -81,7 +81,7 @@ TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
   side_.end();
   ws_->resolve_future_tokens(padded, model_.stream());
   buckets_.run(bs, model_.stream(), [](int64_t) {});
-  side_.mark_read();
+  side_.mark();
   last_tokens_ = batch.num_tokens();
   model_.captured_by_replay(*ws_, last_tokens_);
   return ws_->logits.view().slice_rows(0, last_tokens_);

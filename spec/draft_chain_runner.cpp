@@ -142,7 +142,7 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   }
   side_->end();
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
-  side_->mark_read();
+  side_->mark();
   // The tokens back to the host once the chain has run, while the work after it (the verify
   // that reads them on the device) goes on; the next chain waits for this copy (end()).
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;

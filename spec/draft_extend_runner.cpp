@@ -218,7 +218,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
                                                      .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
                                                     stream_));
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
-  side_->mark_read();
+  side_->mark();
 }
 
 }  // namespace aerie::spec

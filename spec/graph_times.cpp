@@ -99,17 +99,27 @@ std::map<std::string, GraphTime> GraphTimes::collect(std::map<std::string, Graph
     t.ms += r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(r.begin, r.end)) : host_ms(r.host_begin, r.host_end);
   }
   if (gaps) {
-    // Records are pushed in the order their work was enqueued (a stream runs it in that
-    // order); each run's gap is to the run before it on its stream.
+    // Each run's gap is to the run before it on its stream, in the order the device began
+    // them: two threads may enqueue on one stream at once (the DraftWorker's chain drafted
+    // ahead for a request that just ended, the TargetWorker's next prefill), so the order the
+    // records were pushed in is not always the stream's.
     gaps->clear();
-    std::map<void*, const Record*> last;
-    std::map<std::string, std::vector<double>> between;
+    std::map<void*, std::vector<std::pair<double, const Record*>>> by_stream;
     for (const Record& r : records) {
-      const Record*& before = last[r.stream];
-      if (before)
-        between[before->label + " -> " + r.label].push_back(
-            r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(before->end, r.begin)) : host_ms(before->host_end, r.host_begin));
-      before = &r;
+      auto& runs = by_stream[r.stream];
+      const Record* first = runs.empty() ? &r : runs.front().second;
+      const double at = r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(first->begin, r.begin)) : host_ms(first->host_begin, r.host_begin);
+      runs.emplace_back(at, &r);
+    }
+    std::map<std::string, std::vector<double>> between;
+    for (auto& [stream, runs] : by_stream) {
+      std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t i = 1; i < runs.size(); ++i) {
+        const Record& before = *runs[i - 1].second;
+        const Record& r = *runs[i].second;
+        between[before.label + " -> " + r.label].push_back(
+            r.begin ? static_cast<double>(cuda_runtime::elapsed_ms(before.end, r.begin)) : host_ms(before.host_end, r.host_begin));
+      }
     }
     for (auto& [label, ms] : between) (*gaps)[label] = GraphGap::of(std::move(ms));
   }

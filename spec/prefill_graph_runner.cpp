@@ -74,7 +74,7 @@ TensorView PrefillGraphRunner::replay(const model::ForwardBatch& batch) {
   side_.end();
   ws_->resolve_future_tokens(padded, model_.stream());
   buckets_.run(bucket, model_.stream(), [](int64_t) {});
-  side_.mark_read();
+  side_.mark();
   model_.captured_by_replay(*ws_, batch.num_tokens());
   return ws_->logits.view().slice_rows(0, static_cast<int64_t>(batch.logit_rows.size()));
 }

@@ -34,7 +34,8 @@ double lap_ms(std::chrono::steady_clock::time_point& t) {
 
 SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, spec::DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
-      argmax_(target.stream().device()), acceptor_(target.stream().device()), argmax_copied_(target.stream().device()) {
+      argmax_(target.stream().device()), acceptor_(target.stream().device()), argmax_copied_(target.stream().device()),
+      argmax_side_(target.stream()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
     if (info_.algorithm == spec::SpecAlgorithm::kEagle) capture.final_normed = true;
@@ -221,8 +222,12 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     const TensorView argmax = verify_argmax_on_device(logits);
     const size_t rows = B * static_cast<size_t>(N);
     if (argmax_host_.size() < rows * sizeof(int32_t)) argmax_host_ = HostStaging(target_.stream().device(), rows * sizeof(int32_t));
-    copy_async(argmax_host_.data(), argmax.data, rows * sizeof(int32_t), target_.stream());
-    argmax_copied_.record(target_.stream());  // the host waits for this, not for the extend behind it
+    // Copied back beside the extend enqueued behind the verify (the host waits for the copy
+    // before the next verify can overwrite the argmax).
+    argmax_side_.mark();
+    const Stream& out = argmax_side_.begin();
+    copy_async(argmax_host_.data(), argmax.data, rows * sizeof(int32_t), out);
+    argmax_copied_.record(out);  // the host waits for this, not for the extend behind it
     std::vector<spec::DraftExtendSeq> verified(B);
     for (size_t s = 0; s < B; ++s) {
       auto& v = verified[s];

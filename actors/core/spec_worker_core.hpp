@@ -89,6 +89,7 @@ class SpecWorkerCore {
   Buffer eager_argmax_out_;  // its output, as many rows as it takes
   HostStaging argmax_host_;
   StreamEvent argmax_copied_;
+  SideCopyStream argmax_side_;  // the argmax's copy back, beside the extend behind the verify
   SpecStageTimes times_;
   int64_t chain_steps_ = 0;             // the last chain verify's draft steps (0: none yet)
   std::set<uint64_t> decoding_;         // requests whose prompt ended, until they are forgotten

@@ -368,8 +368,8 @@ TEST_F(CudaModel, PrefillGraphEqualsEagerWithAndWithoutACachedPrefix) {
 // bf16, SmolLM2's heads (9 / 3, dim 64), 12 layers: a prefill graph runs the tensor-core
 // prefill kernel unsplit (an eager short prefill runs split, on other kernels), inside a graph
 // whose kernels overlap under programmatic launch. Its last-token logits stay as close to the
-// f32 forward of the same weights as the eager bf16 forward's (a stale input would put them near
-// 1 apart), for prompts below, at and above a bucket's size.
+// f32 forward of the same weights as the eager bf16 forward's are (a stale input would put them
+// near 1 apart), for prompts below, at and above a bucket's size.
 TEST_F(CudaModel, Bf16PrefillGraphIsAsCloseToF32AsTheEagerPrefill) {
   model::LlamaConfig cfg = model::LlamaConfig::named_shape("tiny");
   cfg.hidden_size = 576, cfg.intermediate_size = 1024, cfg.num_layers = 12, cfg.num_heads = 9, cfg.num_kv_heads = 3, cfg.head_dim = 64;
@@ -390,9 +390,10 @@ TEST_F(CudaModel, Bf16PrefillGraphIsAsCloseToF32AsTheEagerPrefill) {
     const auto ref = host_copy(f32.forward(b, kv32), stream.get());
     const auto eager = host_copy(bf16.forward(b, kv16), stream.get());
     const auto graph = host_copy(runner.replay(b), stream.get());
+    // (This random model's bf16 rounding alone gives 0.05-0.22: measured on the H200.)
     const double eager_err = rel_error(eager, ref), graph_err = rel_error(graph, ref);
-    EXPECT_LT(graph_err, 3e-2) << n << " tokens (eager " << eager_err << ")";
-    EXPECT_LT(graph_err, 2 * eager_err + 5e-3) << n << " tokens";
+    EXPECT_LT(graph_err, 1.25 * eager_err + 5e-3) << n << " tokens (eager " << eager_err << ")";
+    EXPECT_LT(graph_err, 0.5) << n << " tokens";
   }
 }
 
