@@ -78,9 +78,10 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_option("--stop-token-ids", o.stop_token_ids, "extra ids that end generation")->delimiter(',');
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's EOS ids");
   app.add_flag("--graph-times", o.graph_times,
-               "after the run, print the device time of each CUDA-graph runner (two events around every replay), the device's "
-               "time between one runner's work and the next's, and, with speculative decoding, the worker's time a round in "
-               "each stage (for measuring: the events cost a little)");
+               "after the run, print the device time of each CUDA-graph runner (two events around every replay) and of the "
+               "target's and the draft's forwards outside the graphs (\"(eager)\"), the device's time between one runner's work "
+               "and the next's, and, with speculative decoding, the worker's time a round in each stage (for measuring: the "
+               "events cost a little)");
   app.add_option("--output", o.output, "json (one object per prompt) or text")->check(CLI::IsMember({"json", "text"}));
   try {
     app.parse(argc, argv);
