@@ -65,15 +65,11 @@ for shape in ("llama-3.1-8b", "smollm2-135m"):
         if rs:
             print(f"  {shape:>13} {build:>4}: {cells(rs, step)}")
 print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
+sys.path.insert(0, "tools")
+from eval_tables import print_eval_run
 for build in ("base", "new"):
     for run in runs(f"eval_{build}_*.json"):
-        for b in sorted({d["batch"] for d in run["rows"]}):
-            r = [d for d in run["rows"] if d["batch"] == b]
-            print(f"  {build:>4} batch {b}: " + " | ".join(f"{d['config']} {d['tok_per_s']:.0f} ({d['speedup']:.2f}x, {d['accept_length']:.2f})" for d in r))
-            # The builds that print it: ms a batch with the device busy / idle between batches.
-            if any("batches" in d for d in r):
-                print("        device busy / idle, ms a batch: " + " | ".join(
-                    f"{d['config']} {1e3 * d['device_busy_s'] / d['batches']:.3f} / {1e3 * d['device_idle_s'] / d['batches']:.3f}" for d in r if "batches" in d))
+        print_eval_run(build, run)
 PY
 pack_logs
 exit $status

@@ -45,18 +45,15 @@ done
 done
 python3 - "$LOGS" "$SETTINGS" <<'PY' | tee "$RESULTS/spec_setting_ab.txt"
 import glob, json, os, sys
+sys.path.insert(0, "tools")
+from eval_tables import print_eval_run
 logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
 def runs(pattern):
     return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(logs, pattern)))]
 print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
 for name in settings:
     for run in runs(f"eval_{name}_*.json"):
-        for b in sorted({d["batch"] for d in run["rows"]}):
-            r = [d for d in run["rows"] if d["batch"] == b]
-            print(f"  {name:>8} batch {b}: " + " | ".join(f"{d['config']} {d['tok_per_s']:.0f} ({d['speedup']:.2f}x, {d['accept_length']:.2f})" for d in r))
-            if any("batches" in d for d in r):
-                print("           device busy / idle, ms a batch: " + " | ".join(
-                    f"{d['config']} {1e3 * d['device_busy_s'] / d['batches']:.3f} / {1e3 * d['device_idle_s'] / d['batches']:.3f}" for d in r if "batches" in d))
+        print_eval_run(name, run, width=8)
 print("Where the device's time goes (--graph-times): ms a run; gaps between runners, median / mean ms (times)")
 for name in settings:
     for run in runs(f"gaps_{name}.json"):
