@@ -604,6 +604,49 @@ TEST_F(CudaOps, KvMoveMatchesCpu) {
 
 // The chain acceptance behind a verify: every accepted count 0..n-1 occurs, and a bucket's
 // padded requests.
+// SideCopyStream (kernels/staging.hpp): a copy out on the side stream after mark() reads what
+// the main stream's work before the mark wrote; a copy in on the side stream after mark() waits
+// for the main stream's read of the buffer before the mark; after end() the main stream reads
+// what the side copied in. 128-MB buffers, so that a copy not ordered against the main stream's
+// work would overlap it and read or write the wrong data.
+TEST_F(CudaOps, SideCopiesFollowTheMarkedWorkAndPrecedeTheMainStreamsNext) {
+  SideCopyStream side(gpu());
+  const int64_t n = int64_t{32} << 20;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  Buffer x(Device::kCuda, DType::kF32, {n}), read(Device::kCuda, DType::kF32, {n}), after(Device::kCuda, DType::kF32, {n});
+  x.zero();
+  // The reference: what the fill writes, made on the main stream and read back after a sync.
+  ASSERT_TRUE(fill_normal({.x = read.view(), .seed = 5}, gpu()).is_ok());
+  std::vector<float> want(static_cast<size_t>(n));
+  copy_async(want.data(), read.data(), bytes, gpu());
+  synchronize(gpu());
+  // 1. Out: the main stream fills x, the side stream copies it back.
+  HostStaging out(Device::kCuda, bytes);
+  ASSERT_TRUE(fill_normal({.x = x.view(), .seed = 5}, gpu()).is_ok());
+  side.mark();
+  const Stream& s = side.begin();
+  copy_async(out.data(), x.data(), bytes, s);
+  StreamEvent copied(Device::kCuda);
+  copied.record(s);
+  copied.wait();
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), bytes), 0) << "the copy out read x before the fill had written it";
+  // 2. In: the main stream reads x, the side stream overwrites it with sevens, then the main
+  // stream reads it again.
+  HostStaging sevens(Device::kCuda, bytes);
+  std::fill(sevens.as<float>(), sevens.as<float>() + n, 7.0f);
+  copy_async(read.data(), x.data(), bytes, gpu());
+  side.mark();
+  copy_async(x.data(), sevens.data(), bytes, side.begin());
+  side.end();
+  copy_async(after.data(), x.data(), bytes, gpu());
+  synchronize(gpu());
+  std::vector<float> got(static_cast<size_t>(n));
+  read.copy_to_host(got.data(), bytes);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "the copy in overwrote x before the main stream had read it";
+  after.copy_to_host(got.data(), bytes);
+  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return v == 7.0f; })) << "the main stream read x before the copy in";
+}
+
 TEST_F(CudaOps, GreedyChainAcceptMatchesCpu) {
   std::mt19937 rng(21);
   const int64_t n = 6, batch = 12, rows = 16;

@@ -63,3 +63,18 @@ TEST(StreamEvent, OnTheCpuIsDoneAtOnce) {
   EXPECT_TRUE(e.done());
   e.wait();
 }
+
+// On the CPU a SideCopyStream has no stream of its own: begin() is the main stream, whose copies
+// run at once, and mark() / end() have nothing to order. (The CUDA ordering is
+// CudaOps.SideCopiesFollowTheMarkedWorkAndPrecedeTheMainStreamsNext.)
+TEST(SideCopyStream, OnTheCpuCopiesOnTheMainStream) {
+  SideCopyStream side(Stream::cpu());
+  EXPECT_FALSE(side.separate());
+  side.mark();
+  const Stream& s = side.begin();
+  EXPECT_EQ(s.device(), Device::kCpu);
+  std::vector<int32_t> from = {1, 2, 3}, to(3, 0);
+  copy_async(to.data(), from.data(), 3 * sizeof(int32_t), s);
+  side.end();
+  EXPECT_EQ(to, from);
+}
