@@ -48,6 +48,9 @@ void print_graph_times(const std::optional<core::SpecStageTimes>& stages) {
   std::cerr << "aerie-generate: speculative stages, ms a round (" << stages->rounds << " rounds): propose " << per_round(stages->propose_ms)
             << ", verify " << per_round(stages->verify_ms) << ", accept " << per_round(stages->accept_ms) << ", extend "
             << per_round(stages->extend_ms) << "; " << stages->chains_drafted_ahead << " of the rounds read a chain drafted ahead\n";
+  if (stages->turnarounds > 0)
+    std::cerr << "aerie-generate: host time between back-to-back rounds, outside the speculative worker: "
+              << stages->turnaround_ms / static_cast<double>(stages->turnarounds) << " ms a round (" << stages->turnarounds << ")\n";
 }
 
 int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {

@@ -80,8 +80,8 @@ std::optional<GenerateOptions> parse_generate_args(int argc, const char* const* 
   app.add_flag("--graph-times", o.graph_times,
                "after the run, print the device time of each CUDA-graph runner (two events around every replay) and of the "
                "target's and the draft's forwards outside the graphs (\"(eager)\"), the device's time between one runner's work "
-               "and the next's, and, with speculative decoding, the worker's time a round in each stage (for measuring: the "
-               "events cost a little)");
+               "and the next's, and, with speculative decoding, the worker's time a round in each stage and the host's time "
+               "between back-to-back rounds outside the worker (for measuring: the events cost a little)");
   app.add_option("--output", o.output, "json (one object per prompt) or text")->check(CLI::IsMember({"json", "text"}));
   try {
     app.parse(argc, argv);

@@ -66,6 +66,13 @@ TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {
 SpecWorkerCore::~SpecWorkerCore() { target_.set_hidden_capture({}); }
 
 transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m) {
+  // The host's turnaround since the last verify returned, when this is the next one.
+  if (m.mode == transport::ForwardMode::kVerify && last_verify_returned_) {
+    auto t = *last_verify_returned_;
+    times_.turnaround_ms += lap_ms(t);
+    times_.turnarounds += 1;
+  }
+  last_verify_returned_.reset();
   // The last batch's draft extend reads the target's hidden states: it must be done (and
   // its error known) before this batch's target forward overwrites them. A verify's
   // proposal waits for it (propose() flushes), so the draft runs the two back to back.
@@ -321,6 +328,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
   times_.verify_ms += verify_ms;
   times_.accept_ms += accept_ms;
   times_.extend_ms += lap_ms(t);
+  last_verify_returned_ = t;
   return r;
 }
 

@@ -8,7 +8,9 @@
 // (temperature 0) or by target-only rejection sampling (exact in distribution), moves a
 // tree's accepted KV rows to their positions and runs the draft over the committed tokens. The result lists each request's committed
 // tokens (accepted drafts + one bonus); rejected positions are left for the Scheduler to free.
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "spec/draft_port.hpp"
@@ -91,6 +93,8 @@ class SpecWorkerCore {
   StreamEvent argmax_copied_;
   SideCopyStream argmax_side_;  // the argmax's copy back, beside the extend behind the verify
   SpecStageTimes times_;
+  // When the last batch was a verify: the time it returned (SpecStageTimes::turnaround_ms).
+  std::optional<std::chrono::steady_clock::time_point> last_verify_returned_;
   int64_t chain_steps_ = 0;             // the last chain verify's draft steps (0: none yet)
   std::set<uint64_t> decoding_;         // requests whose prompt ended, until they are forgotten
 };

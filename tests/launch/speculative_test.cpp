@@ -156,7 +156,9 @@ TEST(Speculative, DraftingAheadGivesTheSameTokens) {
             ASSERT_TRUE(a[i].error.empty() && b[i].error.empty()) << what << ": " << a[i].error << b[i].error;
             EXPECT_EQ(a[i].result.output_ids, b[i].result.output_ids) << what << " request " << i;
             EXPECT_EQ(a[i].result.finish_reason, b[i].result.finish_reason) << what << " request " << i;
-            if (reqs[i].sampling.temperature == 0) EXPECT_EQ(a[i].result.output_ids, plain[i].result.output_ids) << what << " request " << i;
+            if (reqs[i].sampling.temperature == 0) {
+              EXPECT_EQ(a[i].result.output_ids, plain[i].result.output_ids) << what << " request " << i;
+            }
           }
         }
 }
@@ -187,6 +189,10 @@ TEST(Speculative, OneRequestAtATimeReadsEveryChainButTheFirstOnTheDevice) {
     ASSERT_TRUE(stages) << placement;
     EXPECT_GT(stages->rounds, static_cast<int64_t>(reqs.size())) << placement;
     EXPECT_EQ(stages->chains_drafted_ahead, stages->rounds - 1) << placement;
+    // One request at a time: every verify but each request's first follows a verify.
+    EXPECT_LE(stages->turnarounds, stages->rounds - 1) << placement;
+    EXPECT_GE(stages->turnarounds, stages->rounds - static_cast<int64_t>(reqs.size())) << placement;
+    EXPECT_GT(stages->turnaround_ms, 0.0) << placement;
   }
 }
 

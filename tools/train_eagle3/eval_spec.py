@@ -45,6 +45,7 @@ GRAPH_GAP = re.compile(r"aerie-generate: gap (.+): (\d+) times, median ([\d.e+-]
 STAGES = re.compile(r"aerie-generate: speculative stages, ms a round \((\d+) rounds\): propose ([\d.e+-]+), verify ([\d.e+-]+), "
                     r"accept ([\d.e+-]+), extend ([\d.e+-]+)")
 DRAFTED_AHEAD = re.compile(r"(\d+) of the rounds read a chain drafted ahead")
+TURNAROUND = re.compile(r"aerie-generate: host time between back-to-back rounds, outside the speculative worker: ([\d.e+-]+) ms a round \((\d+)\)")
 DEVICE_TIME = re.compile(r"aerie-generate: (\d+) batches, the device busy ([\d.e+-]+) s .* idle ([\d.e+-]+) s between them")
 
 
@@ -102,6 +103,8 @@ def main():
                     row["rounds"] = int(st.group(1))
                 if ahead := DRAFTED_AHEAD.search(out.stderr):
                     row["rounds_drafted_ahead"] = int(ahead.group(1))
+                if turn := TURNAROUND.search(out.stderr):  # the Scheduler's round trip between verifies
+                    row["host_ms_between_rounds"] = float(turn.group(1))
                 if name == "plain":
                     plain_ids = ids
                     base = row["tok_per_s"]
