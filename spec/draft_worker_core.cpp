@@ -114,6 +114,21 @@ TensorView DraftWorkerCore::gather(const TensorView& table, const std::vector<in
   return out;
 }
 
+namespace {
+
+// `s` as a fixed-width extend runner takes it: its tokens, their slots and then `padding_slots`
+// (where the rest of the width writes), the context before its first position, its hidden rows;
+// its state row is given when the runner takes the batch.
+spec::ExtendSeq at_width(const DraftExtendSeq& s, const std::vector<int32_t>& padding_slots) {
+  spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
+                    .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
+                    .state_row = -1};
+  f.slots.insert(f.slots.end(), padding_slots.begin(), padding_slots.end());
+  return f;
+}
+
+}  // namespace
+
 void DraftWorkerCore::extend(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (seqs.empty()) return;
   for (const auto& s : seqs) ahead_.round.drop(s.rid);
@@ -185,35 +200,27 @@ bool DraftWorkerCore::extend_at_fixed_width(const std::vector<ExtendSeq>& seqs, 
   if (!extend_runner_) return false;
   std::vector<spec::ExtendSeq> fixed;
   for (const auto& s : seqs) {
-    if (!s.keep || s.tokens.empty() || s.tokens.size() + s.spare_slots.size() != static_cast<size_t>(extend_runner_->width()) ||
-        s.slots.size() != s.tokens.size() || s.context.size() != static_cast<size_t>(s.first_position) + s.tokens.size())
-      return false;
-    if (eagle() && s.hidden_rows.size() != s.tokens.size()) return false;
-    spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
-                      .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
-                      .state_row = -1};
-    f.slots.insert(f.slots.end(), s.spare_slots.begin(), s.spare_slots.end());
-    fixed.push_back(std::move(f));
+    if (!fits_an_extend_runner(s) || s.tokens.size() + s.spare_slots.size() != static_cast<size_t>(extend_runner_->width())) return false;
+    fixed.push_back(at_width(s, s.spare_slots));
   }
   return run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, TensorView());
+}
+
+bool DraftWorkerCore::fits_an_extend_runner(const ExtendSeq& s) const {
+  return s.keep && !s.tokens.empty() && s.slots.size() == s.tokens.size() &&
+         s.context.size() == static_cast<size_t>(s.first_position) + s.tokens.size() && (!eagle() || s.hidden_rows.size() == s.tokens.size());
 }
 
 bool DraftWorkerCore::extend_prompt_at_bucket_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden) {
   if (prompt_runners_.empty() || seqs.size() != 1) return false;
   const ExtendSeq& s = seqs.front();
+  if (!fits_an_extend_runner(s) || !s.spare_slots.empty()) return false;
   const auto n = static_cast<int64_t>(s.tokens.size());
-  if (!s.keep || n < 1 || !s.spare_slots.empty() || s.slots.size() != s.tokens.size() ||
-      static_cast<int64_t>(s.context.size()) != s.first_position + n || (eagle() && s.hidden_rows.size() != s.tokens.size()))
-    return false;
   const auto it = prompt_runners_.lower_bound(n);
   if (it == prompt_runners_.end() || (it->first != n && !spec::graph_bucket_policy().padding)) return false;
   // The padding tokens after the prompt write the dummy slot 0 (causal attention keeps them
   // from the prompt's tokens).
-  spec::ExtendSeq f{.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots,
-                    .context = std::vector<int32_t>(s.context.begin(), s.context.begin() + s.first_position), .hidden_rows = s.hidden_rows,
-                    .state_row = -1};
-  f.slots.resize(static_cast<size_t>(it->first), 0);
-  std::vector<spec::ExtendSeq> fixed{std::move(f)};
+  std::vector<spec::ExtendSeq> fixed{at_width(s, std::vector<int32_t>(static_cast<size_t>(it->first - n), 0))};
   return run_extend_runner(*it->second, seqs, fixed, target_hidden, TensorView());
 }
 

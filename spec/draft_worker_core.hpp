@@ -157,6 +157,9 @@ class DraftWorkerCore : public DraftPort {
   // One request's prompt extend through the prompt runner of the smallest width that holds
   // it; false when none takes it (several requests, a chunk that keeps no state, too long).
   bool extend_prompt_at_bucket_width(const std::vector<ExtendSeq>& seqs, const TensorView& target_hidden);
+  // Whether `s` has what a fixed-width extend runner needs: it keeps its state, brings tokens
+  // with one slot each (and, EAGLE, one hidden row each), and its context ends with them.
+  bool fits_an_extend_runner(const ExtendSeq& s) const;
 
   DraftInfo info_;  // the algorithm, topk, and the aux layers an EAGLE3 head reads
   std::unique_ptr<model::EagleHead> head_;
