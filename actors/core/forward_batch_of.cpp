@@ -2,6 +2,7 @@
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
+#include "spec/graph_times.hpp"
 
 namespace aerie::core {
 
@@ -36,6 +37,8 @@ void log_dp_step(const transport::BatchMessage& m) {
                              << " tokens " << m.input_ids.size());
 }
 
+namespace {
+
 const char* eager_label(transport::ForwardMode mode) {
   switch (mode) {
     case transport::ForwardMode::kExtend: return "target prefill (eager)";
@@ -45,6 +48,14 @@ const char* eager_label(transport::ForwardMode mode) {
     case transport::ForwardMode::kIdle: break;
   }
   return "target idle (eager)";
+}
+
+}  // namespace
+
+TensorView forward_eagerly(model::LlamaModel& model, const model::ForwardBatch& batch, model::KvCache& kv, transport::ForwardMode mode) {
+  TensorView logits;
+  spec::GraphTimes::run(eager_label(mode), model.stream(), [&] { logits = model.forward(batch, kv); });
+  return logits;
 }
 
 }  // namespace aerie::core

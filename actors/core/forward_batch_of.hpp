@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/forward_batch.hpp"
+#include "model/llama_model.hpp"
 #include "model/sampler.hpp"
 #include "parallel/dp_padding.hpp"
 #include "transport/messages.hpp"
@@ -19,9 +20,9 @@ parallel::DpPaddingPlan dp_plan_of(const transport::BatchMessage& m);
 // Logs, at debug level, the step a DP-attention rank is about to run: "DP step N bucket B
 // padding MAX_LEN|SUM_LEN tokens T" (every rank of a step must log the same bucket).
 void log_dp_step(const transport::BatchMessage& m);
-// What spec::GraphTimes (aerie-generate --graph-times) calls a target forward of this mode
-// that runs outside the captured graphs: "target prefill (eager)" for EXTEND, "target decode
-// (eager)", "target verify (eager)", "target mixed (eager)".
-const char* eager_label(transport::ForwardMode mode);
+// The target's forward of `batch` outside the captured graphs (LlamaModel::forward), timed by
+// spec::GraphTimes (aerie-generate --graph-times) as "target prefill (eager)" for EXTEND,
+// "target decode (eager)", "target verify (eager)" or "target mixed (eager)".
+TensorView forward_eagerly(model::LlamaModel& model, const model::ForwardBatch& batch, model::KvCache& kv, transport::ForwardMode mode);
 
 }  // namespace aerie::core

@@ -10,7 +10,6 @@
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "spec/draft_tree.hpp"
-#include "spec/graph_times.hpp"
 #include "spec/greedy_accept.hpp"
 #include "spec/tree_acceptor.hpp"
 
@@ -56,10 +55,7 @@ SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, sp
 
 TensorView SpecWorkerCore::verify_forward(const model::ForwardBatch& b) {
   last_verify_replayed_ = verify_graphs_ && verify_graphs_->can_run(b);
-  if (last_verify_replayed_) return verify_graphs_->replay(b);
-  TensorView logits;
-  spec::GraphTimes::run(eager_label(transport::ForwardMode::kVerify), target_.stream(), [&] { logits = target_.forward(b, kv_); });
-  return logits;
+  return last_verify_replayed_ ? verify_graphs_->replay(b) : forward_eagerly(target_, b, kv_, transport::ForwardMode::kVerify);
 }
 
 
@@ -89,9 +85,8 @@ transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m)
 transport::BatchResult SpecWorkerCore::extend(const transport::BatchMessage& m) {
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   const model::ForwardBatch b = forward_batch_of(m);
-  TensorView logits;
-  if (prefill_graphs_ && prefill_graphs_->can_run(b)) logits = prefill_graphs_->replay(b);
-  else spec::GraphTimes::run(eager_label(m.mode), target_.stream(), [&] { logits = target_.forward(b, kv_); });
+  const TensorView logits =
+      prefill_graphs_ && prefill_graphs_->can_run(b) ? prefill_graphs_->replay(b) : forward_eagerly(target_, b, kv_, m.mode);
   r.next_tokens = sampler_.sample(logits, sampling_rows_of(m), target_.stream());
   r.logprobs = logprobs_.read(logits, m.sampling, r.next_tokens, target_.stream());
   const TensorView hidden = info_.eagle() ? target_.captured_hidden() : TensorView();

@@ -7,7 +7,6 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
-#include "spec/graph_times.hpp"
 
 namespace aerie::core {
 
@@ -189,10 +188,7 @@ TensorView TargetWorkerCore::run(const transport::BatchMessage& m, transport::Ba
   stats_.graph_replays += replay ? 1 : 0;
   stats_.prefill_graph_replays += prefill_replay ? 1 : 0;
   if (replay && all_greedy) return graphs_->replay_greedy_on_device(b);
-  TensorView logits;
-  if (replay) logits = graphs_->replay(b);
-  else if (prefill_replay) logits = prefill_graphs_->replay(b);
-  else spec::GraphTimes::run(eager_label(m.mode), model_.stream(), [&] { logits = model_.forward(b, kv_); });
+  const TensorView logits = replay ? graphs_->replay(b) : prefill_replay ? prefill_graphs_->replay(b) : forward_eagerly(model_, b, kv_, m.mode);
   const TensorView to_sample = adjusted ? adjuster_.apply(logits, m, model_.stream()) : logits;
   const auto rows = sampling_rows_of(m);
   if (!want_logprobs) return sampler_.sample_on_device(to_sample, rows, model_.stream());
