@@ -104,6 +104,12 @@ void ForwardWorkspace::copy_in(const ForwardBatch& b, const Stream& stream) {
   }
 }
 
+void ForwardWorkspace::upload_beside(const ForwardBatch& b, SideCopyStream& side, const Stream& stream) {
+  copy_in(b, side.begin());
+  side.end();
+  resolve_future_tokens(b, stream);
+}
+
 void ForwardWorkspace::resolve_future_tokens(const ForwardBatch& b, const Stream& stream) {
   // Future tokens (overlap scheduling): ids naming a slot of the table become its token on
   // the device, after the batch that samples it and before this batch reads them.

@@ -50,6 +50,9 @@ class ForwardWorkspace {
   // resolution (which reads the table the work before it writes).
   void copy_in(const ForwardBatch& batch, const Stream& copy_stream);
   void resolve_future_tokens(const ForwardBatch& batch, const Stream& stream);
+  // Both for a graph runner with one workspace: copy_in on `side` (begin / end), then the
+  // resolution on `stream`; the runner marks `side` after the forward that reads the workspace.
+  void upload_beside(const ForwardBatch& batch, SideCopyStream& side, const Stream& stream);
 
   // Device views of the inputs.
   TensorView ids(int64_t tokens) const { return ints_.view().slice_rows(off_ids_, off_ids_ + tokens); }

@@ -76,10 +76,7 @@ bool DecodeGraphRunner::can_run(const model::ForwardBatch& b) const {
 TensorView DecodeGraphRunner::replay(const model::ForwardBatch& batch) {
   AERIE_CHECK(can_run(batch), "batch cannot replay a captured graph of " << q_ << " tokens per sequence");
   const int64_t bs = *buckets_.batch_for(batch.batch_size());
-  const model::ForwardBatch padded = model::pad_to_bucket(batch, bs, q_);
-  ws_->copy_in(padded, side_.begin());
-  side_.end();
-  ws_->resolve_future_tokens(padded, model_.stream());
+  ws_->upload_beside(model::pad_to_bucket(batch, bs, q_), side_, model_.stream());
   buckets_.run(bs, model_.stream(), [](int64_t) {});
   side_.mark();
   last_tokens_ = batch.num_tokens();

@@ -22,7 +22,8 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
       steps_(steps),
       max_bs_(max_bs),
       max_context_(max_context),
-      buckets_("draft chain", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_("draft chain", max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }),
+      side_(target.stream()) {
   net_.check("a chain runner");
   AERIE_CHECK(!net_.head || state_pool_.defined(), "an EAGLE chain runner reads the requests' state rows from a pool");
   AERIE_CHECK(next_pool_.defined() && next_pool_.dtype == DType::kI32, "a chain runner reads the requests' next tokens from a pool");
@@ -43,7 +44,6 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
   rows_host_ = HostStaging(dev, static_cast<size_t>(top) * 4);
   tokens_host_ = HostStaging(dev, static_cast<size_t>(steps_ * top) * 4);
   tokens_copied_ = StreamEvent(dev);
-  side_ = std::make_unique<SideCopyStream>(stream_);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top, target.config().hidden_size});
     in_hidden_.zero();
@@ -117,7 +117,7 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   const int64_t bs = *buckets_.batch_for(n);
   // Every step's batch: request i's token at first_position + j - 1, writing that position's
   // slot, over its context up to it. The tokens themselves are filled in on the device.
-  const Stream& copies = side_->begin();
+  const Stream& copies = side_.begin();
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardBatch b;
     for (int64_t i = 0; i < n; ++i) {
@@ -140,13 +140,13 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
     for (int64_t i = 0; i < bs; ++i) rows[i] = i < n ? seqs[static_cast<size_t>(i)].state_row : 0;
     copy_async(rows_.data(), rows, static_cast<size_t>(bs) * 4, copies);
   }
-  side_->end();
+  side_.end();
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
-  side_->mark();
+  side_.mark();
   // The tokens back to the host once the chain has run, while the work after it (the verify
   // that reads them on the device) goes on; the next chain waits for this copy (end()).
   const size_t bytes = static_cast<size_t>(steps_ * bs) * 4;
-  const Stream& out = side_->begin();
+  const Stream& out = side_.begin();
   copy_async(tokens_host_.data(), tokens_.data(), bytes, out);
   tokens_copied_.record(out);
   pending_n_ = n;

@@ -103,7 +103,7 @@ class DraftChainRunner {
   // verify reading the chain on the device may already be enqueued behind it.
   StreamEvent tokens_copied_{Device::kCpu};
   // The steps' inputs copied in, and the tokens copied out, beside the work around the chain.
-  std::unique_ptr<SideCopyStream> side_;
+  SideCopyStream side_;
   int64_t pending_n_ = -1, pending_bs_ = 0;  // the enqueued proposal's requests and bucket (-1: none)
 };
 

@@ -69,7 +69,8 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
       hidden_width_(hidden_width),
       max_bs_(max_bs),
       max_context_(max_context),
-      buckets_(label, max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }) {
+      buckets_(label, max_bs, graphs, [this](int64_t bs) { return dims_for(bs); }),
+      side_(target.stream()) {
   net_.check("an extend runner");
   AERIE_CHECK(!net_.head || (state_pool_.defined() && hidden_width_ > 0), "an EAGLE extend runner writes state rows and reads hidden states");
   if (tree()) {
@@ -104,7 +105,6 @@ DraftExtendRunner::DraftExtendRunner(DraftNet net, const TensorView& state_pool,
   small_ints_ = Buffer(dev, DType::kI32, {top + 2 * top * width_});
   small_ints_.zero();
   small_staging_ = StagingRing(dev, static_cast<size_t>(small_ints_.view().numel()) * sizeof(int32_t));
-  side_ = std::make_unique<SideCopyStream>(stream_);
   rows_ = small_ints_.view().slice_rows(0, top);
   if (net_.head) {
     in_hidden_ = Buffer(dev, act_, {top * width_, hidden_width_});
@@ -170,7 +170,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
   AERIE_CHECK(can_run(seqs), "this extend does not fit the extend runner");
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = *buckets_.batch_for(n), top = buckets_.largest();
-  const Stream& copies = side_->begin();
+  const Stream& copies = side_.begin();
   ws_->copy_in(fixed_width_batch(seqs, width_, bs), copies);
   // State rows, hidden rows and verified chains in one pinned arena, laid out as small_ints_.
   int32_t* host = small_staging_.acquire_as<int32_t>();
@@ -206,7 +206,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
   const int64_t used = verified_argmax.defined() ? top + top * width_ + n * width_ : net_.head ? top + bs * width_ : bs;
   copy_async(small_ints_.data(), host, static_cast<size_t>(used) * sizeof(int32_t), copies);
   small_staging_.release(copies);
-  side_->end();
+  side_.end();
   const TensorView all = small_ints_.view();
   if (net_.head)
     AERIE_CHECK_STATUS(kernels::embedding({.ids = all.slice_rows(top, top + bs * width_), .table = target_hidden,
@@ -218,7 +218,7 @@ void DraftExtendRunner::run(const std::vector<ExtendSeq>& seqs, const TensorView
                                                      .last_rows = ws_->logit_rows(bs), .tokens = ws_->ids(bs * width_)},
                                                     stream_));
   buckets_.run(bs, stream_, [&](int64_t b) { enqueue(b); });
-  side_->mark();
+  side_.mark();
 }
 
 }  // namespace aerie::spec

@@ -104,7 +104,7 @@ class DraftExtendRunner {
   Buffer in_hidden_;   // [max_bs * width, hidden_width]: the gathered target hidden states
   Buffer picked_;      // [max_bs, H]: the head's output at each request's last committed token
   Buffer top_values_, top_ids_, top_tokens_;  // a tree draft: [max_bs, topk] log-probabilities, draft ids, target ids
-  std::unique_ptr<SideCopyStream> side_;      // the inputs' copies, beside the verify before the extend
+  SideCopyStream side_;                       // the inputs' copies, beside the verify before the extend
 };
 
 }  // namespace aerie::spec

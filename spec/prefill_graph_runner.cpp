@@ -69,10 +69,7 @@ model::ForwardBatch PrefillGraphRunner::padded_to(const model::ForwardBatch& b, 
 TensorView PrefillGraphRunner::replay(const model::ForwardBatch& batch) {
   AERIE_CHECK(can_run(batch), "this batch cannot replay a prefill graph");
   const int64_t bucket = buckets_.bucket_for(batch.num_tokens());
-  const model::ForwardBatch padded = padded_to(batch, bucket);
-  ws_->copy_in(padded, side_.begin());
-  side_.end();
-  ws_->resolve_future_tokens(padded, model_.stream());
+  ws_->upload_beside(padded_to(batch, bucket), side_, model_.stream());
   buckets_.run(bucket, model_.stream(), [](int64_t) {});
   side_.mark();
   model_.captured_by_replay(*ws_, batch.num_tokens());
