@@ -34,7 +34,9 @@ DraftChainRunner::DraftChainRunner(DraftNet net, const TensorView& state_pool,
   const int64_t top = buckets_.largest();
   model::ForwardCapacity cap;
   cap.max_tokens = cap.max_seqs = cap.max_logit_rows = top;
-  cap.max_kv_indices = kv.shape().num_slots() + top;  // every real slot once, plus one per padded sequence
+  // Every request's context (at most every real slot once; can_run keeps each within
+  // max_context), plus one per padded sequence: as the extend runner sizes it.
+  cap.max_kv_indices = std::min(kv.shape().num_slots(), top * max_context_) + top;
   cap.max_splits = buckets_.max_splits();
   for (int64_t j = 1; j < steps_; ++j) ws_.push_back(net_.make_workspace(cap));
   argmax_ = std::make_unique<DeviceArgmax>(dev, top);
