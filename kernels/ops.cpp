@@ -136,9 +136,15 @@ void RmsNormPairParams::validate() const {
     check_tensor(t, name, 2, d);
     check_floating(t, name);
   }
-  AERIE_CHECK(b.dim(0) == a.dim(0) && b.dim(1) == a.dim(1) && b.dtype == a.dtype, "b " << b.describe() << " does not match a " << a.describe());
-  AERIE_CHECK(y.dim(0) == a.dim(0) && y.dim(1) == 2 * a.dim(1) && y.dtype == a.dtype,
-              "y " << y.describe() << " must be [" << a.dim(0) << ", " << 2 * a.dim(1) << "] of a's dtype");
+  if (a_ids.defined()) {
+    check_tensor(a_ids, "a_ids", 1, d);
+    AERIE_CHECK(a_ids.dtype == DType::kI32 && a_ids.dim(0) == b.dim(0), "a_ids " << a_ids.describe() << " must be [" << b.dim(0) << "] i32");
+    AERIE_CHECK(b.dim(1) == a.dim(1) && b.dtype == a.dtype, "b " << b.describe() << " does not match the table a " << a.describe());
+  } else {
+    AERIE_CHECK(b.dim(0) == a.dim(0) && b.dim(1) == a.dim(1) && b.dtype == a.dtype, "b " << b.describe() << " does not match a " << a.describe());
+  }
+  AERIE_CHECK(y.dim(0) == b.dim(0) && y.dim(1) == 2 * a.dim(1) && y.dtype == a.dtype,
+              "y " << y.describe() << " must be [" << b.dim(0) << ", " << 2 * a.dim(1) << "] of a's dtype");
   for (auto [t, name] : {std::pair{weight_a, "weight_a"}, std::pair{weight_b, "weight_b"}}) {
     check_tensor(t, name, 1, d);
     check_floating(t, name);

@@ -30,11 +30,14 @@ struct SampleParams {
   // Optional: a second [batch] i32 output written with the same ids (a draft step's token is
   // both its proposal and the next forward's input: one launch instead of a copy).
   TensorView out_copy = {};
-  // Optional scratch (CUDA): with it, the row maximum is found by many blocks at once,
-  // which is what a greedy row costs. [>= sample_workspace_floats(batch)] f32.
+  // Optional scratch (CUDA): with it, the maximum of a row over kSampleOneBlockArgmaxVocab
+  // logits is found by many blocks at once (a stage before the sampling kernel), which is what
+  // a greedy row costs; a shorter row's one block reads it in a few memory round trips, so it
+  // takes one launch. [>= sample_workspace_floats(batch)] f32.
   TensorView workspace = {};
   void validate() const;
 };
+constexpr int64_t kSampleOneBlockArgmaxVocab = 65536;
 int64_t sample_workspace_floats(int64_t batch);
 Status sample(const SampleParams& p, const Stream& stream);
 

@@ -282,7 +282,11 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   };
   const auto& tw = target_.weights();
   const int64_t target_vocab = target_.config().vocab_size;
-  vocab_parallel_embedding(ws.ids(T), tw.embed.view(), target_.shard().first_vocab(target_vocab), a.hidden, tp, stream_);
+  // EAGLE-3 on one rank: the norm pair gathers the token embedding itself (one launch fewer
+  // a draft step); a vocab-parallel table needs its all-reduce first, another dtype a convert.
+  const TensorView embed = tw.embed.view();
+  const bool gather_in_norm = e3 && tp.size() == 1 && embed.dtype == act_;
+  if (!gather_in_norm) vocab_parallel_embedding(ws.ids(T), embed, target_.shard().first_vocab(target_vocab), a.hidden, tp, stream_);
   TensorView attn_input;
   if (!e3) {
     // EAGLE: fc(concat(embedding, hidden)) is both the residual and the attention input.
@@ -304,9 +308,10 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                                      stream_));
     }
     attn_input = sc.attn_in.view().slice_rows(0, T);
-    AERIE_CHECK_STATUS(ops::rms_norm_pair({.a = a.hidden, .weight_a = w_.input_norm.view(), .b = own_state ? in_hidden : a.residual,
-                                           .weight_b = w_.hidden_norm.view(), .y = attn_input,
-                                           .b_copy = own_state ? a.residual : TensorView(), .eps = c.rms_norm_eps},
+    AERIE_CHECK_STATUS(ops::rms_norm_pair({.a = gather_in_norm ? embed : a.hidden, .weight_a = w_.input_norm.view(),
+                                           .b = own_state ? in_hidden : a.residual, .weight_b = w_.hidden_norm.view(), .y = attn_input,
+                                           .b_copy = own_state ? a.residual : TensorView(),
+                                           .a_ids = gather_in_norm ? ws.ids(T) : TensorView(), .eps = c.rms_norm_eps},
                                           stream_));
   }
   const bool masked = dims.custom_mask;

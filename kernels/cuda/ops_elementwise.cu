@@ -205,15 +205,30 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_vec_kernel(const T* x, 
 }
 
 // rms_norm_pair: block (r, side) normalises row r of a (side 0) or b (side 1) into its half of
-// y's row r, and side 1 copies b's row out when asked.
+// y's row r, and side 1 copies b's row out when asked. With a_ids, side 0 reads a's row
+// a_ids[r] (a table of a_rows rows); an id outside it gives zeros and reads nothing.
 template <class T, class TW>
 struct NormPairArgs {
   const T *a, *b;
   const TW *wa, *wb;
   T *y, *b_copy;
+  const int32_t* a_ids;
+  int64_t a_rows;
   int64_t hidden;
   float eps;
 };
+// The row block (r, side) normalises, or null (and its half of y zeroed) for an id outside the
+// table. Called after the wait: the ids come from the kernel before (a draft step's argmax).
+template <class T, class TW>
+__device__ __forceinline__ const T* norm_pair_row(const NormPairArgs<T, TW>& p, int64_t r, int side) {
+  if (side) return p.b + r * p.hidden;
+  if (!p.a_ids) return p.a + r * p.hidden;
+  const int64_t id = load_from_previous_kernel(p.a_ids + r);
+  if (id >= 0 && id < p.a_rows) return p.a + id * p.hidden;
+  T* y = p.y + 2 * r * p.hidden;
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) y[i] = from_float<T>(0.0f);
+  return nullptr;
+}
 template <class T, class TW>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_pair_vec_kernel(const NormPairArgs<T, TW> p) {
   pdl_trigger();
@@ -223,8 +238,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_pair_vec_kernel(const N
   uint4 wv[kNormMaxChunks];
   load_norm_weight(side ? p.wb : p.wa, h / 8, wv);
   pdl_wait();
-  norm_row_vec<T, TW>((side ? p.b : p.a) + r * h, wv, nullptr, p.y + (2 * r + side) * h, side && p.b_copy ? p.b_copy + r * h : nullptr, h,
-                      p.eps, scratch);
+  const T* x = norm_pair_row(p, r, side);
+  if (!x) return;  // the whole block: its row is one id
+  norm_row_vec<T, TW>(x, wv, nullptr, p.y + (2 * r + side) * h, side && p.b_copy ? p.b_copy + r * h : nullptr, h, p.eps, scratch);
 }
 template <class T, class TW>
 __global__ void rms_norm_pair_kernel(const NormPairArgs<T, TW> p) {
@@ -232,8 +248,10 @@ __global__ void rms_norm_pair_kernel(const NormPairArgs<T, TW> p) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, h = p.hidden;
   const int side = blockIdx.y;
-  norm_row((side ? p.b : p.a) + r * h, side ? p.wb : p.wa, static_cast<T*>(nullptr), p.y + (2 * r + side) * h,
-           side && p.b_copy ? p.b_copy + r * h : nullptr, h, p.eps, scratch);
+  const T* x = norm_pair_row(p, r, side);
+  if (!x) return;
+  norm_row(x, side ? p.wb : p.wa, static_cast<T*>(nullptr), p.y + (2 * r + side) * h, side && p.b_copy ? p.b_copy + r * h : nullptr, h,
+           p.eps, scratch);
 }
 
 template <class T>
@@ -466,7 +484,8 @@ Status rms_norm(const RmsNormParams& p, void* stream) {
 }
 
 Status rms_norm_pair(const RmsNormPairParams& p, void* stream) {
-  const int64_t rows = p.a.dim(0), hidden = p.a.dim(1);
+  const int64_t rows = p.rows(), hidden = p.a.dim(1);
+  const int32_t* a_ids = p.a_ids.defined() ? p.a_ids.ptr<int32_t>() : nullptr;
   if (rows == 0) return Status::ok();
   auto aligned = [](const TensorView& t) { return !t.defined() || aligned16(t.data); };
   // The same choice of kernel as rms_norm, so each half equals rms_norm's result.
@@ -478,7 +497,7 @@ Status rms_norm_pair(const RmsNormPairParams& p, void* stream) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       const NormPairArgs<T, T> args{p.a.ptr<T>(), p.b.ptr<T>(), p.weight_a.ptr<T>(), p.weight_b.ptr<T>(), p.y.ptr<T>(),
-                                    p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, hidden, p.eps};
+                                    p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, a_ids, p.a.dim(0), hidden, p.eps};
       launch_pdl(rms_norm_pair_vec_kernel<T, T>, grid, dim3(kNormThreads), 0, as_stream(stream), args);
     };
     if (p.a.dtype == DType::kBF16) run(__nv_bfloat16{});
@@ -489,7 +508,7 @@ Status rms_norm_pair(const RmsNormPairParams& p, void* stream) {
   AERIE_DISPATCH_FLOAT(p.a.dtype, T, [&] {
     AERIE_DISPATCH_FLOAT(p.weight_a.dtype, TW, [&] {
       const NormPairArgs<T, TW> args{p.a.ptr<T>(), p.b.ptr<T>(), p.weight_a.ptr<TW>(), p.weight_b.ptr<TW>(), p.y.ptr<T>(),
-                                     p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, hidden, p.eps};
+                                     p.b_copy.defined() ? p.b_copy.ptr<T>() : nullptr, a_ids, p.a.dim(0), hidden, p.eps};
       rms_norm_pair_kernel<T, TW><<<grid, threads_for(hidden), 0, as_stream(stream)>>>(args);
     });
   });

@@ -49,7 +49,7 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const float* t
     if (threadIdx.x < kArgmaxParts)
       best = ArgMax{partial[(b * kArgmaxParts + threadIdx.x) * 2], __float_as_int(partial[(b * kArgmaxParts + threadIdx.x) * 2 + 1])};
   } else {
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+    best = row_argmax(row, vocab);
   }
   best = block_argmax(best, am_scratch);
   const float temp = temperature[b];
@@ -137,7 +137,9 @@ Status logit_adjust(const LogitAdjustParams& p, void* stream) {
 Status sample(const SampleParams& p, void* stream) {
   const int64_t batch = p.logits.dim(0);
   if (batch == 0) return Status::ok();
-  float* partial = p.workspace.defined() ? p.workspace.ptr<float>() : nullptr;
+  // Rows up to kSampleOneBlockArgmaxVocab logits: one block finds the maximum (row_argmax) and
+  // the workspace's stage of many blocks would only add a launch.
+  float* partial = p.workspace.defined() && p.logits.dim(1) > kSampleOneBlockArgmaxVocab ? p.workspace.ptr<float>() : nullptr;
   // Both stages wait (pdl_begin) before reading anything, so each may be scheduled while the
   // kernel before it drains: a greedy draft step is mostly these gaps.
   if (partial)

@@ -33,6 +33,40 @@ __device__ inline ArgMax block_argmax(ArgMax x, ArgMax* scratch) {
   return x;
 }
 
+// The maximum of one row and its lowest index, by the whole block: 16-byte loads, four in flight
+// per thread before any is compared, so one block reads a row of tens of thousands of logits in a
+// few memory round trips (a greedy row then needs no stage of many blocks before it). Ties go to
+// the lowest index (better()); a row not 16-byte aligned or not a multiple of 4 is read one by one.
+__device__ inline ArgMax row_argmax(const float* row, int64_t vocab) {
+  ArgMax best{-INFINITY, -1};
+  if ((vocab & 3) == 0 && (reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    constexpr int kInFlight = 4;
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+    const int64_t n4 = vocab >> 2, stride = blockDim.x;
+    for (int64_t base = threadIdx.x; base < n4; base += stride * kInFlight) {
+      float4 x[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int64_t i = base + u * stride;
+        if (i < n4) x[u] = load_from_previous_kernel(r4 + i);
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int64_t i = base + u * stride;
+        if (i >= n4) break;
+        const int32_t v = static_cast<int32_t>(4 * i);
+        best = better(best, ArgMax{x[u].x, v});
+        best = better(best, ArgMax{x[u].y, v + 1});
+        best = better(best, ArgMax{x[u].z, v + 2});
+        best = better(best, ArgMax{x[u].w, v + 3});
+      }
+    }
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) best = better(best, ArgMax{row[v], static_cast<int32_t>(v)});
+  }
+  return best;
+}
+
 // The smallest probability value v among tokens such that pred(v) holds for the set
 // {p >= v}, found by bisection over values then snapped to an actual probability.
 template <class Pred>

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <vector>
 
 #include "kernels/attention.hpp"
 #include "kernels/chain_accept.hpp"
@@ -261,6 +262,49 @@ TEST_F(CudaOps, RmsNormPairEqualsTwoNormsOnTheGpu) {
     ASSERT_TRUE(rms_norm_pair({.a = a.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(), .eps = 1e-5f},
                               Stream::cpu()).is_ok());
     EXPECT_LT(rel_error(to_double(hy.view()), to_double(y.view())), tol(t)) << dtype_name(t);
+  }
+}
+
+// With a_ids (an EAGLE-3 draft step's token embedding gathered by the norm): the first half is
+// rms_norm of the table's rows, as embedding() then rms_norm_pair give; an id outside the table
+// gives zeros on the GPU (an error on the CPU), as embedding() with zero_outside.
+TEST_F(CudaOps, RmsNormPairGathersTheTablesRowsByIdOnTheGpu) {
+  std::mt19937 rng(31);
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    const int64_t rows = 4, hidden = 576, table_rows = 50;
+    Buffer table = random_buffer(rng, t, {table_rows, hidden}), b = random_buffer(rng, t, {rows, hidden});
+    Buffer wa = random_buffer(rng, t, {hidden}), wb = random_buffer(rng, t, {hidden});
+    const std::vector<int32_t> ids = {7, 49, 0, 7};
+    Buffer hids(Device::kCpu, DType::kI32, {rows});
+    std::memcpy(hids.data(), ids.data(), ids.size() * 4);
+    Buffer dtable = to_gpu(table), db = to_gpu(b), dwa = to_gpu(wa), dwb = to_gpu(wb), dids = to_gpu(hids);
+    Buffer y(Device::kCpu, t, {rows, 2 * hidden}), dy = like_gpu(y), dgathered = like_gpu(b), dref = like_gpu(y), dcopy = like_gpu(b);
+    ASSERT_TRUE(rms_norm_pair({.a = dtable.view(), .weight_a = dwa.view(), .b = db.view(), .weight_b = dwb.view(), .y = dy.view(),
+                               .b_copy = dcopy.view(), .a_ids = dids.view(), .eps = 1e-5f},
+                              gpu()).is_ok());
+    ASSERT_TRUE(embedding({.ids = dids.view(), .table = dtable.view(), .out = dgathered.view()}, gpu()).is_ok());
+    ASSERT_TRUE(rms_norm_pair({.a = dgathered.view(), .weight_a = dwa.view(), .b = db.view(), .weight_b = dwb.view(), .y = dref.view(),
+                               .eps = 1e-5f},
+                              gpu()).is_ok());
+    const Buffer hy = to_cpu(dy), href = to_cpu(dref);
+    EXPECT_EQ(std::memcmp(hy.data(), href.data(), static_cast<size_t>(hy.nbytes())), 0) << dtype_name(t);
+    EXPECT_EQ(std::memcmp(to_cpu(dcopy).data(), b.data(), static_cast<size_t>(b.nbytes())), 0) << dtype_name(t);
+    ASSERT_TRUE(rms_norm_pair({.a = table.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(),
+                               .a_ids = hids.view(), .eps = 1e-5f},
+                              Stream::cpu()).is_ok());
+    EXPECT_LT(rel_error(to_double(hy.view()), to_double(y.view())), tol(t)) << dtype_name(t);
+    // Row 1 names a row past the table: its first half is zeros, the rest as before.
+    hids.view().ptr<int32_t>()[1] = static_cast<int32_t>(table_rows);
+    const Buffer dbad_ids = to_gpu(hids);
+    ASSERT_TRUE(rms_norm_pair({.a = dtable.view(), .weight_a = dwa.view(), .b = db.view(), .weight_b = dwb.view(), .y = dy.view(),
+                               .a_ids = dbad_ids.view(), .eps = 1e-5f},
+                              gpu()).is_ok());
+    const Buffer hy2 = to_cpu(dy);
+    const size_t row = static_cast<size_t>(hidden) * dtype_size(t);
+    const std::vector<char> zeros(row, 0);
+    EXPECT_EQ(std::memcmp(static_cast<const char*>(hy2.data()) + 2 * row, zeros.data(), row), 0) << dtype_name(t);
+    EXPECT_EQ(std::memcmp(static_cast<const char*>(hy2.data()) + 3 * row, static_cast<const char*>(href.data()) + 3 * row, row), 0);
+    EXPECT_EQ(std::memcmp(hy2.data(), href.data(), 2 * row), 0);
   }
 }
 
@@ -739,6 +783,47 @@ TEST_F(CudaOps, GreedyTopKLogSoftmaxAndFillMatchCpu) {
   ASSERT_TRUE(fill_normal({.x = f.view(), .seed = 9, .std = 0.5f}, Stream::cpu()).is_ok());
   ASSERT_TRUE(fill_normal({.x = df.view(), .seed = 9, .std = 0.5f}, gpu()).is_ok());
   EXPECT_LT(rel_error(to_double(to_cpu(df).view()), to_double(f.view())), 1e-5);
+}
+
+// Greedy rows of draft (16,384 and 32,000), target (49,152) and other vocabularies, on both sides
+// of the one-block bound (kSampleOneBlockArgmaxVocab) and of the 16-byte loads (a row length not
+// a multiple of 4, a maximum in each lane of a float4, ties, the row's last id): the same tokens
+// as the CPU with and without the workspace.
+TEST_F(CudaOps, GreedyRowsOfEveryLengthMatchCpuWithOrWithoutAWorkspace) {
+  std::mt19937 rng(12);
+  const int64_t B = 6;
+  for (const int64_t V : {int64_t{7}, int64_t{1001}, int64_t{16384}, int64_t{32000}, int64_t{32001}, int64_t{49152}, kSampleOneBlockArgmaxVocab,
+                          kSampleOneBlockArgmaxVocab + 4}) {
+    Buffer logits = random_buffer(rng, DType::kF32, {B, V}, 3.0f);
+    float* l = logits.view().ptr<float>();
+    l[0 * V + (V - 1)] = 40.0f;                                     // the last id
+    for (int64_t b = 1; b < std::min<int64_t>(B, 5); ++b) l[b * V + (V / 2 / 4) * 4 + (b - 1) % 4] = 45.0f;  // each lane of a float4
+    if (V > 9) {
+      l[5 * V + 9] = l[5 * V + 8] = 50.0f;  // a tie: the lower id
+    }
+    Buffer temp(Device::kCpu, DType::kF32, {B}), tp(Device::kCpu, DType::kF32, {B}), tk(Device::kCpu, DType::kI32, {B});
+    Buffer mp(Device::kCpu, DType::kF32, {B}), sd(Device::kCpu, DType::kI64, {B}), st(Device::kCpu, DType::kI64, {B});
+    temp.zero(), tk.zero(), mp.zero(), sd.zero(), st.zero();
+    for (int64_t b = 0; b < B; ++b) tp.view().ptr<float>()[b] = 1.0f;
+    Buffer out(Device::kCpu, DType::kI32, {B});
+    ASSERT_TRUE(sample({.logits = logits.view(), .temperature = temp.view(), .top_p = tp.view(), .top_k = tk.view(), .min_p = mp.view(),
+                        .seed = sd.view(), .step = st.view(), .out = out.view()}, Stream::cpu()).is_ok());
+    Buffer dlogits = to_gpu(logits), dtemp = to_gpu(temp), dtp = to_gpu(tp), dtk = to_gpu(tk), dmp = to_gpu(mp), dsd = to_gpu(sd), dst = to_gpu(st);
+    Buffer scratch(Device::kCuda, DType::kF32, {sample_workspace_floats(B)});
+    for (bool with_workspace : {false, true}) {
+      Buffer dout = like_gpu(out);
+      ASSERT_TRUE(sample({.logits = dlogits.view(), .temperature = dtemp.view(), .top_p = dtp.view(), .top_k = dtk.view(), .min_p = dmp.view(),
+                          .seed = dsd.view(), .step = dst.view(), .out = dout.view(),
+                          .workspace = with_workspace ? scratch.view() : TensorView()}, gpu()).is_ok());
+      const Buffer got = to_cpu(dout);
+      for (int64_t b = 0; b < B; ++b)
+        EXPECT_EQ(got.view().ptr<int32_t>()[b], out.view().ptr<int32_t>()[b]) << "V=" << V << " row " << b << " workspace " << with_workspace;
+    }
+    EXPECT_EQ(out.view().ptr<int32_t>()[0], V - 1) << V;
+    if (V > 9) {
+      EXPECT_EQ(out.view().ptr<int32_t>()[5], 8) << V;
+    }
+  }
 }
 
 TEST_F(CudaOps, SamplingFollowsTheFilteredDistribution) {

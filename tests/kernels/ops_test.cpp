@@ -344,6 +344,37 @@ TEST_P(OpsByDType, RmsNormPairIsTwoNormsSideBySide) {
                Error);
 }
 
+// a_ids: the table's rows gathered by the norm itself equal embedding() then the pair; an id
+// outside the table is an error.
+TEST_P(OpsByDType, RmsNormPairWithIdsNormalisesTheTablesRows) {
+  const DType t = GetParam();
+  std::mt19937 rng(18);
+  const int64_t rows = 3, hidden = 40, table_rows = 9;
+  Buffer table = random_buffer(rng, t, {table_rows, hidden}), b = random_buffer(rng, t, {rows, hidden});
+  Buffer wa = random_buffer(rng, t, {hidden}), wb = random_buffer(rng, t, {hidden});
+  const std::vector<int32_t> id_list = {4, 8, 4};
+  Buffer ids(Device::kCpu, DType::kI32, {rows});
+  std::memcpy(ids.data(), id_list.data(), id_list.size() * 4);
+  Buffer gathered(Device::kCpu, t, {rows, hidden}), y(Device::kCpu, t, {rows, 2 * hidden}), want(Device::kCpu, t, {rows, 2 * hidden});
+  ASSERT_TRUE(embedding({.ids = ids.view(), .table = table.view(), .out = gathered.view()}, Stream::cpu()).is_ok());
+  ASSERT_TRUE(rms_norm_pair({.a = gathered.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = want.view(), .eps = 1e-5f},
+                            Stream::cpu()).is_ok());
+  ASSERT_TRUE(rms_norm_pair({.a = table.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(),
+                             .a_ids = ids.view(), .eps = 1e-5f},
+                            Stream::cpu()).is_ok());
+  EXPECT_EQ(std::memcmp(y.data(), want.data(), static_cast<size_t>(y.nbytes())), 0);
+  ids.view().ptr<int32_t>()[1] = static_cast<int32_t>(table_rows);
+  const Status s = rms_norm_pair({.a = table.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(),
+                                  .a_ids = ids.view(), .eps = 1e-5f},
+                                 Stream::cpu());
+  EXPECT_FALSE(s.is_ok());
+  Buffer short_ids(Device::kCpu, DType::kI32, {rows - 1});
+  EXPECT_THROW((void)rms_norm_pair({.a = table.view(), .weight_a = wa.view(), .b = b.view(), .weight_b = wb.view(), .y = y.view(),
+                                    .a_ids = short_ids.view()},
+                                   Stream::cpu()),
+               Error);
+}
+
 TEST(Ops, EmbeddingRejectsIdsOutsideTheVocabulary) {
   Buffer table(Device::kCpu, DType::kF32, {4, 2}), out(Device::kCpu, DType::kF32, {1, 2});
   table.zero();
