@@ -8,6 +8,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -284,8 +285,10 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   const int64_t target_vocab = target_.config().vocab_size;
   // EAGLE-3 on one rank: the norm pair gathers the token embedding itself (one launch fewer
   // a draft step); a vocab-parallel table needs its all-reduce first, another dtype a convert.
+  // AERIE_HEAD_NORM_GATHER=0 gathers it apart (for measuring).
+  static const bool norm_gathers = !kernels::env_turned_off("AERIE_HEAD_NORM_GATHER");
   const TensorView embed = tw.embed.view();
-  const bool gather_in_norm = e3 && tp.size() == 1 && embed.dtype == act_;
+  const bool gather_in_norm = norm_gathers && e3 && tp.size() == 1 && embed.dtype == act_;
   if (!gather_in_norm) vocab_parallel_embedding(ws.ids(T), embed, target_.shard().first_vocab(target_vocab), a.hidden, tp, stream_);
   TensorView attn_input;
   if (!e3) {

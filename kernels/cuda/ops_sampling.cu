@@ -2,6 +2,7 @@
 // Philox normal fill. One block per row; everything stays on the device (graph-safe).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/sampling_common.cuh"
+#include "kernels/env_knob.hpp"
 #include "kernels/philox.hpp"
 
 namespace aerie::kernels::cuda {
@@ -138,8 +139,10 @@ Status sample(const SampleParams& p, void* stream) {
   const int64_t batch = p.logits.dim(0);
   if (batch == 0) return Status::ok();
   // Rows up to kSampleOneBlockArgmaxVocab logits: one block finds the maximum (row_argmax) and
-  // the workspace's stage of many blocks would only add a launch.
-  float* partial = p.workspace.defined() && p.logits.dim(1) > kSampleOneBlockArgmaxVocab ? p.workspace.ptr<float>() : nullptr;
+  // the workspace's stage of many blocks would only add a launch. AERIE_SAMPLE_ONE_BLOCK_VOCAB
+  // sets another bound (0: the stage whenever there is a workspace), for measuring.
+  static const int64_t one_block = env_knob_or("AERIE_SAMPLE_ONE_BLOCK_VOCAB", static_cast<int>(kSampleOneBlockArgmaxVocab));
+  float* partial = p.workspace.defined() && p.logits.dim(1) > one_block ? p.workspace.ptr<float>() : nullptr;
   // Both stages wait (pdl_begin) before reading anything, so each may be scheduled while the
   // kernel before it drains: a greedy draft step is mostly these gaps.
   if (partial)
