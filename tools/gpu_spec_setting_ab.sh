@@ -52,7 +52,7 @@ def runs(pattern):
     return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(logs, pattern)))]
 print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
 for name in settings:
-    for run in runs(f"eval_{name}_*.json"):
+    for run in runs(f"eval_{name}_[0-9]*.json"):
         print_eval_run(name, run, width=8)
 print("Where the device's time goes (--graph-times): ms a run; gaps between runners, median / mean ms (times)")
 for name in settings:
@@ -69,11 +69,11 @@ python3 - "$LOGS" "$SETTINGS" <<'PY' | tee -a "$RESULTS/spec_setting_ab.txt"
 import glob, json, os, sys
 logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
 first = {}
-for f in sorted(glob.glob(os.path.join(logs, f"eval_{settings[0]}_*.json"))):
+for f in sorted(glob.glob(os.path.join(logs, f"eval_{settings[0]}_[0-9]*.json"))):
     for d in json.load(open(f))["rows"]:
         first.setdefault((d["batch"], d["config"]), d.get("output_ids"))
 for name in settings[1:]:
-    for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_*.json"))):
+    for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_[0-9]*.json"))):
         for d in json.load(open(f))["rows"]:
             a, b = first.get((d["batch"], d["config"])), d.get("output_ids")
             if a and b:
@@ -83,7 +83,7 @@ if ref:
     f32 = json.load(open(ref[0]))["rows"][0]["output_ids"]
     print("bf16 plain decoding against f32 plain decoding: first token the same / whole answer the same")
     for name in settings:
-        for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_*.json"))):
+        for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_[0-9]*.json"))):
             b = next(d for d in json.load(open(f))["rows"] if d["config"] == "plain")["output_ids"]
             print(f"  {os.path.basename(f)}: {sum(x[0] == y[0] for x, y in zip(f32, b))}/{len(b)} / {sum(x == y for x, y in zip(f32, b))}/{len(b)}")
 PY
