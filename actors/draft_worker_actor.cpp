@@ -46,6 +46,9 @@ void receive_one(Self* self, bool poll, Handlers&&... handlers) {
 void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWorkerCore> core, int cuda_device) {
   // Its own thread: the current device is set once.
   if (cuda_device >= 0) cuda_runtime::set_device(cuda_device);
+  // Behind the actor the core drafts the next chain itself once a verify's extend is
+  // enqueued, without waiting for the target worker's propose_ahead (a hand-off a round).
+  core->draft_ahead_behind_verified_chains(true);
   bool running = true;
   auto last = std::chrono::steady_clock::now();
   while (running) {

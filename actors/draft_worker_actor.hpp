@@ -117,6 +117,7 @@ struct DraftProposal {
 // How long the DraftWorker polls its mailbox after a message before it blocks.
 constexpr std::chrono::milliseconds kDraftWorkerSpin{10};
 // cuda_device: the device the core's stream lives on (-1: CPU); set on the actor's thread.
+// The core drafts ahead behind each verify's extend (DraftWorkerCore::draft_ahead_behind_verified_chains).
 // A blocking actor on its own thread (spawning it detaches it); it runs until it gets an
 // exit message (DraftWorkerClient sends one when it goes).
 void draft_worker_actor(caf::blocking_actor* self, std::shared_ptr<spec::DraftWorkerCore> core, int cuda_device);

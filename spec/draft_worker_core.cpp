@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/sampling.hpp"
@@ -263,8 +264,11 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
     for (const auto& s : seqs)
       fixed.push_back({.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots, .context = s.context, .hidden_rows = s.hidden_rows,
                        .state_row = -1});
-    if (run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n))))
+    if (behind_extend_) behind_extend_->side.mark();  // the verify: the argmax copy follows it, not the extend
+    if (run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)))) {
+      if (behind_extend_) propose_ahead_behind_extend(seqs, verified_argmax);
       return;
+    }
   }
   // The argmax on the host, and the extend of what it commits.
   std::vector<int32_t> argmax(seqs.size() * n);
@@ -320,7 +324,54 @@ void DraftWorkerCore::settle_ahead() {
   }
 }
 
+void DraftWorkerCore::draft_ahead_behind_verified_chains(bool on) {
+  static const bool turned_off = kernels::env_turned_off("AERIE_DRAFT_AHEAD_BEHIND_EXTEND");
+  if (!on || turned_off) {
+    behind_extend_.reset();
+    return;
+  }
+  if (!behind_extend_)
+    behind_extend_ = std::make_unique<AheadBehindExtend>(AheadBehindExtend{SideCopyStream(stream_), StreamEvent(stream_.device()), HostStaging()});
+}
+
+void DraftWorkerCore::propose_ahead_behind_extend(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax) {
+  const size_t n = seqs.front().tokens.size();
+  const auto steps = static_cast<int64_t>(n) - 1;
+  if (first_scratch_slot_ < 0 || !chain_ || !eagle() || steps != chain_->steps()) return;
+  const size_t bytes = seqs.size() * n * sizeof(int32_t);
+  AheadBehindExtend& b = *behind_extend_;
+  if (b.argmax.size() < bytes) b.argmax = HostStaging(stream_.device(), bytes);
+  const Stream& out = b.side.begin();
+  copy_async(b.argmax.data(), verified_argmax.data, bytes, out);
+  b.copied.record(out);
+  b.copied.wait();  // the verify's end and a small copy; the extend runs meanwhile
+  // Each chain walked as the target worker walks it (spec::greedy_accept_tree): the next root
+  // is the last committed token, one position past them; its context the verified slots it took.
+  const auto* argmax = b.argmax.as<const int32_t>();
+  std::vector<ProposeSeq> next;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const ExtendSeq& s = seqs[i];
+    const spec::DraftTree chain = spec::DraftTree::chain(s.tokens.front(), std::vector<int32_t>(s.tokens.begin() + 1, s.tokens.end()));
+    const auto committed = spec::greedy_accept_tree(chain, std::span<const int32_t>(argmax + i * n, n)).committed(chain);
+    const auto k = static_cast<std::ptrdiff_t>(committed.size());
+    ProposeSeq p{.rid = s.rid, .first_position = s.first_position + static_cast<int32_t>(k), .context = s.context, .root_token = committed.back()};
+    p.context.insert(p.context.end(), s.slots.begin(), s.slots.begin() + k);
+    next.push_back(std::move(p));
+  }
+  propose_ahead(next, steps);
+}
+
 void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {
+  if (ahead_.pending && ahead_.given.empty() && ahead_.round.seqs.size() == seqs.size()) {
+    // Already queued behind the extend for these requests, in this order: left as it is.
+    const auto rows = ahead_.round.rows_for(seqs, steps);
+    bool same = rows.has_value();
+    for (size_t i = 0; same && i < rows->size(); ++i) same = (*rows)[i] == i;
+    if (same) {
+      ++ahead_already_queued_;
+      return;
+    }
+  }
   settle_ahead();
   ahead_ = {};
   if (first_scratch_slot_ < 0 || seqs.empty() || steps != chain_->steps()) return;

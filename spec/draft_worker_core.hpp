@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/buffer.hpp"
+#include "kernels/staging.hpp"
 #include "model/eagle_head.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
@@ -82,6 +83,17 @@ class DraftWorkerCore : public DraftPort {
   // planned yet. The draft's cache must hold them; call after enable_draft_runners.
   void enable_draft_ahead(int64_t first_scratch_slot);
   static int64_t draft_ahead_slots(int64_t max_requests, int64_t steps) { return (max_requests + 1) * steps; }
+  // Drafting ahead behind a verify's extend (the DraftWorker actor turns it on): once
+  // extend_verified_chains has enqueued the extend, the core reads the verify's argmax back
+  // itself (a copy beside the extend), walks each chain as the target worker will, and enqueues
+  // the next round's chain right behind the extend, instead of waiting for the target worker
+  // to accept the round and ask (its later propose_ahead of the same requests finds the chain
+  // queued and leaves it). The device then goes from the extend to the chain without the hand-off
+  // between them. Needs enable_draft_ahead; AERIE_DRAFT_AHEAD_BEHIND_EXTEND=0 keeps it off
+  // (for measuring).
+  void draft_ahead_behind_verified_chains(bool on);
+  // propose_ahead calls that found their chain already queued behind the extend.
+  int64_t ahead_already_queued() const { return ahead_already_queued_; }
   void propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
   std::optional<DeviceChains> chains_on_device(const std::vector<ProposeSeq>& seqs, int64_t steps) override;
   std::vector<spec::DraftTree> collect_chains() override;
@@ -138,6 +150,16 @@ class DraftWorkerCore : public DraftPort {
   Ahead ahead_;
   int64_t first_scratch_slot_ = -1;  // -1: no drafting ahead
   int64_t ahead_hits_ = 0, ahead_misses_ = 0;
+  // Drafting ahead behind the extend: the verify's argmax copied back beside it.
+  struct AheadBehindExtend {
+    SideCopyStream side;
+    StreamEvent copied;
+    HostStaging argmax;
+  };
+  std::unique_ptr<AheadBehindExtend> behind_extend_;
+  int64_t ahead_already_queued_ = 0;
+  // The next round's chain for these verified chains, from the verify's argmax (read back).
+  void propose_ahead_behind_extend(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax);
   // With a runner: the extend's next tokens (chains) or k best first tokens and their
   // log-probabilities (trees), and (EAGLE) hidden states go to the requests' state rows on the
   // device, with no host round trip; the runners read them there.

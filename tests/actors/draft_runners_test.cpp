@@ -574,6 +574,79 @@ TEST(DraftWorkerCore, AnExtendBehindAChainVerifyLeavesTheStateOfTheHostAcceptedO
   }
 }
 
+// Drafting ahead behind the extend (DraftWorkerCore::draft_ahead_behind_verified_chains): once a
+// greedy chain verify's extend is enqueued, the core reads the argmax back and queues the next
+// round's chain itself, before anyone asks; the target worker's later propose_ahead of the
+// requests it committed finds that chain queued and leaves it, and the round takes it and
+// proposes what a core that extended the host's committed tokens and drafted afresh proposes.
+// Requests accepting none, two and every draft (EAGLE3 with a reduced vocabulary). Off, the
+// same round drafts ahead only when asked.
+TEST(DraftWorkerCore, ADraftAheadBehindTheExtendIsTheOneTheRoundAsksFor) {
+  auto target = tiny_model(5);
+  std::mt19937 rng(43);
+  constexpr int64_t kSteps = 4, kWidth = kSteps + 1;
+  const DraftCase& c = kEagle3Reduced;
+  for (const bool behind : {true, false}) {
+    const auto pool = model::kv_shape_for_tokens(1000, 1);
+    model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
+    model::KvCache kv_ahead(c.layer(), model::kv_shape_for_tokens(1000 + spec::DraftWorkerCore::draft_ahead_slots(8, kSteps), 1), Device::kCpu,
+                            DType::kF32);
+    auto plain = c.core(*target, kv_plain, 13, 1);
+    auto ahead = c.core(*target, kv_ahead, 13, 1);
+    plain->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false, /*fixed_width_extend=*/false);
+    ahead->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false, /*fixed_width_extend=*/true);
+    ahead->enable_draft_ahead(pool.num_slots());
+    ahead->draft_ahead_behind_verified_chains(behind);
+    Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
+    const std::vector<int64_t> accepted = {0, 2, kSteps};
+    std::vector<spec::DraftExtendSeq> verified, committed;
+    std::vector<int32_t> argmax;
+    std::vector<spec::DraftProposeSeq> next, round;
+    for (uint64_t rid = 1; rid <= 3; ++rid) {
+      const int32_t n = static_cast<int32_t>(5 + 3 * rid);
+      const auto prompt = random_prompt(rng, rid, n, true);
+      for (auto* core : {plain.get(), ahead.get()}) core->extend({prompt}, hidden.view());
+      const int64_t a = accepted[rid - 1];
+      spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = n, .slots = own_range(slots(n, n + kWidth), rid),
+                             .context = own_range(slots(0, n), rid), .hidden_rows = {}, .keep = true};
+      for (int64_t j = 0; j < kWidth; ++j) {
+        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+        v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+      }
+      std::vector<int32_t> rows(kWidth);
+      for (int64_t j = 0; j < kWidth; ++j) rows[j] = j < a ? v.tokens[j + 1] : static_cast<int32_t>(3 + rng() % 400);
+      if (a < kSteps && rows[a] == v.tokens[a + 1]) rows[a] += 1;
+      argmax.insert(argmax.end(), rows.begin(), rows.end());
+      spec::DraftExtendSeq e{.rid = rid, .tokens = {rows.begin(), rows.begin() + a + 1}, .first_position = n,
+                             .slots = {v.slots.begin(), v.slots.begin() + a + 1}, .context = own_range(slots(0, n + static_cast<int32_t>(a) + 1), rid),
+                             .hidden_rows = {v.hidden_rows.begin(), v.hidden_rows.begin() + a + 1}, .keep = true,
+                             .spare_slots = {v.slots.begin() + a + 1, v.slots.end()}};
+      verified.push_back(v);
+      committed.push_back(e);
+      // What the target worker asks for after accepting: root one past the committed tokens.
+      const int32_t root = n + static_cast<int32_t>(a) + 1;
+      next.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root), rid), .root_token = e.tokens.back()});
+      // The next verify's: its context holds the slots of the positions it drafts too.
+      round.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root + static_cast<int32_t>(kSteps)), rid),
+                       .root_token = e.tokens.back()});
+    }
+    Buffer argmax_rows(Device::kCpu, DType::kI32, {static_cast<int64_t>(argmax.size())});
+    std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(argmax_rows.data()));
+    plain->extend(committed, hidden.view());
+    ahead->extend_verified_chains(verified, argmax_rows.view(), hidden.view());
+    EXPECT_EQ(ahead->ahead_on_device().has_value(), behind) << "queued before anyone asked";
+    ahead->propose_ahead(next, kSteps);
+    EXPECT_EQ(ahead->ahead_already_queued(), behind ? 1 : 0);
+    const auto d = ahead->chains_on_device(round, kSteps);
+    ASSERT_TRUE(d) << behind;
+    const auto want = tokens_of(plain->propose(round, kSteps, 0));
+    EXPECT_EQ(chains_read_on_device(*d, round, kSteps), want) << behind;
+    EXPECT_EQ(tokens_of(ahead->collect_chains()), want) << behind;
+    EXPECT_EQ(ahead->ahead_hits(), 1) << behind;
+    EXPECT_EQ(ahead->ahead_misses(), 0) << behind;
+  }
+}
+
 // A chain drafted ahead behind the DraftWorker actor: the client mirrors what it asked for, so
 // chains_on_device() answers from its own copy and the DraftWorker's answer to the draft ahead
 // (no round trip), and the chains it names are the ones a draft without drafting ahead
