@@ -60,8 +60,9 @@ bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::s
 int attention_forced_tokens_per_block();
 // The query tokens per block for a CUDA batch (kernels/cuda/ops_attention.cu), from an H200
 // sweep (docs/performance.md: 8B, 512-token contexts): one token per block for up to 4
-// tokens in all and for prefill-sized sequences (over 64 tokens), 4 when 4-token blocks
-// alone fill the GPU twice, else 2, each where it fits. forced > 0: that count where it fits.
+// tokens in all, for prefill-sized sequences (over 64 tokens) and while one-token blocks number
+// at most kAttentionOneTokenBlocks (tokens x KV heads), 4 when 4-token blocks alone fill the GPU
+// twice, else 2, each where it fits. forced > 0: that count where it fits.
 int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms,
                                    int forced = attention_forced_tokens_per_block());
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int num_splits);
@@ -108,10 +109,16 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// `num_sms` multiprocessors, and for those of at most kAttentionDecodeTcSmallBlocks blocks,
 /// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.3% -> 84-85% of
 /// the floor, SmolLM2's step 0.70 -> 0.64 ms and its chain-5 verify graph 0.742 -> 0.663 ms),
-/// not 8B's batch 4 (32 blocks: 83% -> 73.5%). AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
-/// bound (0: none), for measuring.
+/// not 8B's batch 4 (32 blocks: 83% -> 73.5%), and for sequences of several tokens in one-token
+/// blocks of at most kAttentionOneTokenBlocks. AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
+/// bound for the first rule (0: none), for measuring.
 constexpr int kAttentionDecodeTcMaxRows = 16;
 constexpr int kAttentionDecodeTcSmallBlocks = 16;
+// A batch of sequences of several tokens (a verify, a draft extend) whose one-token blocks are
+// this few takes one token per block, on tensor cores: SmolLM2's chain-5 verify at batch 1 (6
+// tokens x 3 KV heads = 18 blocks, against 9 blocks of 2 tokens) took 0.636 against 0.651 ms a
+// graph on the H200, the real model's answers unchanged (docs/performance.md).
+constexpr int kAttentionOneTokenBlocks = 18;
 bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

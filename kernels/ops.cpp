@@ -297,7 +297,7 @@ int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t grou
   for (int64_t q : q_lens) tokens += q, longest = std::max(longest, q);
   if (longest > 64) return 1;
   if (forced > 0) return attention_tokens_per_block_fits(forced, group, q_lens) ? forced : 1;
-  if (tokens <= 4) return 1;
+  if (tokens <= 4 || tokens * kv_heads <= kAttentionOneTokenBlocks) return 1;
   if (attention_tokens_per_block_fits(4, group, q_lens) && (tokens / 4) * kv_heads >= 2 * static_cast<int64_t>(num_sms)) return 4;
   return attention_tokens_per_block_fits(2, group, q_lens) ? 2 : 1;
 }
@@ -328,7 +328,9 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   if (!fits) return false;
   static const int64_t small = env_knob_or("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS", kAttentionDecodeTcSmallBlocks);
   const int64_t blocks = (p.q.dim(0) / tpb) * kv_heads;
-  return knob > 0 || p.tensor_cores_if_fit || blocks >= num_sms || blocks <= small;
+  const int64_t sequences = p.qo_indptr.defined() ? p.qo_indptr.dim(0) - 1 : p.q.dim(0);
+  const bool few_one_token_blocks = tpb == 1 && p.q.dim(0) > sequences && blocks <= kAttentionOneTokenBlocks;
+  return knob > 0 || p.tensor_cores_if_fit || blocks >= num_sms || blocks <= small || few_one_token_blocks;
 }
 
 int attention_forced_tokens_per_block() {

@@ -282,7 +282,9 @@ TEST(AttentionPlan, TokensPerBlockFollowTheMeasuredPolicyAndTheKernelsLimits) {
   EXPECT_EQ(tpb(V(64, 1), 4), 1);                 // a decode batch: one token per sequence
   EXPECT_EQ(tpb({2}, 4), 1);                      // up to 4 tokens in all: one per block
   EXPECT_EQ(tpb({4}, 4), 1);
-  EXPECT_EQ(tpb({8}, 4), 2);                      // a batch-1 verify of 8
+  EXPECT_EQ(tpb({8}, 4), 2);                      // a batch-1 verify of 8 (64 one-token blocks)
+  EXPECT_EQ(attention_tokens_per_block_for(V{6}, 3, 3, 132), 1);   // SmolLM2's verify of 6: 18 one-token blocks
+  EXPECT_EQ(attention_tokens_per_block_for(V{8}, 3, 3, 132), 2);   // of 8: 24
   EXPECT_EQ(tpb(V(8, 4), 4), 2);                  // batch 8 x 4 tokens
   EXPECT_EQ(tpb(V(32, 4), 4), 2);                 // 32 blocks of 4 x 8 KV heads < 2 x 132 SMs
   EXPECT_EQ(tpb(V(32, 8), 4), 4);                 // 64 x 8 >= 264: 4 per block
@@ -318,6 +320,17 @@ TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTil
   EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 2, 32, 8, 128, 1), sms));    // 16 blocks: small
   EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 1, 32, 8, 128, 1), sms));    // an 8B batch of one
   EXPECT_TRUE(attention_decode_on_tensor_cores(params(DType::kBF16, 6, 9, 3, 64, 2), sms));      // SmolLM2's verify of 6
+  // In one-token blocks: 18 of them, sequences of several tokens (a verify), or one token each.
+  Buffer one_seq = host_i32({0, 6});
+  Buffer six_seqs = host_i32({0, 1, 2, 3, 4, 5, 6});
+  AttentionParams verify = params(DType::kBF16, 6, 9, 3, 64, 1);
+  verify.qo_indptr = TensorView(one_seq.data(), DType::kI32, {2}, Device::kCuda);
+  EXPECT_TRUE(attention_decode_on_tensor_cores(verify, sms));
+  verify.qo_indptr = TensorView(six_seqs.data(), DType::kI32, {7}, Device::kCuda);
+  EXPECT_FALSE(attention_decode_on_tensor_cores(verify, sms));                                   // a decode batch of 6: 18 > 16
+  AttentionParams eight = params(DType::kBF16, 8, 9, 3, 64, 1);
+  eight.qo_indptr = TensorView(one_seq.data(), DType::kI32, {2}, Device::kCuda);
+  EXPECT_FALSE(attention_decode_on_tensor_cores(eight, sms));                                    // 24 one-token blocks
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 256, 32, 8, 128, 8), sms)); // 32 rows
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 32, 2, 128, 1), sms));  // a group of 16
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 8, 8, 256, 1), sms));   // head dim 256
