@@ -43,49 +43,6 @@ done
 [[ -n ${SKIP_GAPS:-} ]] || for s in $SETTINGS; do
   eval_run "gaps_${s%%:*}" "${s#*:}" "${GAP_PROMPTS:-100}" "${GAP_CONFIGS:-plain chain-5}" --graph-times
 done
-python3 - "$LOGS" "$SETTINGS" <<'PY' | tee "$RESULTS/spec_setting_ab.txt"
-import glob, json, os, sys
-sys.path.insert(0, "tools")
-from eval_tables import print_eval_run
-logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
-def runs(pattern):
-    return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(logs, pattern)))]
-print("Real SmolLM2 + head, greedy (eval_spec.py): tok/s (speedup over plain in the same run), accept length")
-for name in settings:
-    for run in runs(f"eval_{name}_[0-9]*.json"):
-        print_eval_run(name, run, width=8)
-print("Where the device's time goes (--graph-times): ms a run; gaps between runners, median / mean ms (times)")
-for name in settings:
-    for run in runs(f"gaps_{name}.json"):
-        for d in run["rows"]:
-            print(f"  {name:>8} {d['config']} ({d['tok_per_s']:.0f} tok/s, {d['speedup']:.2f}x):")
-            for label, g in sorted(d.get("graph_ms_a_run", {}).items()):
-                print(f"      {label}: {g['runs']} runs, {g['ms']:.4f} ms a run")
-            for between, g in sorted(d.get("gap_ms_between_graphs", {}).items()):
-                print(f"      gap {between}: {g['median']:.4f} / {g['mean']:.4f} ({g['times']})")
-PY
-# Whether each setting's greedy answers are the first setting's (outputs of every configuration).
-python3 - "$LOGS" "$SETTINGS" <<'PY' | tee -a "$RESULTS/spec_setting_ab.txt"
-import glob, json, os, sys
-logs, settings = sys.argv[1], [s.split(":")[0] for s in sys.argv[2].split()]
-first = {}
-for f in sorted(glob.glob(os.path.join(logs, f"eval_{settings[0]}_[0-9]*.json"))):
-    for d in json.load(open(f))["rows"]:
-        first.setdefault((d["batch"], d["config"]), d.get("output_ids"))
-for name in settings[1:]:
-    for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_[0-9]*.json"))):
-        for d in json.load(open(f))["rows"]:
-            a, b = first.get((d["batch"], d["config"])), d.get("output_ids")
-            if a and b:
-                print(f"  {os.path.basename(f)} {d['config']}: {sum(x == y for x, y in zip(a, b))}/{len(b)} answers the same as {settings[0]}'s")
-ref = glob.glob(os.path.join(logs, "f32_plain.json"))
-if ref:
-    f32 = json.load(open(ref[0]))["rows"][0]["output_ids"]
-    print("bf16 plain decoding against f32 plain decoding: first token the same / whole answer the same")
-    for name in settings:
-        for f in sorted(glob.glob(os.path.join(logs, f"eval_{name}_[0-9]*.json"))):
-            b = next(d for d in json.load(open(f))["rows"] if d["config"] == "plain")["output_ids"]
-            print(f"  {os.path.basename(f)}: {sum(x[0] == y[0] for x, y in zip(f32, b))}/{len(b)} / {sum(x == y for x, y in zip(f32, b))}/{len(b)}")
-PY
+python3 tools/eval_tables.py setting-ab "$LOGS" "$SETTINGS" | tee "$RESULTS/spec_setting_ab.txt"
 pack_logs
 exit $status
