@@ -247,6 +247,17 @@ bool DraftWorkerCore::run_extend_runner(spec::DraftExtendRunner& runner, const s
   return true;
 }
 
+namespace {
+
+// What a verified chain commits under the verify's argmax rows (the target worker's walk,
+// spec::greedy_accept_tree): the accepted drafts' argmax, then the bonus token.
+std::vector<int32_t> committed_of(const DraftExtendSeq& s, std::span<const int32_t> argmax) {
+  const spec::DraftTree chain = spec::DraftTree::chain(s.tokens.front(), std::vector<int32_t>(s.tokens.begin() + 1, s.tokens.end()));
+  return spec::greedy_accept_tree(chain, argmax).committed(chain);
+}
+
+}  // namespace
+
 void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax, const TensorView& target_hidden) {
   if (seqs.empty()) return;
   const size_t n = seqs.front().tokens.size();
@@ -277,8 +288,7 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
   std::vector<ExtendSeq> committed;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ExtendSeq& s = seqs[i];
-    const spec::DraftTree chain = spec::DraftTree::chain(s.tokens.front(), std::vector<int32_t>(s.tokens.begin() + 1, s.tokens.end()));
-    const auto tokens = spec::greedy_accept_tree(chain, std::span<const int32_t>(argmax).subspan(i * n, n)).committed(chain);
+    const auto tokens = committed_of(s, std::span<const int32_t>(argmax).subspan(i * n, n));
     const auto k = static_cast<std::ptrdiff_t>(tokens.size());
     ExtendSeq e{.rid = s.rid, .tokens = tokens, .first_position = s.first_position, .slots = {s.slots.begin(), s.slots.begin() + k},
                 .context = s.context, .hidden_rows = {}, .keep = s.keep, .spare_slots = {s.slots.begin() + k, s.slots.end()}};
@@ -351,8 +361,7 @@ void DraftWorkerCore::propose_ahead_behind_extend(const std::vector<ExtendSeq>& 
   std::vector<ProposeSeq> next;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ExtendSeq& s = seqs[i];
-    const spec::DraftTree chain = spec::DraftTree::chain(s.tokens.front(), std::vector<int32_t>(s.tokens.begin() + 1, s.tokens.end()));
-    const auto committed = spec::greedy_accept_tree(chain, std::span<const int32_t>(argmax + i * n, n)).committed(chain);
+    const auto committed = committed_of(s, std::span<const int32_t>(argmax + i * n, n));
     const auto k = static_cast<std::ptrdiff_t>(committed.size());
     ProposeSeq p{.rid = s.rid, .first_position = s.first_position + static_cast<int32_t>(k), .context = s.context, .root_token = committed.back()};
     p.context.insert(p.context.end(), s.slots.begin(), s.slots.begin() + k);
