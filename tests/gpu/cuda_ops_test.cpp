@@ -539,17 +539,19 @@ TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpu) {
       }
 }
 
-// One sequence (a batch-1 decode, or a chain-5 verify of 6 tokens) forced onto the tensor-core
-// decode kernel whatever the policy says: scores as a real model's (q x 12: a few keys take the
+// One sequence (a batch-1 decode, or a chain-5 verify of 6 tokens in blocks of 2 or 1 tokens)
+// forced onto the tensor-core decode kernel whatever the policy says (which takes SmolLM2's
+// verify of 6 in 18 one-token blocks there itself): scores as a real model's (q x 12: a few keys take the
 // weight) and as the tests above, 1-64 splits, short and long contexts. (Written to chase the
 // wrong tokens such batches gave on the real SmolLM2; it passed, and the fault was a stale q
 // under programmatic launch, which CudaModel.Bf16GraphReplayEqualsEagerAtSmallBatches covers.)
 TEST_F(CudaOps, DecodeAttentionOnTensorCoresMatchesCpuForOneSequence) {
   std::mt19937 rng(17);
   struct Shape { int64_t qh, kh, dim; };
+  struct Layout { int tpb, q_len; };  // a decode; a verify of 6 in blocks of 2 tokens, and of 1 (kAttentionOneTokenBlocks)
   for (Shape s : {Shape{9, 3, 64}, Shape{32, 8, 128}})
-    for (int tpb : {1, 2}) {
-      const int q_len = tpb == 1 ? 1 : 6;
+    for (Layout l : {Layout{1, 1}, Layout{2, 6}, Layout{1, 6}}) {
+      const int tpb = l.tpb, q_len = l.q_len;
       for (int kv : {90, 700})
         for (int splits : {1, 3, 16, 64})
           for (float q_scale : {1.0f, 12.0f})
