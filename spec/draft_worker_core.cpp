@@ -277,7 +277,7 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
                        .state_row = -1});
     if (behind_extend_) behind_extend_->side.mark();  // the verify: the argmax copy follows it, not the extend
     if (run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)))) {
-      if (behind_extend_) propose_ahead_behind_extend(seqs, verified_argmax);
+      if (behind_extend_ && drafts_ahead_behind(seqs)) propose_ahead_of_committed(seqs, read_back_committed(seqs, verified_argmax));
       return;
     }
   }
@@ -286,6 +286,7 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
   copy_async(argmax.data(), verified_argmax.data, argmax.size() * sizeof(int32_t), stream_);
   synchronize(stream_);
   std::vector<ExtendSeq> committed;
+  std::vector<std::vector<int32_t>> tokens_of;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ExtendSeq& s = seqs[i];
     const auto tokens = committed_of(s, std::span<const int32_t>(argmax).subspan(i * n, n));
@@ -295,8 +296,10 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
     e.context.insert(e.context.end(), e.slots.begin(), e.slots.end());
     if (eagle()) e.hidden_rows.assign(s.hidden_rows.begin(), s.hidden_rows.begin() + k);
     committed.push_back(std::move(e));
+    tokens_of.push_back(tokens);
   }
   extend(committed, target_hidden);
+  if (behind_extend_ && drafts_ahead_behind(seqs)) propose_ahead_of_committed(seqs, tokens_of);
 }
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {
@@ -344,30 +347,36 @@ void DraftWorkerCore::draft_ahead_behind_verified_chains(bool on) {
     behind_extend_ = std::make_unique<AheadBehindExtend>(AheadBehindExtend{SideCopyStream(stream_), StreamEvent(stream_.device()), HostStaging()});
 }
 
-void DraftWorkerCore::propose_ahead_behind_extend(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax) {
-  const size_t n = seqs.front().tokens.size();
-  const auto steps = static_cast<int64_t>(n) - 1;
-  if (first_scratch_slot_ < 0 || !chain_ || !eagle() || steps != chain_->steps()) return;
-  const size_t bytes = seqs.size() * n * sizeof(int32_t);
+bool DraftWorkerCore::drafts_ahead_behind(const std::vector<ExtendSeq>& seqs) const {
+  return first_scratch_slot_ >= 0 && chain_ && eagle() && static_cast<int64_t>(seqs.front().tokens.size()) - 1 == chain_->steps();
+}
+
+std::vector<std::vector<int32_t>> DraftWorkerCore::read_back_committed(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax) {
+  const size_t n = seqs.front().tokens.size(), bytes = seqs.size() * n * sizeof(int32_t);
   AheadBehindExtend& b = *behind_extend_;
   if (b.argmax.size() < bytes) b.argmax = HostStaging(stream_.device(), bytes);
   const Stream& out = b.side.begin();
   copy_async(b.argmax.data(), verified_argmax.data, bytes, out);
   b.copied.record(out);
   b.copied.wait();  // the verify's end and a small copy; the extend runs meanwhile
-  // Each chain walked as the target worker walks it (spec::greedy_accept_tree): the next root
-  // is the last committed token, one position past them; its context the verified slots it took.
   const auto* argmax = b.argmax.as<const int32_t>();
+  std::vector<std::vector<int32_t>> committed;
+  for (size_t i = 0; i < seqs.size(); ++i) committed.push_back(committed_of(seqs[i], std::span<const int32_t>(argmax + i * n, n)));
+  return committed;
+}
+
+void DraftWorkerCore::propose_ahead_of_committed(const std::vector<ExtendSeq>& seqs, const std::vector<std::vector<int32_t>>& committed) {
+  // The next root is each request's last committed token, one position past them; its context
+  // the verified slots they took.
   std::vector<ProposeSeq> next;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ExtendSeq& s = seqs[i];
-    const auto committed = committed_of(s, std::span<const int32_t>(argmax + i * n, n));
-    const auto k = static_cast<std::ptrdiff_t>(committed.size());
-    ProposeSeq p{.rid = s.rid, .first_position = s.first_position + static_cast<int32_t>(k), .context = s.context, .root_token = committed.back()};
+    const auto k = static_cast<std::ptrdiff_t>(committed[i].size());
+    ProposeSeq p{.rid = s.rid, .first_position = s.first_position + static_cast<int32_t>(k), .context = s.context, .root_token = committed[i].back()};
     p.context.insert(p.context.end(), s.slots.begin(), s.slots.begin() + k);
     next.push_back(std::move(p));
   }
-  propose_ahead(next, steps);
+  propose_ahead(next, static_cast<int64_t>(seqs.front().tokens.size()) - 1);
 }
 
 void DraftWorkerCore::propose_ahead(const std::vector<ProposeSeq>& seqs, int64_t steps) {

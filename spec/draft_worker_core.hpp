@@ -85,8 +85,9 @@ class DraftWorkerCore : public DraftPort {
   static int64_t draft_ahead_slots(int64_t max_requests, int64_t steps) { return (max_requests + 1) * steps; }
   // Drafting ahead behind a verify's extend (the DraftWorker actor turns it on): once
   // extend_verified_chains has enqueued the extend, the core reads the verify's argmax back
-  // itself (a copy beside the extend), walks each chain as the target worker will, and enqueues
-  // the next round's chain right behind the extend, instead of waiting for the target worker
+  // itself (a copy beside the extend; without the fixed-width extend runner it has read it
+  // already), walks each chain as the target worker will, and enqueues the next round's chain
+  // right behind the extend, instead of waiting for the target worker
   // to accept the round and ask (its later propose_ahead of the same requests finds the chain
   // queued and leaves it). The device then goes from the extend to the chain without the hand-off
   // between them. Needs enable_draft_ahead; AERIE_DRAFT_AHEAD_BEHIND_EXTEND=0 keeps it off
@@ -158,8 +159,12 @@ class DraftWorkerCore : public DraftPort {
   };
   std::unique_ptr<AheadBehindExtend> behind_extend_;
   int64_t ahead_already_queued_ = 0;
-  // The next round's chain for these verified chains, from the verify's argmax (read back).
-  void propose_ahead_behind_extend(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax);
+  // Whether the chain runner drafts ahead these verified chains' next round (EAGLE, its steps).
+  bool drafts_ahead_behind(const std::vector<ExtendSeq>& seqs) const;
+  // What each verified chain commits, from the verify's argmax read back beside the extend.
+  std::vector<std::vector<int32_t>> read_back_committed(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax);
+  // The next round's chain behind the extend of verified chains that committed these tokens.
+  void propose_ahead_of_committed(const std::vector<ExtendSeq>& seqs, const std::vector<std::vector<int32_t>>& committed);
   // With a runner: the extend's next tokens (chains) or k best first tokens and their
   // log-probabilities (trees), and (EAGLE) hidden states go to the requests' state rows on the
   // device, with no host round trip; the runners read them there.

@@ -579,13 +579,15 @@ TEST(DraftWorkerCore, AnExtendBehindAChainVerifyLeavesTheStateOfTheHostAcceptedO
 // round's chain itself, before anyone asks; the target worker's later propose_ahead of the
 // requests it committed finds that chain queued and leaves it, and the round takes it and
 // proposes what a core that extended the host's committed tokens and drafted afresh proposes.
-// Requests accepting none, two and every draft (EAGLE3 with a reduced vocabulary). Off, the
-// same round drafts ahead only when asked.
+// Requests accepting none, two and every draft (EAGLE3 with a reduced vocabulary), through the
+// fixed-width extend runner and with the argmax read back (no runner). Off, the same round
+// drafts ahead only when asked.
 TEST(DraftWorkerCore, ADraftAheadBehindTheExtendIsTheOneTheRoundAsksFor) {
   auto target = tiny_model(5);
   std::mt19937 rng(43);
   constexpr int64_t kSteps = 4, kWidth = kSteps + 1;
   const DraftCase& c = kEagle3Reduced;
+  for (const bool fixed_width : {true, false})
   for (const bool behind : {true, false}) {
     const auto pool = model::kv_shape_for_tokens(1000, 1);
     model::KvCache kv_plain(c.layer(), pool, Device::kCpu, DType::kF32);
@@ -594,7 +596,8 @@ TEST(DraftWorkerCore, ADraftAheadBehindTheExtendIsTheOneTheRoundAsksFor) {
     auto plain = c.core(*target, kv_plain, 13, 1);
     auto ahead = c.core(*target, kv_ahead, 13, 1);
     plain->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false, /*fixed_width_extend=*/false);
-    ahead->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false, /*fixed_width_extend=*/true);
+    ahead->enable_draft_runners(kSteps, 8, 1000, /*graphs=*/false, fixed_width);
+    ASSERT_EQ(ahead->extend_runner() != nullptr, fixed_width);
     ahead->enable_draft_ahead(pool.num_slots());
     ahead->draft_ahead_behind_verified_chains(behind);
     Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {64, c.head_config().input_width()});
@@ -634,16 +637,17 @@ TEST(DraftWorkerCore, ADraftAheadBehindTheExtendIsTheOneTheRoundAsksFor) {
     std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(argmax_rows.data()));
     plain->extend(committed, hidden.view());
     ahead->extend_verified_chains(verified, argmax_rows.view(), hidden.view());
-    EXPECT_EQ(ahead->ahead_on_device().has_value(), behind) << "queued before anyone asked";
+    const std::string what = std::string(fixed_width ? "extend runner" : "argmax read back") + (behind ? ", behind" : ", asked");
+    EXPECT_EQ(ahead->ahead_on_device().has_value(), behind) << what << ": queued before anyone asked";
     ahead->propose_ahead(next, kSteps);
-    EXPECT_EQ(ahead->ahead_already_queued(), behind ? 1 : 0);
+    EXPECT_EQ(ahead->ahead_already_queued(), behind ? 1 : 0) << what;
     const auto d = ahead->chains_on_device(round, kSteps);
-    ASSERT_TRUE(d) << behind;
+    ASSERT_TRUE(d) << what;
     const auto want = tokens_of(plain->propose(round, kSteps, 0));
-    EXPECT_EQ(chains_read_on_device(*d, round, kSteps), want) << behind;
-    EXPECT_EQ(tokens_of(ahead->collect_chains()), want) << behind;
-    EXPECT_EQ(ahead->ahead_hits(), 1) << behind;
-    EXPECT_EQ(ahead->ahead_misses(), 0) << behind;
+    EXPECT_EQ(chains_read_on_device(*d, round, kSteps), want) << what;
+    EXPECT_EQ(tokens_of(ahead->collect_chains()), want) << what;
+    EXPECT_EQ(ahead->ahead_hits(), 1) << what;
+    EXPECT_EQ(ahead->ahead_misses(), 0) << what;
   }
 }
 
