@@ -147,4 +147,13 @@ void SideCopyStream::mark() {
   if (side_) read_.record(main_);
 }
 
+ReadBackBeside::ReadBackBeside(const Stream& main) : device_(main.device()), side_(main), copied_(main.device()) {}
+
+void ReadBackBeside::copy(const void* src, size_t bytes) {
+  if (host_.size() < bytes) host_ = HostStaging(device_, bytes);
+  const Stream& out = side_.begin();
+  copy_async(host_.data(), src, bytes, out);
+  copied_.record(out);
+}
+
 }  // namespace aerie

@@ -136,4 +136,28 @@ class SideCopyStream {
   StreamEvent read_, copied_;
 };
 
+// ReadBackBeside: a small device result (a verify's argmax) copied to pinned host memory on a
+// SideCopyStream once the main stream's work up to mark() has run, so the work enqueued after
+// that mark (the draft extend behind the verify) is not waited for: copy() after mark(), then
+// wait() for that copy alone. The staging grows to the largest copy.
+class ReadBackBeside {
+ public:
+  explicit ReadBackBeside(const Stream& main);
+  // After the main stream's work that writes what is read back.
+  void mark() { side_.mark(); }
+  void copy(const void* src, size_t bytes);
+  // The host copy, once copy()'s copy has run.
+  template <class T>
+  const T* wait() const {
+    copied_.wait();
+    return host_.as<const T>();
+  }
+
+ private:
+  Device device_;
+  SideCopyStream side_;
+  StreamEvent copied_;
+  HostStaging host_;
+};
+
 }  // namespace aerie

@@ -275,7 +275,7 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
     for (const auto& s : seqs)
       fixed.push_back({.tokens = s.tokens, .first_position = s.first_position, .slots = s.slots, .context = s.context, .hidden_rows = s.hidden_rows,
                        .state_row = -1});
-    if (behind_extend_) behind_extend_->side.mark();  // the verify: the argmax copy follows it, not the extend
+    if (behind_extend_) behind_extend_->mark();  // the verify: the argmax copy follows it, not the extend
     if (run_extend_runner(*extend_runner_, seqs, fixed, target_hidden, verified_argmax.slice_rows(0, static_cast<int64_t>(seqs.size() * n)))) {
       if (behind_extend_ && drafts_ahead_behind(seqs)) propose_ahead_of_committed(seqs, read_back_committed(seqs, verified_argmax));
       return;
@@ -344,7 +344,7 @@ void DraftWorkerCore::draft_ahead_behind_verified_chains(bool on) {
     return;
   }
   if (!behind_extend_)
-    behind_extend_ = std::make_unique<AheadBehindExtend>(AheadBehindExtend{SideCopyStream(stream_), StreamEvent(stream_.device()), HostStaging()});
+    behind_extend_ = std::make_unique<ReadBackBeside>(stream_);
 }
 
 bool DraftWorkerCore::drafts_ahead_behind(const std::vector<ExtendSeq>& seqs) const {
@@ -352,14 +352,9 @@ bool DraftWorkerCore::drafts_ahead_behind(const std::vector<ExtendSeq>& seqs) co
 }
 
 std::vector<std::vector<int32_t>> DraftWorkerCore::read_back_committed(const std::vector<ExtendSeq>& seqs, const TensorView& verified_argmax) {
-  const size_t n = seqs.front().tokens.size(), bytes = seqs.size() * n * sizeof(int32_t);
-  AheadBehindExtend& b = *behind_extend_;
-  if (b.argmax.size() < bytes) b.argmax = HostStaging(stream_.device(), bytes);
-  const Stream& out = b.side.begin();
-  copy_async(b.argmax.data(), verified_argmax.data, bytes, out);
-  b.copied.record(out);
-  b.copied.wait();  // the verify's end and a small copy; the extend runs meanwhile
-  const auto* argmax = b.argmax.as<const int32_t>();
+  const size_t n = seqs.front().tokens.size();
+  behind_extend_->copy(verified_argmax.data, seqs.size() * n * sizeof(int32_t));
+  const auto* argmax = behind_extend_->wait<int32_t>();  // the verify's end and a small copy; the extend runs meanwhile
   std::vector<std::vector<int32_t>> committed;
   for (size_t i = 0; i < seqs.size(); ++i) committed.push_back(committed_of(seqs[i], std::span<const int32_t>(argmax + i * n, n)));
   return committed;

@@ -151,13 +151,8 @@ class DraftWorkerCore : public DraftPort {
   Ahead ahead_;
   int64_t first_scratch_slot_ = -1;  // -1: no drafting ahead
   int64_t ahead_hits_ = 0, ahead_misses_ = 0;
-  // Drafting ahead behind the extend: the verify's argmax copied back beside it.
-  struct AheadBehindExtend {
-    SideCopyStream side;
-    StreamEvent copied;
-    HostStaging argmax;
-  };
-  std::unique_ptr<AheadBehindExtend> behind_extend_;
+  // Drafting ahead behind the extend (null: off): the verify's argmax copied back beside it.
+  std::unique_ptr<ReadBackBeside> behind_extend_;
   int64_t ahead_already_queued_ = 0;
   // Whether the chain runner drafts ahead these verified chains' next round (EAGLE, its steps).
   bool drafts_ahead_behind(const std::vector<ExtendSeq>& seqs) const;

@@ -33,8 +33,7 @@ double lap_ms(std::chrono::steady_clock::time_point& t) {
 
 SpecWorkerCore::SpecWorkerCore(model::LlamaModel& target, model::KvCache& kv, spec::DraftPort& draft, int64_t max_batch, VerifyGraphOptions graphs)
     : target_(target), kv_(kv), draft_(draft), info_(draft.info()), sampler_(target.stream().device(), max_batch),
-      argmax_(target.stream().device()), acceptor_(target.stream().device()), argmax_copied_(target.stream().device()),
-      argmax_side_(target.stream()) {
+      argmax_(target.stream().device()), acceptor_(target.stream().device()), argmax_back_(target.stream()) {
   if (info_.eagle()) {
     model::HiddenCapture capture;
     if (info_.algorithm == spec::SpecAlgorithm::kEagle) capture.final_normed = true;
@@ -222,14 +221,10 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     acc = acceptor_.accept(logits, trees, sampling_rows_of(m), target_.stream());
   } else if (extend_behind_verify) {
     const TensorView argmax = verify_argmax_on_device(logits);
-    const size_t rows = B * static_cast<size_t>(N);
-    if (argmax_host_.size() < rows * sizeof(int32_t)) argmax_host_ = HostStaging(target_.stream().device(), rows * sizeof(int32_t));
-    // Copied back beside the extend enqueued behind the verify (the host waits for the copy
-    // before the next verify can overwrite the argmax).
-    argmax_side_.mark();
-    const Stream& out = argmax_side_.begin();
-    copy_async(argmax_host_.data(), argmax.data, rows * sizeof(int32_t), out);
-    argmax_copied_.record(out);  // the host waits for this, not for the extend behind it
+    // Copied back beside the extend enqueued behind the verify (the host waits for the copy,
+    // not for the extend, and before the next verify can overwrite the argmax).
+    argmax_back_.mark();
+    argmax_back_.copy(argmax.data, B * static_cast<size_t>(N) * sizeof(int32_t));
     std::vector<spec::DraftExtendSeq> verified(B);
     for (size_t s = 0; s < B; ++s) {
       auto& v = verified[s];
@@ -242,8 +237,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
       for (int64_t j = 0; j < N; ++j) v.hidden_rows.push_back(static_cast<int32_t>(m.qo_indptr[s] + j));
     }
     draft_.extend_verified_chains(verified, argmax, hidden);
-    argmax_copied_.wait();
-    const auto* host = argmax_host_.as<const int32_t>();
+    const auto* host = argmax_back_.wait<int32_t>();
     for (size_t s = 0; s < B; ++s)
       acc[s] = spec::greedy_accept_tree(trees[s], std::span<const int32_t>(host + s * static_cast<size_t>(N), static_cast<size_t>(N)));
   } else {

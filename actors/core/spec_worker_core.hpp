@@ -89,9 +89,7 @@ class SpecWorkerCore {
   // and the argmax's copy to the host with the mark the host waits for (not the extend's).
   std::unique_ptr<spec::DeviceArgmax> eager_argmax_;
   Buffer eager_argmax_out_;  // its output, as many rows as it takes
-  HostStaging argmax_host_;
-  StreamEvent argmax_copied_;
-  SideCopyStream argmax_side_;  // the argmax's copy back, beside the extend behind the verify
+  ReadBackBeside argmax_back_;  // the argmax's copy back, beside the extend behind the verify
   SpecStageTimes times_;
   // When the last batch was a verify: the time it returned (SpecStageTimes::turnaround_ms).
   std::optional<std::chrono::steady_clock::time_point> last_verify_returned_;

@@ -78,3 +78,15 @@ TEST(SideCopyStream, OnTheCpuCopiesOnTheMainStream) {
   side.end();
   EXPECT_EQ(to, from);
 }
+
+// A read back gives each copy's bytes, its staging growing to a larger copy.
+TEST(ReadBackBeside, GivesEachCopyAndGrowsForALargerOne) {
+  ReadBackBeside back(Stream::cpu());
+  const std::vector<int32_t> small = {7, 8}, large = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  back.mark();
+  back.copy(small.data(), small.size() * sizeof(int32_t));
+  EXPECT_EQ(std::vector<int32_t>(back.wait<int32_t>(), back.wait<int32_t>() + small.size()), small);
+  back.mark();
+  back.copy(large.data(), large.size() * sizeof(int32_t));
+  EXPECT_EQ(std::vector<int32_t>(back.wait<int32_t>(), back.wait<int32_t>() + large.size()), large);
+}
