@@ -1,6 +1,5 @@
 #include <cmath>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "kernels/backends.hpp"
@@ -67,17 +66,14 @@ Status rms_norm(const RmsNormParams& p) {
 Status rms_norm_pair(const RmsNormPairParams& p) {
   const int64_t rows = p.rows(), hidden = p.a.dim(1);
   const size_t es = dtype_size(p.a.dtype), row_bytes = static_cast<size_t>(hidden) * es;
-  // a_ids: the table's rows gathered first (what embedding() gives), then normalised as a's.
+  // a_ids: the table's rows gathered first by embedding() (which refuses an id outside the
+  // table), then normalised as a's.
   std::vector<char> gathered;
   TensorView a = p.a;
   if (p.a_ids.defined()) {
     gathered.resize(static_cast<size_t>(rows) * row_bytes);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int32_t id = p.a_ids.ptr<int32_t>()[r];
-      if (id < 0 || id >= p.a.dim(0)) return Status::error("rms_norm_pair: a_ids names row " + std::to_string(id) + " of a table of " + std::to_string(p.a.dim(0)));
-      std::memcpy(gathered.data() + static_cast<size_t>(r) * row_bytes, static_cast<const char*>(p.a.data) + static_cast<size_t>(id) * row_bytes, row_bytes);
-    }
     a = TensorView(gathered.data(), p.a.dtype, {rows, hidden}, Device::kCpu);
+    if (Status st = embedding({.ids = p.a_ids, .table = p.a, .out = a}); !st.is_ok()) return st;
   }
   if (p.b_copy.defined()) std::memcpy(p.b_copy.data, p.b.data, static_cast<size_t>(rows) * row_bytes);
   std::vector<char> half(static_cast<size_t>(rows) * row_bytes);
