@@ -506,6 +506,33 @@ TEST(DraftWorkerCore, ADraftAheadProposesWhatTheRoundAsksFor) {
   }
 }
 
+// A verified chain of `width` tokens at position `first` (root, then drafts; random tokens and,
+// for an EAGLE draft, hidden rows), the verify's argmax rows that accept `accepted` of its drafts,
+// and what the host commits from them (the accepted drafts, then the bonus token).
+struct VerifiedChain {
+  spec::DraftExtendSeq verified, committed;
+  std::vector<int32_t> argmax;
+};
+VerifiedChain verified_chain(std::mt19937& rng, uint64_t rid, int32_t first, int64_t accepted, int64_t width, bool eagle) {
+  VerifiedChain c;
+  auto& v = c.verified;
+  v = {.rid = rid, .tokens = {}, .first_position = first, .slots = own_range(slots(first, first + static_cast<int32_t>(width)), rid),
+       .context = own_range(slots(0, first), rid), .hidden_rows = {}, .keep = true};
+  for (int64_t j = 0; j < width; ++j) {
+    v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
+    if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
+  }
+  const int64_t a = accepted;
+  c.argmax.resize(static_cast<size_t>(width));
+  for (int64_t j = 0; j < width; ++j) c.argmax[j] = j < a ? v.tokens[j + 1] : static_cast<int32_t>(3 + rng() % 400);
+  if (a < width - 1 && c.argmax[a] == v.tokens[a + 1]) c.argmax[a] += 1;  // the first draft not accepted
+  c.committed = {.rid = rid, .tokens = {c.argmax.begin(), c.argmax.begin() + a + 1}, .first_position = first,
+                 .slots = {v.slots.begin(), v.slots.begin() + a + 1}, .context = own_range(slots(0, first + static_cast<int32_t>(a) + 1), rid),
+                 .hidden_rows = {}, .keep = true, .spare_slots = {v.slots.begin() + a + 1, v.slots.end()}};
+  if (eagle) c.committed.hidden_rows.assign(v.hidden_rows.begin(), v.hidden_rows.begin() + a + 1);
+  return c;
+}
+
 // The extend right behind a greedy chain verify (DraftWorkerCore::extend_verified_chains):
 // from each request's verified chain and the verify's argmax, through the fixed-width extend
 // runner (committed tokens and last row found by kernels::greedy_chain_accept) and, without a
@@ -539,29 +566,15 @@ TEST(DraftWorkerCore, AnExtendBehindAChainVerifyLeavesTheStateOfTheHostAcceptedO
       const int32_t n = static_cast<int32_t>(5 + 3 * rid), first = eagle ? n : n + 1;
       const auto prompt = random_prompt(rng, rid, n, eagle);
       for (auto* core : {host.get(), runner.get(), read_back.get()}) core->extend({prompt}, h);
-      // The verified chain (root, then drafts) and an argmax that accepts `a` of its drafts.
+      // The verified chain and an argmax that accepts `a` of its drafts.
       const int64_t a = accepted[rid - 1];
-      spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = first, .slots = own_range(slots(first, first + kWidth), rid),
-                             .context = own_range(slots(0, first), rid), .hidden_rows = {}, .keep = true};
-      for (int64_t j = 0; j < kWidth; ++j) {
-        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
-        if (eagle) v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-      }
-      std::vector<int32_t> rows(kWidth);
-      for (int64_t j = 0; j < kWidth; ++j) rows[j] = j < a ? v.tokens[j + 1] : static_cast<int32_t>(3 + rng() % 400);
-      if (a < kSteps && rows[a] == v.tokens[a + 1]) rows[a] += 1;  // the first draft not accepted
-      argmax.insert(argmax.end(), rows.begin(), rows.end());
-      // What the host commits: the accepted drafts, then the bonus.
-      spec::DraftExtendSeq e{.rid = rid, .tokens = {rows.begin(), rows.begin() + a + 1}, .first_position = first,
-                             .slots = {v.slots.begin(), v.slots.begin() + a + 1}, .context = {}, .hidden_rows = {}, .keep = true,
-                             .spare_slots = {v.slots.begin() + a + 1, v.slots.end()}};
-      e.context = own_range(slots(0, first + static_cast<int32_t>(a) + 1), rid);
-      if (eagle) e.hidden_rows.assign(v.hidden_rows.begin(), v.hidden_rows.begin() + a + 1);
-      verified.push_back(v);
-      committed.push_back(e);
+      const VerifiedChain c = verified_chain(rng, rid, first, a, kWidth, eagle);
+      argmax.insert(argmax.end(), c.argmax.begin(), c.argmax.end());
+      verified.push_back(c.verified);
+      committed.push_back(c.committed);
       const int32_t root = first + static_cast<int32_t>(a) + (eagle ? 0 : 1);
       next.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root + static_cast<int32_t>(kSteps)), rid),
-                      .root_token = e.tokens.back()});
+                      .root_token = c.committed.tokens.back()});
     }
     Buffer argmax_rows(Device::kCpu, DType::kI32, {static_cast<int64_t>(argmax.size())});
     std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(argmax_rows.data()));
@@ -610,28 +623,17 @@ TEST(DraftWorkerCore, ADraftAheadBehindTheExtendIsTheOneTheRoundAsksFor) {
       const auto prompt = random_prompt(rng, rid, n, true);
       for (auto* core : {plain.get(), ahead.get()}) core->extend({prompt}, hidden.view());
       const int64_t a = accepted[rid - 1];
-      spec::DraftExtendSeq v{.rid = rid, .tokens = {}, .first_position = n, .slots = own_range(slots(n, n + kWidth), rid),
-                             .context = own_range(slots(0, n), rid), .hidden_rows = {}, .keep = true};
-      for (int64_t j = 0; j < kWidth; ++j) {
-        v.tokens.push_back(static_cast<int32_t>(3 + rng() % 400));
-        v.hidden_rows.push_back(static_cast<int32_t>(rng() % 64));
-      }
-      std::vector<int32_t> rows(kWidth);
-      for (int64_t j = 0; j < kWidth; ++j) rows[j] = j < a ? v.tokens[j + 1] : static_cast<int32_t>(3 + rng() % 400);
-      if (a < kSteps && rows[a] == v.tokens[a + 1]) rows[a] += 1;
-      argmax.insert(argmax.end(), rows.begin(), rows.end());
-      spec::DraftExtendSeq e{.rid = rid, .tokens = {rows.begin(), rows.begin() + a + 1}, .first_position = n,
-                             .slots = {v.slots.begin(), v.slots.begin() + a + 1}, .context = own_range(slots(0, n + static_cast<int32_t>(a) + 1), rid),
-                             .hidden_rows = {v.hidden_rows.begin(), v.hidden_rows.begin() + a + 1}, .keep = true,
-                             .spare_slots = {v.slots.begin() + a + 1, v.slots.end()}};
-      verified.push_back(v);
-      committed.push_back(e);
+      const VerifiedChain c = verified_chain(rng, rid, n, a, kWidth, true);
+      argmax.insert(argmax.end(), c.argmax.begin(), c.argmax.end());
+      verified.push_back(c.verified);
+      committed.push_back(c.committed);
       // What the target worker asks for after accepting: root one past the committed tokens.
       const int32_t root = n + static_cast<int32_t>(a) + 1;
-      next.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root), rid), .root_token = e.tokens.back()});
+      const int32_t root_token = c.committed.tokens.back();
+      next.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root), rid), .root_token = root_token});
       // The next verify's: its context holds the slots of the positions it drafts too.
       round.push_back({.rid = rid, .first_position = root, .context = own_range(slots(0, root + static_cast<int32_t>(kSteps)), rid),
-                       .root_token = e.tokens.back()});
+                       .root_token = root_token});
     }
     Buffer argmax_rows(Device::kCpu, DType::kI32, {static_cast<int64_t>(argmax.size())});
     std::copy(argmax.begin(), argmax.end(), static_cast<int32_t*>(argmax_rows.data()));
