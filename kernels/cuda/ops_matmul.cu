@@ -387,8 +387,20 @@ bool mma_eligible(int64_t k) {
 // Rows per block for the CUDA-core GEMV: 2 for a single input row (launch_one_row: enough
 // bytes in flight per block, still many blocks), more as M grows so that x is re-read less;
 // always even for the pair epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
+// Products of 3-8 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks
+// of 16 on the tensor-core GEMV, a quarter of the SMs) on the CUDA-core GEMV at two weight rows a
+// block instead, which spreads them over every SM: AERIE_GEMV_NARROW_CUDA_CORE_N = the most weight
+// rows that do (0, the default: none), for measuring (docs/performance.md).
+int64_t narrow_cuda_core_max_n() {
+  static const int n = env_knob("AERIE_GEMV_NARROW_CUDA_CORE_N");
+  return n > 0 ? n : 0;
+}
+
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  if constexpr (!kIsFp8<W>) {
+    if (a.n <= narrow_cuda_core_max_n()) return launch_gemv_rows<T, TO, W, M, 2, EPI>(a, s);
+  }
   if (mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
   else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
@@ -436,8 +448,20 @@ void launch_fp8_one_row(const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
 // One row a block for stores measured slower on the H200, interleaved in one call
 // (docs/performance.md): 1B shape decode at batch 1 1.01-1.03 -> 0.96 ms a step, 8B 4.32 -> 4.29;
 // four rows 0.98 and 4.41. AERIE_GEMV_ONE_ROW_ROWS = 1 or 4 (stores) restores or tries those.
+// One row over many weight rows on the tensor-core GEMV whatever K (16 rows a block, one of them
+// real): fewer, fuller blocks than the CUDA-core GEMV's 2 rows each (SmolLM2's gate/up in a plain
+// step: 1,536 blocks). AERIE_GEMV_ONE_ROW_MMA_MIN_N = the fewest weight rows that do (0, the
+// default: only the short-K rule above) and AERIE_GEMV_ONE_ROW_MMA_MAX_K = the longest K that does
+// (0: any), for measuring (docs/performance.md).
+bool one_row_on_tensor_cores(int64_t n, int64_t k) {
+  static const int min_n = env_knob("AERIE_GEMV_ONE_ROW_MMA_MIN_N");
+  static const int max_k = env_knob("AERIE_GEMV_ONE_ROW_MMA_MAX_K");
+  return min_n > 0 && n >= min_n && (max_k <= 0 || k <= max_k);
+}
+
 template <class T, class TO, class W, Epilogue EPI>
 void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  if (one_row_on_tensor_cores(a.n, a.k) && mma_eligible<W>(a.k)) return launch_gemv_mma<T, TO, W, 1, EPI>(a, s);
   static const int forced = env_knob("AERIE_GEMV_ONE_ROW_ROWS");
   if constexpr (EPI == Epilogue::kStore) {
     if (forced == 1) return launch_gemv_few<T, TO, W, 1, 1, EPI>(a, s);
