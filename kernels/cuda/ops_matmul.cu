@@ -387,39 +387,48 @@ bool mma_eligible(int64_t k) {
 // Rows per block for the CUDA-core GEMV: 2 for a single input row (launch_one_row: enough
 // bytes in flight per block, still many blocks), more as M grows so that x is re-read less;
 // always even for the pair epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
-// Products of 3-8 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks
-// of 16 on the tensor-core GEMV, a quarter of the SMs) on the CUDA-core GEMV at two weight rows a
-// block instead, which spreads them over every SM: AERIE_GEMV_NARROW_CUDA_CORE_N = the most weight
-// rows that do (0, the default: none), for measuring (docs/performance.md).
+// Products of 3-5 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks of
+// 16 on the tensor-core GEMV, a quarter of the SMs) take the CUDA-core GEMV at two weight rows a
+// block, which spreads them over every SM: SmolLM2's decode step at batch 3 / 4 / 5 0.667-0.686 ->
+// 0.621-0.648 ms on the H200; at 6-8 rows and for its 960-row q/k/v it measured no faster or slower
+// (docs/performance.md, "Which GEMV a small product takes"). AERIE_GEMV_NARROW_CUDA_CORE_N sets
+// the most weight rows that do (0: none), for measuring.
+constexpr int64_t kNarrowCudaCoreMaxN = 576;
+constexpr int kNarrowCudaCoreMaxM = 5;
 int64_t narrow_cuda_core_max_n() {
-  static const int n = env_knob("AERIE_GEMV_NARROW_CUDA_CORE_N");
+  static const int n = env_knob_or("AERIE_GEMV_NARROW_CUDA_CORE_N", kNarrowCudaCoreMaxN);
   return n > 0 ? n : 0;
 }
 
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if constexpr (!kIsFp8<W>) {
+  if constexpr (!kIsFp8<W> && M <= kNarrowCudaCoreMaxM) {
     if (a.n <= narrow_cuda_core_max_n()) return launch_gemv_rows<T, TO, W, M, 2, EPI>(a, s);
   }
   if (mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
   else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
-// One or two rows over a short K (below 1024: SmolLM2's 576) and many weight rows (an LM head):
-// a CUDA-core block per weight row reads too little of it to hide the latency, and there are
-// tens of thousands of them; the tensor-core GEMV's 16 rows per block do better (SmolLM2's LM
-// head, 49152 x 576, one row: 65.5 -> 23.4 us; cuBLAS 26-28; docs/performance.md). Its small
-// projections (N <= 3072) measured ~1 us slower on the tensor-core path, and longer K keeps
-// the CUDA-core GEMV, measured best there. AERIE_GEMV_SHORT_K_MMA=0 keeps the CUDA-core GEMV
-// everywhere (for measuring).
-constexpr int64_t kShortK = 1024, kManyRows = 8192;
-bool short_k_mma_enabled() {
+// One or two rows over a short K (below 1024: SmolLM2's 576) and many weight rows: a CUDA-core
+// block of two weight rows holds only ~2 KB of them, too little to hide the latency, and there
+// are thousands of blocks; the tensor-core GEMV's 16 rows per block do better. SmolLM2's LM head
+// (49152 x 576, one row): 65.5 -> 23.4 us, cuBLAS 26-28; its decode step at batch 1 with gate/up
+// (3072 rows) and q/k/v (960) there too 0.652-0.658 -> 0.602-0.605 ms on the H200, while its
+// 576-row o_proj and down_proj (36 blocks) measured slower there (docs/performance.md, "Which GEMV
+// a small product takes"). Longer K (the 1B shape's 2048) measured no faster and keeps the
+// CUDA-core GEMV. AERIE_GEMV_SHORT_K_MMA=0 keeps the CUDA-core GEMV everywhere;
+// AERIE_GEMV_SHORT_K_MMA_MIN_N and AERIE_GEMV_SHORT_K_MAX set the fewest weight rows and the longest
+// K that take the tensor cores, for measuring.
+constexpr int64_t kShortKMax = 1023, kShortKMinRows = 960;
+bool short_k_on_tensor_cores(int64_t n, int64_t k) {
   static const bool on = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
-  return on;
+  static const int64_t min_n = env_knob_or("AERIE_GEMV_SHORT_K_MMA_MIN_N", kShortKMinRows);
+  static const int64_t max_k = env_knob_or("AERIE_GEMV_SHORT_K_MAX", kShortKMax);
+  return on && k <= max_k && n >= min_n;
 }
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if (a.k < kShortK && a.n >= kManyRows && mma_eligible<W>(a.k) && short_k_mma_enabled()) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  if (short_k_on_tensor_cores(a.n, a.k) && mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
   else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
@@ -448,20 +457,8 @@ void launch_fp8_one_row(const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
 // One row a block for stores measured slower on the H200, interleaved in one call
 // (docs/performance.md): 1B shape decode at batch 1 1.01-1.03 -> 0.96 ms a step, 8B 4.32 -> 4.29;
 // four rows 0.98 and 4.41. AERIE_GEMV_ONE_ROW_ROWS = 1 or 4 (stores) restores or tries those.
-// One row over many weight rows on the tensor-core GEMV whatever K (16 rows a block, one of them
-// real): fewer, fuller blocks than the CUDA-core GEMV's 2 rows each (SmolLM2's gate/up in a plain
-// step: 1,536 blocks). AERIE_GEMV_ONE_ROW_MMA_MIN_N = the fewest weight rows that do (0, the
-// default: only the short-K rule above) and AERIE_GEMV_ONE_ROW_MMA_MAX_K = the longest K that does
-// (0: any), for measuring (docs/performance.md).
-bool one_row_on_tensor_cores(int64_t n, int64_t k) {
-  static const int min_n = env_knob("AERIE_GEMV_ONE_ROW_MMA_MIN_N");
-  static const int max_k = env_knob("AERIE_GEMV_ONE_ROW_MMA_MAX_K");
-  return min_n > 0 && n >= min_n && (max_k <= 0 || k <= max_k);
-}
-
 template <class T, class TO, class W, Epilogue EPI>
 void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if (one_row_on_tensor_cores(a.n, a.k) && mma_eligible<W>(a.k)) return launch_gemv_mma<T, TO, W, 1, EPI>(a, s);
   static const int forced = env_knob("AERIE_GEMV_ONE_ROW_ROWS");
   if constexpr (EPI == Epilogue::kStore) {
     if (forced == 1) return launch_gemv_few<T, TO, W, 1, 1, EPI>(a, s);

@@ -147,13 +147,14 @@ TEST_F(CudaOps, TunedCublasLtProductsMatchCpuAndTheirGraphs) {
 TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
   // Aerie's GEMVs serve up to 16 rows when allowed (verify and decode batches): 9-16 on the
   // tensor cores in a bucket of 16 rows, partly filled here; a short K over many rows (an LM head
-  // like SmolLM2's, 576 wide) takes the tensor-core path from one row on.
+  // like SmolLM2's, 576 wide, or its 1003 here) takes the tensor-core path from one row on, and
+  // 3-5 rows over few weight rows (576, SmolLM2's down_proj) the CUDA-core one.
   std::mt19937 rng(21);
   const int saved = gemv_max_rows();
   set_gemv_max_rows(16);
   for (DType t : {DType::kBF16, DType::kF16})
     for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17})  // 17: past the GEMVs, cuBLAS
-    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}}) {  // n: not a multiple of the rows per block
+    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}, {1536, 576}, {576, 517}}) {  // n: not always a multiple of the rows per block
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
       for (DType out : {t, DType::kF32}) {
         Buffer y(Device::kCpu, out, {m, n});
@@ -311,17 +312,18 @@ TEST_F(CudaOps, RmsNormPairGathersTheTablesRowsByIdOnTheGpu) {
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV, 5-16 the tensor-core one (13: a partly filled
-    // bucket), 32 cuBLAS and silu_mul.
+    // 1 and 2 rows run the fused CUDA-core GEMV (the tensor-core one at K 512 over 1024 rows), 5-16
+    // the tensor-core one (13: a partly filled bucket; 5 over 576 rows the CUDA-core one), 32
+    // cuBLAS and silu_mul.
     for (int64_t m : {1, 2, 5, 13, 16, 32})
-    for (const int64_t k : {512, 2048}) {
-      const int64_t inter = 384;
+    for (const int64_t k : {512, 2048})
+    for (const int64_t inter : {384, 288, 512}) {
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {2 * inter, k}), bias = random_buffer(rng, t, {2 * inter});
       Buffer gu(Device::kCpu, t, {m, 2 * inter}), out(Device::kCpu, t, {m, inter});
       ASSERT_TRUE(gate_up_silu({.x = x.view(), .w = w.view(), .bias = bias.view(), .gate_up = gu.view(), .out = out.view()}, Stream::cpu()).is_ok());
       Buffer dx = to_gpu(x), dw = to_gpu(w), db = to_gpu(bias), dgu = like_gpu(gu), dout = like_gpu(out);
       ASSERT_TRUE(gate_up_silu({.x = dx.view(), .w = dw.view(), .bias = db.view(), .gate_up = dgu.view(), .out = dout.view()}, gpu()).is_ok());
-      EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(t)) << dtype_name(t) << " m=" << m << " k=" << k;
+      EXPECT_LT(rel_error(to_double(to_cpu(dout).view()), to_double(out.view())), tol(t)) << dtype_name(t) << " m=" << m << " k=" << k << " inter=" << inter;
     }
   }
 }
@@ -329,10 +331,12 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
 TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(10);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV epilogue, 5-16 the tensor-core one, 32 cuBLAS.
+    // 1 and 2 rows run the fused CUDA-core GEMV epilogue (the tensor-core one at K 512 over 1024
+    // rows), 5-16 the tensor-core one (5 over 512 rows the CUDA-core one), 32 cuBLAS.
     for (int64_t m : {1, 2, 5, 13, 16, 32})
-    for (const int64_t hidden : {512, 2048}) {
-      const int64_t qh = 8, kh = 2, dim = 64, slots = 100, width = (qh + 2 * kh) * dim;
+    for (const int64_t hidden : {512, 2048})
+    for (const auto& [qh, kh] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {6, 1}, {12, 2}}) {
+      const int64_t dim = 64, slots = 100, width = (qh + 2 * kh) * dim;
       Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
       const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 7, 1000);
       Buffer qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});
@@ -347,9 +351,9 @@ TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
       ASSERT_TRUE(qkv_rope({.x = dx.view(), .w = dw.view(), .bias = db.view(), .qkv = dqkv.view(), .positions = dpos.view(),
                             .inv_freq = dinv.view(), .slots = dsl.view(), .q_out = dq.view(), .k_cache = dkc.view(), .v_cache = dvc.view()},
                            gpu()).is_ok());
-      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
-      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
-      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden;
+      EXPECT_LT(rel_error(to_double(to_cpu(dq).view()), to_double(q.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden << " n=" << width;
+      EXPECT_LT(rel_error(to_double(to_cpu(dkc).view()), to_double(kc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden << " n=" << width;
+      EXPECT_LT(rel_error(to_double(to_cpu(dvc).view()), to_double(vc.view())), 2 * tol(t)) << dtype_name(t) << " m=" << m << " k=" << hidden << " n=" << width;
     }
   }
 }
