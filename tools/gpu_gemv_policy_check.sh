@@ -4,7 +4,7 @@
 #   AERIE_GEMV_SHORT_K_MMA_MIN_N / AERIE_GEMV_SHORT_K_MAX: one- and two-row products of at least that
 #     many weight rows and at most that K on the tensor-core GEMV (default 960 rows, K below 1024;
 #     8192 was the rule before: only an LM head);
-#   AERIE_GEMV_NARROW_CUDA_CORE_N: products of 3-5 rows over at most that many weight rows on the
+#   AERIE_GEMV_NARROW_CUDA_CORE_N: products of 3-8 rows over at most that many weight rows on the
 #     CUDA-core GEMV, two weight rows a block (default 576; 0: none, as before).
 # First gpu_test (every op against the CPU; skipped with SKIP_GPU_TEST=1), then its GEMV, fused-
 # epilogue and whole-model tests again with the knobs sending every product they can to the

@@ -387,14 +387,18 @@ bool mma_eligible(int64_t k) {
 // Rows per block for the CUDA-core GEMV: 2 for a single input row (launch_one_row: enough
 // bytes in flight per block, still many blocks), more as M grows so that x is re-read less;
 // always even for the pair epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
-// Products of 3-5 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks of
+// Products of 3-8 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks of
 // 16 on the tensor-core GEMV, a quarter of the SMs) take the CUDA-core GEMV at two weight rows a
 // block, which spreads them over every SM: SmolLM2's decode step at batch 3 / 4 / 5 0.667-0.686 ->
-// 0.621-0.648 ms on the H200; at 6-8 rows and for its 960-row q/k/v it measured no faster or slower
-// (docs/performance.md, "Which GEMV a small product takes"). AERIE_GEMV_NARROW_CUDA_CORE_N sets
+// 0.621-0.648 ms on the H200, at 6 and 8 the same within the spread. Its 960-row q/k/v measured
+// slower there (docs/performance.md, "Which GEMV a small product takes"). Each GEMV sums an
+// output row the same way whatever M, and one row takes the same GEMV for these shapes
+// (launch_gemv_few), so a verify of up to 8 tokens computes its products exactly as a plain step
+// does: with attention split alike (short contexts) its greedy answers are plain decoding's in
+// bf16 too (SmolLM2, chain 3: 500 of 500 held-out answers). AERIE_GEMV_NARROW_CUDA_CORE_N sets
 // the most weight rows that do (0: none), for measuring.
 constexpr int64_t kNarrowCudaCoreMaxN = 576;
-constexpr int kNarrowCudaCoreMaxM = 5;
+constexpr int kNarrowCudaCoreMaxM = 8;
 int64_t narrow_cuda_core_max_n() {
   static const int n = env_knob_or("AERIE_GEMV_NARROW_CUDA_CORE_N", kNarrowCudaCoreMaxN);
   return n > 0 ? n : 0;
