@@ -418,12 +418,14 @@ void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 // are thousands of blocks; the tensor-core GEMV's 16 rows per block do better. SmolLM2's LM head
 // (49152 x 576, one row): 65.5 -> 23.4 us, cuBLAS 26-28; its decode step at batch 1 with gate/up
 // (3072 rows) and q/k/v (960) there too 0.652-0.658 -> 0.602-0.605 ms on the H200, while its
-// 576-row o_proj and down_proj (36 blocks) measured slower there (docs/performance.md, "Which GEMV
-// a small product takes"). Longer K (the 1B shape's 2048) measured no faster and keeps the
+// 576-row o_proj (36 blocks) measured slower there (docs/performance.md, "Which GEMV a small
+// product takes"). Longer K (the 1B shape's 2048) measured no faster and keeps the
 // CUDA-core GEMV. AERIE_GEMV_SHORT_K_MMA=0 keeps the CUDA-core GEMV everywhere;
 // AERIE_GEMV_SHORT_K_MMA_MIN_N and AERIE_GEMV_SHORT_K_MAX set the fewest weight rows and the longest
 // K that take the tensor cores, for measuring.
-constexpr int64_t kShortKMax = 1023, kShortKMinRows = 960;
+// The fewest rows are one more than the narrow rule's most (above), so that for a short K the
+// GEMV depends on N alone, whatever the rows: a verify's products then equal a plain step's.
+constexpr int64_t kShortKMax = 1023, kShortKMinRows = kNarrowCudaCoreMaxN + 1;
 bool short_k_on_tensor_cores(int64_t n, int64_t k) {
   static const bool on = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
   static const int64_t min_n = env_knob_or("AERIE_GEMV_SHORT_K_MMA_MIN_N", kShortKMinRows);

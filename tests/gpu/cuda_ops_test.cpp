@@ -154,7 +154,7 @@ TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
   set_gemv_max_rows(16);
   for (DType t : {DType::kBF16, DType::kF16})
     for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17})  // 17: past the GEMVs, cuBLAS
-    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}, {1536, 576}, {576, 517}}) {  // n: not always a multiple of the rows per block
+    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}, {1536, 576}, {576, 517}, {576, 700}}) {  // n: not always a multiple of the rows per block
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
       for (DType out : {t, DType::kF32}) {
         Buffer y(Device::kCpu, out, {m, n});
