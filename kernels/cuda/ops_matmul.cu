@@ -12,6 +12,7 @@
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/env_knob.hpp"
+#include "kernels/gemv_rules.hpp"
 
 namespace aerie::kernels::cuda {
 
@@ -319,11 +320,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
 }
 
 // The tensor-core path serves 3-16 rows when K is a multiple of 32 (AERIE_GEMV_MMA=0 turns
-// it off, for measuring).
-bool gemv_mma_enabled() {
-  static const bool on = !env_turned_off("AERIE_GEMV_MMA");
-  return on;
-}
+// it off, for measuring: kernels/gemv_rules.hpp).
+bool gemv_mma_enabled() { return gemv_rules().tensor_cores; }
 
 // Warps per block (they split K): measured on an H200 at 4 and 8 rows, 4 warps suit wide
 // matrices (>= 384 blocks of 16 rows: q/k/v, gate/up, lm_head) and 8 the narrow ones
@@ -386,55 +384,23 @@ bool mma_eligible(int64_t k) {
 
 // Rows per block for the CUDA-core GEMV: 2 for a single input row (launch_one_row: enough
 // bytes in flight per block, still many blocks), more as M grows so that x is re-read less;
-// always even for the pair epilogues. From 3 rows on the tensor-core GEMV serves whenever K allows.
-// Products of 3-8 rows over few weight rows (SmolLM2's o_proj and down_proj, N = 576: 36 blocks of
-// 16 on the tensor-core GEMV, a quarter of the SMs) take the CUDA-core GEMV at two weight rows a
-// block, which spreads them over every SM: SmolLM2's decode step at batch 3 / 4 / 5 0.667-0.686 ->
-// 0.621-0.648 ms on the H200, at 6 and 8 the same within the spread. Its 960-row q/k/v measured
-// slower there (docs/performance.md, "Which GEMV a small product takes"). Each GEMV sums an
-// output row the same way whatever M, and one row takes the same GEMV for these shapes
-// (launch_gemv_few), so a verify of up to 8 tokens computes its products exactly as a plain step
-// does: with attention split alike (short contexts) its greedy answers are plain decoding's in
-// bf16 too (SmolLM2, chain 3: 500 of 500 held-out answers). AERIE_GEMV_NARROW_CUDA_CORE_N sets
-// the most weight rows that do (0: none), for measuring.
-constexpr int64_t kNarrowCudaCoreMaxN = 576;
-constexpr int kNarrowCudaCoreMaxM = 8;
-int64_t narrow_cuda_core_max_n() {
-  static const int n = env_knob_or("AERIE_GEMV_NARROW_CUDA_CORE_N", kNarrowCudaCoreMaxN);
-  return n > 0 ? n : 0;
-}
-
+// always even for the pair epilogues. Which GEMV takes a product: kernels/gemv_rules.hpp
+// (measured; tested on the CPU). A narrow product on the CUDA cores takes two weight rows a block
+// at any M, so that it spreads over every SM.
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_m(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if constexpr (!kIsFp8<W> && M <= kNarrowCudaCoreMaxM) {
-    if (a.n <= narrow_cuda_core_max_n()) return launch_gemv_rows<T, TO, W, M, 2, EPI>(a, s);
+  const GemvRules& rules = gemv_rules();
+  if (small_gemv_kernel(M, a.n, a.k, kIsFp8<W>, rules) == GemvKernel::kTensorCore) return launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  if constexpr (!kIsFp8<W> && R != 2) {
+    if (a.n <= rules.narrow_max_rows) return launch_gemv_rows<T, TO, W, M, 2, EPI>(a, s);
   }
-  if (mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
-  else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
+  launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 
-// One or two rows over a short K (below 1024: SmolLM2's 576) and many weight rows: a CUDA-core
-// block of two weight rows holds only ~2 KB of them, too little to hide the latency, and there
-// are thousands of blocks; the tensor-core GEMV's 16 rows per block do better. SmolLM2's LM head
-// (49152 x 576, one row): 65.5 -> 23.4 us, cuBLAS 26-28; its decode step at batch 1 with gate/up
-// (3072 rows) and q/k/v (960) there too 0.652-0.658 -> 0.602-0.605 ms on the H200, while its
-// 576-row o_proj (36 blocks) measured slower there (docs/performance.md, "Which GEMV a small
-// product takes"). Longer K (the 1B shape's 2048) measured no faster and keeps the
-// CUDA-core GEMV. AERIE_GEMV_SHORT_K_MMA=0 keeps the CUDA-core GEMV everywhere;
-// AERIE_GEMV_SHORT_K_MMA_MIN_N and AERIE_GEMV_SHORT_K_MAX set the fewest weight rows and the longest
-// K that take the tensor cores, for measuring.
-// The fewest rows are one more than the narrow rule's most (above), so that for a short K the
-// GEMV depends on N alone, whatever the rows: a verify's products then equal a plain step's.
-constexpr int64_t kShortKMax = 1023, kShortKMinRows = kNarrowCudaCoreMaxN + 1;
-bool short_k_on_tensor_cores(int64_t n, int64_t k) {
-  static const bool on = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
-  static const int64_t min_n = env_knob_or("AERIE_GEMV_SHORT_K_MMA_MIN_N", kShortKMinRows);
-  static const int64_t max_k = env_knob_or("AERIE_GEMV_SHORT_K_MAX", kShortKMax);
-  return on && k <= max_k && n >= min_n;
-}
+// One or two rows (M, R: launch_one_row and launch_gemv's second row).
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_few(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if (short_k_on_tensor_cores(a.n, a.k) && mma_eligible<W>(a.k)) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  if (small_gemv_kernel(M, a.n, a.k, kIsFp8<W>, gemv_rules()) == GemvKernel::kTensorCore) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
   else launch_gemv_rows<T, TO, W, M, R, EPI>(a, s);
 }
 

@@ -1,0 +1,31 @@
+#include "kernels/gemv_rules.hpp"
+
+#include "kernels/env_knob.hpp"
+
+namespace aerie::kernels {
+
+const GemvRules& gemv_rules() {
+  static const GemvRules rules = [] {
+    GemvRules r;
+    r.short_k_on_tensor_cores = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
+    r.short_k_max = env_knob_or("AERIE_GEMV_SHORT_K_MAX", static_cast<int>(r.short_k_max));
+    r.short_k_min_rows = env_knob_or("AERIE_GEMV_SHORT_K_MMA_MIN_N", static_cast<int>(r.short_k_min_rows));
+    r.narrow_max_rows = env_knob_or("AERIE_GEMV_NARROW_CUDA_CORE_N", static_cast<int>(r.narrow_max_rows));
+    r.tensor_cores = !env_turned_off("AERIE_GEMV_MMA");
+    return r;
+  }();
+  return rules;
+}
+
+GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules) {
+  if (m > 8) return GemvKernel::kTensorCore;
+  const bool whole_steps = rules.tensor_cores && k % (fp8_weights ? 64 : 32) == 0;
+  if (m <= 2) {
+    const bool short_k = rules.short_k_on_tensor_cores && k <= rules.short_k_max && n >= rules.short_k_min_rows;
+    return short_k && whole_steps ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
+  }
+  if (!fp8_weights && n <= rules.narrow_max_rows) return GemvKernel::kCudaCore;
+  return whole_steps ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
+}
+
+}  // namespace aerie::kernels

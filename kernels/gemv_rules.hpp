@@ -1,0 +1,38 @@
+#pragma once
+// Which of the CUDA backend's GEMVs computes a product of few input rows (1-16; more go to
+// cuBLAS): the CUDA-core GEMV (a block per few weight rows, threads splitting K) or the
+// tensor-core one (16 weight rows a block, mma.m16n8k16). Host code, so the rules are tested
+// on the CPU; kernels/cuda/ops_matmul.cu launches what they say (docs/cuda-backend.md).
+//
+// Each GEMV sums an output row the same way whatever the number of input rows, so where the
+// rules give one kernel for one row and for a verify's rows, the verify computes each row exactly
+// as a plain decode step does (greedy speculative answers equal plain decoding's in bf16).
+#include <cstdint>
+
+namespace aerie::kernels {
+
+enum class GemvKernel { kCudaCore, kTensorCore };
+
+// Measured on an H200 (docs/performance.md, "Which GEMV a small product takes").
+struct GemvRules {
+  // One or two rows over a short K and more weight rows than a few take the tensor cores: a
+  // CUDA-core block of two 576-wide weight rows holds too few bytes to hide the latency
+  // (SmolLM2's decode step 0.652-0.658 -> 0.602-0.605 ms with its q/k/v and gate/up there).
+  bool short_k_on_tensor_cores = true;  // AERIE_GEMV_SHORT_K_MMA=0 turns it off
+  int64_t short_k_max = 1023;           // AERIE_GEMV_SHORT_K_MAX
+  int64_t short_k_min_rows = 577;       // AERIE_GEMV_SHORT_K_MMA_MIN_N
+  // 3-8 rows over few weight rows take the CUDA-core GEMV at two weight rows a block (36
+  // tensor-core blocks of 16 leave most SMs idle: SmolLM2's decode at batch 3-5 7% faster).
+  int64_t narrow_max_rows = 576;        // AERIE_GEMV_NARROW_CUDA_CORE_N (0: none)
+  bool tensor_cores = true;             // AERIE_GEMV_MMA=0: no tensor-core GEMV (3-8 rows on CUDA cores)
+};
+
+// The rules as the environment's knobs set them (read once), for measuring on the GPU machine.
+const GemvRules& gemv_rules();
+
+// The GEMV for m input rows (1-16) of weights [n, k], 16-bit or fp8 (`fp8_weights`; one fp8 row
+// is launch_fp8_one_row's to place). The tensor-core GEMV takes K in whole steps: multiples of
+// 32 (16-bit) or 64 (fp8); 9-16 rows always go there (gemv_eligible checked K).
+GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
+
+}  // namespace aerie::kernels
