@@ -9,6 +9,8 @@ const GemvRules& gemv_rules() {
     GemvRules r;
     r.short_k_on_tensor_cores = !env_turned_off("AERIE_GEMV_SHORT_K_MMA");
     r.short_k_max = env_knob_or("AERIE_GEMV_SHORT_K_MAX", static_cast<int>(r.short_k_max));
+    r.short_k_max_two_rows = env_knob_or("AERIE_GEMV_SHORT_K_MAX_TWO_ROWS",
+                                         env_knob_or("AERIE_GEMV_SHORT_K_MAX", static_cast<int>(r.short_k_max_two_rows)));
     r.short_k_min_rows = env_knob_or("AERIE_GEMV_SHORT_K_MMA_MIN_N", static_cast<int>(r.short_k_min_rows));
     r.narrow_max_rows = env_knob_or("AERIE_GEMV_NARROW_CUDA_CORE_N", static_cast<int>(r.narrow_max_rows));
     r.tensor_cores = !env_turned_off("AERIE_GEMV_MMA");
@@ -21,7 +23,8 @@ GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, 
   if (m > 8) return GemvKernel::kTensorCore;
   const bool whole_steps = rules.tensor_cores && k % (fp8_weights ? 64 : 32) == 0;
   if (m <= 2) {
-    const bool short_k = rules.short_k_on_tensor_cores && k <= rules.short_k_max && n >= rules.short_k_min_rows;
+    const bool short_k = rules.short_k_on_tensor_cores && k <= (m == 1 ? rules.short_k_max : rules.short_k_max_two_rows) &&
+                         n >= rules.short_k_min_rows;
     return short_k && whole_steps ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
   }
   if (!fp8_weights && n <= rules.narrow_max_rows) return GemvKernel::kCudaCore;

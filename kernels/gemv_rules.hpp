@@ -18,8 +18,11 @@ struct GemvRules {
   // One or two rows over a short K and more weight rows than a few take the tensor cores: a
   // CUDA-core block of two 576-wide weight rows holds too few bytes to hide the latency
   // (SmolLM2's decode step 0.652-0.658 -> 0.602-0.605 ms with its q/k/v and gate/up there).
+  // Two rows read each weight twice as usefully: there K up to 2048 pays too (the 1B shape's
+  // decode step at batch 2 1.059 -> 0.995-1.008 ms), at one row it did not (0.94 -> 0.96-0.97).
   bool short_k_on_tensor_cores = true;  // AERIE_GEMV_SHORT_K_MMA=0 turns it off
-  int64_t short_k_max = 1023;           // AERIE_GEMV_SHORT_K_MAX
+  int64_t short_k_max = 1023;           // one row; AERIE_GEMV_SHORT_K_MAX sets both
+  int64_t short_k_max_two_rows = 2048;  // AERIE_GEMV_SHORT_K_MAX_TWO_ROWS
   int64_t short_k_min_rows = 577;       // AERIE_GEMV_SHORT_K_MMA_MIN_N
   // 3-8 rows over few weight rows take the CUDA-core GEMV at two weight rows a block (36
   // tensor-core blocks of 16 leave most SMs idle: SmolLM2's decode at batch 3-5 7% faster).

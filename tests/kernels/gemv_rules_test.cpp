@@ -29,10 +29,15 @@ TEST(GemvRules, OneOrTwoRowsOverAShortKAndMoreThan576WeightRowsTakeTheTensorCore
     EXPECT_EQ(small_gemv_kernel(m, 577, 576, false, r), kTensor) << m;
     EXPECT_EQ(small_gemv_kernel(m, 49152, 576, false, r), kTensor) << m;  // its LM head
     EXPECT_EQ(small_gemv_kernel(m, 576, 576, false, r), kCuda) << m;      // o_proj: 36 blocks of 16
-    EXPECT_EQ(small_gemv_kernel(m, 3072, 1536, false, r), kCuda) << m;    // K >= 1024
-    EXPECT_EQ(small_gemv_kernel(m, 16384, 2048, false, r), kCuda) << m;   // the 1B shape's gate/up
     EXPECT_EQ(small_gemv_kernel(m, 3072, 520, false, r), kCuda) << m;     // K not in whole 32-wide steps
+    EXPECT_EQ(small_gemv_kernel(m, 4096, 4096, false, r), kCuda) << m;    // the 8B shape's o_proj
   }
+  // K 1024-2048 (the 1B shape's q/k/v, o_proj, gate/up): the tensor cores at two rows only.
+  EXPECT_EQ(small_gemv_kernel(1, 16384, 2048, false, r), kCuda);
+  EXPECT_EQ(small_gemv_kernel(1, 3072, 1536, false, r), kCuda);
+  EXPECT_EQ(small_gemv_kernel(2, 16384, 2048, false, r), kTensor);
+  EXPECT_EQ(small_gemv_kernel(2, 3072, 1536, false, r), kTensor);
+  EXPECT_EQ(small_gemv_kernel(2, 2048, 8192, false, r), kCuda);  // its down_proj
 }
 
 TEST(GemvRules, ThreeToEightRowsTakeTheTensorCoresUnlessTheWeightRowsAreFew) {
@@ -77,12 +82,16 @@ TEST(GemvRules, TheKnobsMoveTheThresholdsOrTurnThePathsOff) {
   EXPECT_EQ(small_gemv_kernel(5, 4096, 4096, false, no_tensor_cores), kCuda);
   GemvRules longer_k;
   longer_k.short_k_max = 2048;
-  EXPECT_EQ(small_gemv_kernel(2, 16384, 2048, false, longer_k), kTensor);
+  EXPECT_EQ(small_gemv_kernel(1, 16384, 2048, false, longer_k), kTensor);
+  GemvRules two_rows_short;
+  two_rows_short.short_k_max_two_rows = 1023;
+  EXPECT_EQ(small_gemv_kernel(2, 16384, 2048, false, two_rows_short), kCuda);
   // Unset knobs give the measured defaults.
   const GemvRules& env = gemv_rules();
   const GemvRules defaults;
   EXPECT_EQ(env.short_k_min_rows, defaults.short_k_min_rows);
   EXPECT_EQ(env.short_k_max, defaults.short_k_max);
+  EXPECT_EQ(env.short_k_max_two_rows, defaults.short_k_max_two_rows);
   EXPECT_EQ(env.narrow_max_rows, defaults.narrow_max_rows);
   EXPECT_EQ(env.tensor_cores, defaults.tensor_cores);
   EXPECT_EQ(env.short_k_on_tensor_cores, defaults.short_k_on_tensor_cores);
