@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On one H200 (device kind nvidia-h200): which GEMV serves a small product, measured
-# (kernels/cuda/ops_matmul.cu's knobs; docs/performance.md "Which GEMV a small product takes"):
-#   AERIE_GEMV_SHORT_K_MMA_MIN_N / AERIE_GEMV_SHORT_K_MAX: one- and two-row products of at least that
-#     many weight rows and at most that K on the tensor-core GEMV (default 960 rows, K below 1024;
-#     8192 was the rule before: only an LM head);
+# (kernels/gemv_rules.hpp's knobs; docs/performance.md "Which GEMV a small product takes"):
+#   AERIE_GEMV_SHORT_K_MMA_MIN_N / AERIE_GEMV_SHORT_K_MAX (/ _TWO_ROWS): one- and two-row products
+#     of at least that many weight rows and at most that K on the tensor-core GEMV (default 577
+#     rows, K below 1024, two rows up to 2048; 8192 rows was the rule before: only an LM head);
 #   AERIE_GEMV_NARROW_CUDA_CORE_N: products of 3-8 rows over at most that many weight rows on the
 #     CUDA-core GEMV, two weight rows a block (default 576; 0: none, as before).
 # First gpu_test (every op against the CPU; skipped with SKIP_GPU_TEST=1), then its GEMV, fused-
