@@ -147,8 +147,9 @@ TEST_F(CudaOps, TunedCublasLtProductsMatchCpuAndTheirGraphs) {
 TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
   // Aerie's GEMVs serve up to 16 rows when allowed (verify and decode batches): 9-16 on the
   // tensor cores in a bucket of 16 rows, partly filled here; a short K over many rows (an LM head
-  // like SmolLM2's, 576 wide, or its 1003 here) takes the tensor-core path from one row on, and
-  // 3-5 rows over few weight rows (576, SmolLM2's down_proj) the CUDA-core one.
+  // like SmolLM2's, 576 wide, or its 700 and 1003 here; two rows up to K 2048) takes the
+  // tensor-core path from one row on, and 3-8 rows over few weight rows (576, SmolLM2's down_proj;
+  // 517) the CUDA-core one (kernels/gemv_rules.hpp).
   std::mt19937 rng(21);
   const int saved = gemv_max_rows();
   set_gemv_max_rows(16);
@@ -312,9 +313,9 @@ TEST_F(CudaOps, RmsNormPairGathersTheTablesRowsByIdOnTheGpu) {
 TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(8);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV (the tensor-core one at K 512 over 1024 rows), 5-16
-    // the tensor-core one (13: a partly filled bucket; 5 over 576 rows the CUDA-core one), 32
-    // cuBLAS and silu_mul.
+    // 1 and 2 rows run the fused CUDA-core GEMV (the tensor-core one over more than 576 rows at
+    // K 512, and at two rows K 2048), 5-16 the tensor-core one (13: a partly filled bucket; 5 over
+    // 576 rows the CUDA-core one), 32 cuBLAS and silu_mul.
     for (int64_t m : {1, 2, 5, 13, 16, 32})
     for (const int64_t k : {512, 2048})
     for (const int64_t inter : {384, 288, 512}) {
@@ -331,8 +332,9 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
 TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   std::mt19937 rng(10);
   for (DType t : {DType::kBF16, DType::kF16}) {
-    // 1 and 2 rows run the fused CUDA-core GEMV epilogue (the tensor-core one at K 512 over 1024
-    // rows), 5-16 the tensor-core one (5 over 512 rows the CUDA-core one), 32 cuBLAS.
+    // 1 and 2 rows run the fused CUDA-core GEMV epilogue (the tensor-core one over more than 576
+    // rows at K 512, and at two rows K 2048), 5-16 the tensor-core one (5 over 512 rows the
+    // CUDA-core one), 32 cuBLAS.
     for (int64_t m : {1, 2, 5, 13, 16, 32})
     for (const int64_t hidden : {512, 2048})
     for (const auto& [qh, kh] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {6, 1}, {12, 2}}) {
