@@ -43,7 +43,8 @@ python3 - "$LOGS" <<'PY' | tee "$RESULTS/decode_build_ab.txt"
 import glob, json, os, sys
 rows = {}
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*_*_*.json"))):
-    shape, build, rnd = os.path.basename(f)[:-5].split("_")
+    parts = os.path.basename(f)[:-5].split("_")  # shape_setting_round; a setting's name may hold "_"
+    shape, build, rnd = parts[0], "_".join(parts[1:-1]), parts[-1]
     for r in json.load(open(f))["results"]:
         rows.setdefault((shape, r["batch_size"], build), []).append((r["decode_step_ms"], r["fraction_of_floor"]))
 print("  shape batch build   decode ms per round      of floor per round")
