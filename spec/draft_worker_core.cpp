@@ -286,7 +286,6 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
   copy_async(argmax.data(), verified_argmax.data, argmax.size() * sizeof(int32_t), stream_);
   synchronize(stream_);
   std::vector<ExtendSeq> committed;
-  std::vector<std::vector<int32_t>> tokens_of;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ExtendSeq& s = seqs[i];
     const auto tokens = committed_of(s, std::span<const int32_t>(argmax).subspan(i * n, n));
@@ -296,10 +295,13 @@ void DraftWorkerCore::extend_verified_chains(const std::vector<ExtendSeq>& seqs,
     e.context.insert(e.context.end(), e.slots.begin(), e.slots.end());
     if (eagle()) e.hidden_rows.assign(s.hidden_rows.begin(), s.hidden_rows.begin() + k);
     committed.push_back(std::move(e));
-    tokens_of.push_back(tokens);
   }
   extend(committed, target_hidden);
-  if (behind_extend_ && drafts_ahead_behind(seqs)) propose_ahead_of_committed(seqs, tokens_of);
+  if (behind_extend_ && drafts_ahead_behind(seqs)) {
+    std::vector<std::vector<int32_t>> tokens;
+    for (const ExtendSeq& e : committed) tokens.push_back(e.tokens);
+    propose_ahead_of_committed(seqs, tokens);
+  }
 }
 
 std::vector<spec::DraftTree> DraftWorkerCore::propose(const std::vector<ProposeSeq>& seqs, int64_t steps, int64_t draft_tokens) {

@@ -41,20 +41,26 @@ std::vector<double> host_copy(const TensorView& t, const Stream& s) {
   return std::vector<double>(h.begin(), h.end());
 }
 
-// A prefill of one prompt into pages 1.., logits of every position.
-model::ForwardBatch prefill(const std::vector<int32_t>& ids) {
+// Tokens at positions context .. context + n - 1 of one sequence in slots 4.. (page 0 is the
+// dummy page), as one forward with logits of every token: a prompt's prefill (context 0), a
+// decode step (one token) or a chain verify of n tokens.
+model::ForwardBatch tokens_at(const std::vector<int32_t>& ids, int32_t context) {
   model::ForwardBatch b;
-  for (size_t p = 0; p < ids.size(); ++p) {
-    b.input_ids.push_back(ids[p]);
-    b.positions.push_back(static_cast<int32_t>(p));
-    b.out_cache_loc.push_back(static_cast<int32_t>(4 + p));
-    b.kv_indices.push_back(static_cast<int32_t>(4 + p));
-    b.logit_rows.push_back(static_cast<int32_t>(p));
+  const int32_t n = static_cast<int32_t>(ids.size());
+  for (int32_t p = 0; p < context + n; ++p) b.kv_indices.push_back(4 + p);
+  for (int32_t i = 0; i < n; ++i) {
+    b.input_ids.push_back(ids[static_cast<size_t>(i)]);
+    b.positions.push_back(context + i);
+    b.out_cache_loc.push_back(4 + context + i);
+    b.logit_rows.push_back(i);
   }
-  b.qo_indptr = {0, static_cast<int32_t>(ids.size())};
-  b.kv_indptr = {0, static_cast<int32_t>(ids.size())};
+  b.qo_indptr = {0, n};
+  b.kv_indptr = {0, context + n};
   return b;
 }
+
+// A prefill of one prompt, logits of every position.
+model::ForwardBatch prefill(const std::vector<int32_t>& ids) { return tokens_at(ids, 0); }
 
 // A decode batch of `bs` sequences: random ids, contexts of min_len .. min_len + spread - 1
 // tokens, sequence i in the slots from 4 + i * stride (page 0 is the dummy page).
@@ -180,21 +186,6 @@ TEST_F(CudaModel, Bf16VerifyRowsOfASmallModelEqualItsPlainStepsBitForBit) {
     ASSERT_TRUE(kernels::fill_normal({.x = kv.k(l), .seed = 500 + static_cast<uint64_t>(l)}, stream.get()).is_ok());
     ASSERT_TRUE(kernels::fill_normal({.x = kv.v(l), .seed = 600 + static_cast<uint64_t>(l)}, stream.get()).is_ok());
   }
-  // Tokens at positions context .. context + n - 1 of one sequence in slots 4.., as one forward.
-  auto tokens_at = [](const std::vector<int32_t>& ids, int32_t context) {
-    model::ForwardBatch b;
-    const int32_t n = static_cast<int32_t>(ids.size());
-    for (int32_t p = 0; p < context + n; ++p) b.kv_indices.push_back(4 + p);
-    for (int32_t i = 0; i < n; ++i) {
-      b.input_ids.push_back(ids[static_cast<size_t>(i)]);
-      b.positions.push_back(context + i);
-      b.out_cache_loc.push_back(4 + context + i);
-      b.logit_rows.push_back(i);
-    }
-    b.qo_indptr = {0, n};
-    b.kv_indptr = {0, context + n};
-    return b;
-  };
   spec::DecodeGraphRunner plain_graphs(m, kv, 1, 2048);
   std::mt19937 rng(9);
   for (const int64_t q : {4, 6}) {
