@@ -2,6 +2,7 @@
 #include "kernels/status.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
+#include "kernels/weight_blocks.hpp"
 
 namespace aerie::kernels {
 
@@ -23,6 +24,7 @@ struct MatmulParams {
   TensorView bias = {};  // [n], optional
   TensorView w_fp8 = {};    // [n, k] f8e4m3, optional: w quantized, for up to kFp8MaxRows rows
   TensorView w_scale = {};  // [n] f32, with (and only with) w_fp8
+  WeightBlocks w_blocks = {};  // optional GGUF blocks of w (CPU; kernels/weight_blocks.hpp), for up to kBlocksMaxRows rows
   TensorView y;          // [m, n], out
   void validate() const;
 };
@@ -37,6 +39,7 @@ struct GateUpSiluParams {
   TensorView w;          // [2 * inter, k], rows interleaved gate/up
   TensorView bias = {};  // [2 * inter], optional, interleaved the same way
   TensorView w_fp8 = {}, w_scale = {};  // optional fp8 copy of w with row scales (as MatmulParams)
+  WeightBlocks w_blocks = {};           // optional GGUF blocks of w (as MatmulParams)
   TensorView gate_up;    // [m, 2 * inter] scratch (the pre-activation, when not fused)
   TensorView out;        // [m, inter]
   void validate() const;

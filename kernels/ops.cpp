@@ -194,6 +194,11 @@ void MatmulParams::validate() const {
     AERIE_CHECK(w_fp8.dim(0) == w.dim(0) && w_fp8.dim(1) == w.dim(1), "w_fp8 " << w_fp8.describe() << " must have w's shape " << w.describe());
     check_per_row(w_scale, "w_scale", DType::kF32, w.dim(0), x.device, "w");
   }
+  if (w_blocks.defined()) {
+    AERIE_CHECK(!w_fp8.defined(), "w_blocks and w_fp8 are two copies of w for the same products: give one");
+    AERIE_CHECK(x.device == Device::kCpu, "w_blocks (GGUF blocks of w) are read by the CPU backend only, x is " << x.describe());
+    w_blocks.validate(w.dim(0), w.dim(1), "w_blocks");
+  }
   check_tensor(y, "y", 2, x.device);
   check_floating(y, "y");
   AERIE_CHECK(x.dim(1) == w.dim(1), "x " << x.describe() << " and w " << w.describe() << " disagree on k");
@@ -213,7 +218,7 @@ Status matmul(const MatmulParams& p, const Stream& s) {
 }
 
 void GateUpSiluParams::validate() const {
-  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = gate_up}.validate();
+  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .w_blocks = w_blocks, .y = gate_up}.validate();
   SiluMulParams{.gate_up = gate_up, .out = out}.validate();
 }
 Status gate_up_silu(const GateUpSiluParams& p, const Stream& s) {
@@ -601,7 +606,7 @@ Status rope_kv_write(const RopeKvWriteParams& p, const Stream& s) {
 }
 
 void QkvRopeParams::validate() const {
-  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .y = qkv}.validate();
+  MatmulParams{.x = x, .w = w, .bias = bias, .w_fp8 = w_fp8, .w_scale = w_scale, .w_blocks = w_blocks, .y = qkv}.validate();
   RopeKvWriteParams{.qkv = qkv, .positions = positions, .inv_freq = inv_freq, .slots = slots, .q_out = q_out, .k_cache = k_cache,
                     .v_cache = v_cache, .attention_scaling = attention_scaling}.validate();
 }

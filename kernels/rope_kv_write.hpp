@@ -35,6 +35,7 @@ struct QkvRopeParams {
   TensorView w;          // [(q_heads + 2 * kv_heads) * head_dim, hidden], q/k rows pair-adjacent
   TensorView bias = {};  // [(q_heads + 2 * kv_heads) * head_dim], optional, same order
   TensorView w_fp8 = {}, w_scale = {};  // optional fp8 copy of w with row scales (kernels/matmul.hpp)
+  WeightBlocks w_blocks = {};           // optional GGUF blocks of w (kernels/matmul.hpp)
   TensorView qkv;        // [tokens, (q_heads + 2 * kv_heads) * head_dim] scratch
   TensorView positions;  // [tokens] i32
   TensorView inv_freq;   // [head_dim / 2] f32

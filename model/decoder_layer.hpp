@@ -6,6 +6,7 @@
 // that are all-reduced over the TP group, so `hidden` and `residual` are whole on every rank.
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
+#include "kernels/weight_blocks.hpp"
 #include "model/config.hpp"
 #include "parallel/communicator.hpp"
 
@@ -24,6 +25,8 @@ struct DecoderLayerWeights {
   TensorView down_bias;         // [hidden], optional (TP rank 0 only)
   // Optional fp8 copies with row scales (an fp8 draft head; kernels/matmul.hpp).
   TensorView qkv_fp8, qkv_scale, o_proj_fp8, o_proj_scale, gate_up_fp8, gate_up_scale, down_fp8, down_scale;
+  // Optional GGUF blocks of the projections (a GGUF model on the CPU; kernels/weight_blocks.hpp).
+  kernels::WeightBlocks qkv_blocks, o_proj_blocks, gate_up_blocks, down_blocks;
 };
 
 // Activation views of this forward, [tokens, ...].

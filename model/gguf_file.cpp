@@ -12,6 +12,7 @@
 
 #include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
+#include "kernels/weight_blocks.hpp"
 
 namespace aerie::model {
 
@@ -166,28 +167,10 @@ void gguf_dequantize(uint32_t type, const unsigned char* src, int64_t n, float* 
         o[0] = bf16_to_float(h);
         break;
       }
-      // 4-bit blocks: byte j holds element j in its low nibble and element j + 16 in its high one.
-      case GgufType::kQ4_0: {
-        const float d = f16(p);
-        for (int j = 0; j < 16; ++j) {
-          o[j] = static_cast<float>((p[2 + j] & 0x0F) - 8) * d;
-          o[j + 16] = static_cast<float>((p[2 + j] >> 4) - 8) * d;
-        }
-        break;
-      }
-      case GgufType::kQ4_1: {
-        const float d = f16(p), m = f16(p + 2);
-        for (int j = 0; j < 16; ++j) {
-          o[j] = static_cast<float>(p[4 + j] & 0x0F) * d + m;
-          o[j + 16] = static_cast<float>(p[4 + j] >> 4) * d + m;
-        }
-        break;
-      }
-      case GgufType::kQ8_0: {
-        const float d = f16(p);
-        for (int j = 0; j < 32; ++j) o[j] = static_cast<float>(static_cast<int8_t>(p[2 + j])) * d;
-        break;
-      }
+      // The quantized blocks decode as the CPU's block products read them (kernels/weight_blocks.hpp).
+      case GgufType::kQ4_0: kernels::dequantize_blocks(kernels::BlockFormat::kQ4_0, p, 1, o); break;
+      case GgufType::kQ4_1: kernels::dequantize_blocks(kernels::BlockFormat::kQ4_1, p, 1, o); break;
+      case GgufType::kQ8_0: kernels::dequantize_blocks(kernels::BlockFormat::kQ8_0, p, 1, o); break;
     }
   }
 }

@@ -58,6 +58,33 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
   return c;
 }
 
+namespace {
+
+// llama.cpp stores each q/k head's rows as (pair index, half) instead of (half, pair index);
+// put them back in the Hugging Face order. Rows of `row_bytes` bytes (floats or blocks).
+template <class E>
+std::vector<E> undo_rope_row_order(const std::vector<E>& data, int64_t heads, int64_t d, int64_t row_bytes, const std::string& what) {
+  const int64_t half = d / 2, row = row_bytes / static_cast<int64_t>(sizeof(E));
+  AERIE_CHECK(static_cast<int64_t>(data.size()) == heads * d * row, what << " has " << static_cast<int64_t>(data.size()) / row << " rows, expected "
+                                                                        << heads * d);
+  std::vector<E> hf_order(data.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < half; ++j)
+      for (int64_t s = 0; s < 2; ++s) {
+        const int64_t src = h * d + 2 * j + s, dst = h * d + s * half + j;
+        std::copy_n(data.begin() + src * row, row, hf_order.begin() + dst * row);
+      }
+  return hf_order;
+}
+
+}  // namespace
+
+int64_t GgufTensorSource::rope_heads(const std::string& hf) const {
+  if (hf.find("self_attn.q_proj.") != std::string::npos) return config_.num_heads;
+  if (hf.find("self_attn.k_proj.") != std::string::npos) return config_.num_kv_heads;
+  return 0;
+}
+
 std::string GgufTensorSource::gguf_name(const std::string& hf) {
   static const std::map<std::string, std::string> kTop = {
       {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"}, {"lm_head.weight", "output.weight"}};
@@ -98,22 +125,8 @@ TensorView GgufTensorSource::get(const std::string& hf, std::initializer_list<in
               where << ": tensor '" << g << "' is " << gguf_type_name(t->type) << ", not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
   std::vector<float> data(static_cast<size_t>(t->numel()));
   gguf_dequantize(t->type, t->data, t->numel(), data.data());
-  // llama.cpp stores each q/k head's rows as (pair index, half) instead of (half, pair index);
-  // put them back in the Hugging Face order.
-  const bool is_q = hf.find("self_attn.q_proj.") != std::string::npos, is_k = hf.find("self_attn.k_proj.") != std::string::npos;
-  if (is_q || is_k) {
-    const int64_t heads = is_q ? config_.num_heads : config_.num_kv_heads, d = config_.head_dim, half = d / 2;
-    const int64_t cols = shape.size() == 2 ? shape[1] : 1;
-    AERIE_CHECK(shape[0] == heads * d, where << ": tensor '" << g << "' has " << shape[0] << " rows, expected " << heads * d);
-    std::vector<float> hf_order(data.size());
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < half; ++j)
-        for (int64_t s = 0; s < 2; ++s) {
-          const int64_t src = h * d + 2 * j + s, dst = h * d + s * half + j;
-          std::copy_n(data.begin() + src * cols, cols, hf_order.begin() + dst * cols);
-        }
-    data.swap(hf_order);
-  }
+  if (const int64_t heads = rope_heads(hf))
+    data = undo_rope_row_order(data, heads, config_.head_dim, shape.size() == 2 ? shape[1] * 4 : 4, where + ": tensor '" + g + "'");
   auto& slot = owned_[hf];
   slot = std::move(data);
   TensorView v;
@@ -123,6 +136,27 @@ TensorView GgufTensorSource::get(const std::string& hf, std::initializer_list<in
   v.ndim = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) v.shape[i] = shape[i];
   return v;
+}
+
+kernels::WeightBlocks GgufTensorSource::get_blocks(const std::string& hf, int64_t rows, int64_t cols) {
+  const std::string g = gguf_name(hf);
+  const GgufTensor* t = g.empty() ? nullptr : file_.find(g);
+  if (!t || t->shape() != std::vector<int64_t>{rows, cols}) return {};  // get() names what is wrong
+  kernels::BlockFormat format;
+  switch (static_cast<GgufType>(t->type)) {
+    case GgufType::kQ4_0: format = kernels::BlockFormat::kQ4_0; break;
+    case GgufType::kQ4_1: format = kernels::BlockFormat::kQ4_1; break;
+    case GgufType::kQ8_0: format = kernels::BlockFormat::kQ8_0; break;
+    default: return {};
+  }
+  const int64_t row_bytes = kernels::block_row_bytes(format, cols);
+  if (cols % kernels::kBlockElements != 0 || static_cast<int64_t>(t->nbytes) != rows * row_bytes) return {};
+  std::vector<unsigned char> bytes(t->data, t->data + t->nbytes);
+  if (const int64_t heads = rope_heads(hf))
+    bytes = undo_rope_row_order(bytes, heads, config_.head_dim, row_bytes, file_.path().string() + ": tensor '" + g + "'");
+  auto& slot = owned_blocks_[hf];
+  slot = std::move(bytes);
+  return {.bytes = TensorView(slot.data(), DType::kU8, {rows, row_bytes}), .format = format};
 }
 
 }  // namespace aerie::model

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/tensor.hpp"
+#include "kernels/weight_blocks.hpp"
 #include "model/config.hpp"
 #include "model/gguf_file.hpp"
 
@@ -29,13 +30,23 @@ class GgufTensorSource {
   bool has(const std::string& hf_name) const;
   // A float32 host view, checked against the expected shape; valid until release().
   TensorView get(const std::string& hf_name, std::initializer_list<int64_t> expected_shape);
-  // Frees the dequantized copies handed out so far (call once a layer is on its device).
-  void release() { owned_.clear(); }
+  // The tensor's own blocks when it is Q4_0, Q4_1 or Q8_0 of shape [rows, cols] (q/k rows in
+  // the Hugging Face order, as get()'s), each row decoding to get()'s row exactly; undefined
+  // for other types (kernels/weight_blocks.hpp). Valid until release().
+  kernels::WeightBlocks get_blocks(const std::string& hf_name, int64_t rows, int64_t cols);
+  // Frees the dequantized copies and blocks handed out so far (call once a layer is on its device).
+  void release() {
+    owned_.clear();
+    owned_blocks_.clear();
+  }
 
  private:
   const GgufFile& file_;
   const LlamaConfig& config_;
   std::map<std::string, std::vector<float>> owned_;
+  std::map<std::string, std::vector<unsigned char>> owned_blocks_;
+  // Heads whose rows llama.cpp reordered for its rotary layout (q_proj, k_proj), else 0.
+  int64_t rope_heads(const std::string& hf_name) const;
 };
 
 }  // namespace aerie::model

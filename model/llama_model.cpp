@@ -100,7 +100,8 @@ DecoderLayerWeights LlamaModel::layer_views(int64_t l) const {
   const auto& L = weights_.layers[static_cast<size_t>(l)];
   return {.qkv = L.qkv.view(), .qkv_bias = L.qkv_bias.view(), .o_proj = L.o_proj.view(), .o_bias = L.o_bias.view(),
           .post_norm = L.post_norm.view(), .gate_up = L.gate_up.view(), .gate_up_bias = L.gate_up_bias.view(),
-          .down = L.down.view(), .down_bias = L.down_bias.view()};
+          .down = L.down.view(), .down_bias = L.down_bias.view(), .qkv_blocks = L.qkv_blocks.view(), .o_proj_blocks = L.o_proj_blocks.view(),
+          .gate_up_blocks = L.gate_up_blocks.view(), .down_blocks = L.down_blocks.view()};
 }
 
 void LlamaModel::dp_mlp(int64_t l, const TensorView& normed_local, const TensorView& out_local) {
@@ -236,7 +237,8 @@ TensorView LlamaModel::run(ForwardWorkspace& ws, KvCache& kv, const ForwardDims&
     AERIE_CHECK_STATUS(ops::embedding({.ids = ws.logit_rows(R), .table = a.normed, .out = selected}, stream_));
   }
   vocab_parallel_logits(selected, weights_.lm_head_view(), config_.vocab_size, logits,
-                        {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()}, *tp_, stream_);
+                        {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()}, *tp_, stream_, {}, {},
+                        weights_.lm_head_blocks.view());
   return logits;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
@@ -23,6 +24,57 @@ int64_t LlamaWeights::total_bytes() const {
       n += b->data() ? b->nbytes() : 0;
   return n;
 }
+
+int64_t LlamaWeights::decode_bytes() const {
+  auto either = [](const BlockBuffer& blocks, const Buffer& b) { return blocks.bytes.data() ? blocks.nbytes() : (b.data() ? b.nbytes() : 0); };
+  int64_t n = final_norm.nbytes() + either(lm_head_blocks, lm_head.data() ? lm_head : embed);
+  for (const auto& L : layers) {
+    n += either(L.qkv_blocks, L.qkv) + either(L.o_proj_blocks, L.o_proj) + either(L.gate_up_blocks, L.gate_up) + either(L.down_blocks, L.down);
+    for (const Buffer* b : {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.post_norm, &L.gate_up_bias, &L.down_bias})
+      n += b->data() ? b->nbytes() : 0;
+  }
+  return n;
+}
+
+bool gguf_blocks_kept(Device device, DType dtype, const TpShard& shard) {
+  // Only the CPU backend reads blocks, into f32 activations; a shard would cut the blocks of
+  // row-parallel weights across their columns.
+  return device == Device::kCpu && dtype == DType::kF32 && !shard.sharded() && !kernels::env_turned_off("AERIE_CPU_GGUF_BLOCKS");
+}
+
+namespace {
+
+// All parts given, in one block format.
+bool same_blocks(std::initializer_list<kernels::WeightBlocks> parts) {
+  for (const auto& b : parts)
+    if (!b.defined() || b.format != parts.begin()->format) return false;
+  return true;
+}
+
+// A layer's projections as GGUF blocks in the f32 copies' layouts (weight_layout.hpp: q/k/v
+// merged with rotation pairs adjacent, gate/up interleaved), each where its parts have blocks
+// of one format.
+void load_layer_blocks(GgufTensorSource& g, const std::string& p, const LlamaConfig& c, LlamaLayerWeights& L) {
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size, d = c.head_dim;
+  const auto qb = g.get_blocks(p + "self_attn.q_proj.weight", q, h), kb = g.get_blocks(p + "self_attn.k_proj.weight", kv, h),
+             vb = g.get_blocks(p + "self_attn.v_proj.weight", kv, h);
+  if (same_blocks({qb, kb, vb})) {
+    std::vector<unsigned char> qs, ks;
+    L.qkv_blocks = {concat_rows({pair_adjacent_rows(qb.bytes, d, qs), pair_adjacent_rows(kb.bytes, d, ks), vb.bytes}, Device::kCpu, DType::kU8),
+                    qb.format};
+  }
+  if (const auto ob = g.get_blocks(p + "self_attn.o_proj.weight", h, q); ob.defined()) L.o_proj_blocks = {copy_of(ob.bytes, Device::kCpu, DType::kU8), ob.format};
+  const auto gb = g.get_blocks(p + "mlp.gate_proj.weight", inter, h), ub = g.get_blocks(p + "mlp.up_proj.weight", inter, h);
+  if (same_blocks({gb, ub})) L.gate_up_blocks = {interleave_rows(gb.bytes, ub.bytes, Device::kCpu, DType::kU8), gb.format};
+  if (const auto db = g.get_blocks(p + "mlp.down_proj.weight", h, inter); db.defined()) L.down_blocks = {copy_of(db.bytes, Device::kCpu, DType::kU8), db.format};
+}
+
+BlockBuffer blocks_of(GgufTensorSource& g, const std::string& name, int64_t rows, int64_t cols) {
+  const auto b = g.get_blocks(name, rows, cols);
+  return b.defined() ? BlockBuffer{copy_of(b.bytes, Device::kCpu, DType::kU8), b.format} : BlockBuffer{};
+}
+
+}  // namespace
 
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& c, Device device, DType dtype,
                                 const LoadProgress& progress, const TpShard& shard) {
@@ -49,8 +101,10 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     if (gguf) gguf->release();
   };
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size, d = c.head_dim;
+  const bool blocks = gguf && gguf_blocks_kept(device, dtype, shard);
   LlamaWeights w;
   w.embed = vocab_shard_of(get("model.embed_tokens.weight", {c.vocab_size, h}), shard, device, dtype);
+  if (blocks && c.tie_word_embeddings) w.lm_head_blocks = blocks_of(*gguf, "model.embed_tokens.weight", c.vocab_size, h);
   layer_done();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -62,6 +116,7 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     L.post_norm = std::move(P.post_norm);
     L.gate_up = std::move(P.gate_up);
     L.down = std::move(P.down);
+    if (blocks) load_layer_blocks(*gguf, p, c, L);
     if (c.attention_bias) {
       std::vector<unsigned char> qs, ks;
       const auto rows = qkv_rows_of(c, shard);
@@ -82,7 +137,10 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     if (progress) progress(l + 1, c.num_layers);
   }
   w.final_norm = copy_of(get("model.norm.weight", {h}), device, dtype);
-  if (!c.tie_word_embeddings) w.lm_head = vocab_shard_of(get("lm_head.weight", {c.vocab_size, h}), shard, device, dtype);
+  if (!c.tie_word_embeddings) {
+    w.lm_head = vocab_shard_of(get("lm_head.weight", {c.vocab_size, h}), shard, device, dtype);
+    if (blocks) w.lm_head_blocks = blocks_of(*gguf, "lm_head.weight", c.vocab_size, h);
+  }
   return w;
 }
 

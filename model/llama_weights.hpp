@@ -9,10 +9,20 @@
 #include <vector>
 
 #include "kernels/buffer.hpp"
+#include "kernels/weight_blocks.hpp"
 #include "model/config.hpp"
 #include "model/tp_shard.hpp"
 
 namespace aerie::model {
+
+// A weight's GGUF blocks kept beside its f32 copy, for the CPU's small-batch products
+// (kernels/weight_blocks.hpp); empty for weights without them.
+struct BlockBuffer {
+  Buffer bytes;  // u8 [rows, row bytes]
+  kernels::BlockFormat format = kernels::BlockFormat::kQ8_0;
+  kernels::WeightBlocks view() const { return bytes.data() ? kernels::WeightBlocks{bytes.view(), format} : kernels::WeightBlocks{}; }
+  int64_t nbytes() const { return bytes.data() ? bytes.nbytes() : 0; }
+};
 
 struct LlamaLayerWeights {
   Buffer input_norm;     // [hidden]
@@ -25,6 +35,9 @@ struct LlamaLayerWeights {
   Buffer gate_up_bias;   // [2 * intermediate], when mlp_bias, interleaved the same way
   Buffer down;           // [hidden, intermediate]
   Buffer down_bias;      // [hidden], when mlp_bias
+  // The projections' GGUF blocks (a GGUF model of Q4_0/Q4_1/Q8_0 projections, whole, on the CPU;
+  // load_llama_weights): what decode and verify products read there.
+  BlockBuffer qkv_blocks, o_proj_blocks, gate_up_blocks, down_blocks;
 };
 
 struct LlamaWeights {
@@ -32,18 +45,26 @@ struct LlamaWeights {
   std::vector<LlamaLayerWeights> layers;
   Buffer final_norm;                     // [hidden]
   Buffer lm_head;                        // [vocab, hidden]; empty when tied to embed
+  BlockBuffer lm_head_blocks;            // the LM head's (or tied embedding's) GGUF blocks, as the layers'
   const TensorView& lm_head_view() const { return lm_head.data() ? lm_head.view() : embed.view(); }
   int64_t total_bytes() const;  // what a forward reads (the LM head once even when tied)
+  // What a decode step reads: the blocks where a weight has them, else its f32 copy.
+  int64_t decode_bytes() const;
 };
 
 // Called after each layer is in place: (layers done, layers in all), for a progress display.
 using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 
 // Loads model.safetensors (or its shards) from dir, or a llama GGUF file when dir names one: the part `shard` holds, reading only
-// its rows from the memory-mapped files. Weights are stored in `dtype` on `device`.
+// its rows from the memory-mapped files. Weights are stored in `dtype` on `device`. A GGUF file's
+// Q4_0/Q4_1/Q8_0 projections and LM head also keep their blocks (BlockBuffer) when the model is
+// whole, on the CPU, in f32 (gguf_blocks_kept; AERIE_CPU_GGUF_BLOCKS=0 drops them).
 // Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,
                                 const LoadProgress& progress = {}, const TpShard& shard = {});
+
+// Whether load_llama_weights keeps a GGUF file's blocks for these settings.
+bool gguf_blocks_kept(Device device, DType dtype, const TpShard& shard);
 
 // Seeded random weights (normal with std init_std, transformers' 0.02 by default; norms
 // 1), for --load-format dummy. The same seed gives the same weights on CPU and GPU, and

@@ -20,12 +20,13 @@ void vocab_parallel_embedding(const TensorView& ids, const TensorView& table, in
 
 void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t vocab, const TensorView& logits,
                            const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& s,
-                           const TensorView& table_fp8, const TensorView& table_scale) {
+                           const TensorView& table_fp8, const TensorView& table_scale, const kernels::WeightBlocks& table_blocks) {
   const int ranks = tp.size();
   if (ranks == 1) {
-    AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .w_fp8 = table_fp8, .w_scale = table_scale, .y = logits}, s));
+    AERIE_CHECK_STATUS(ops::matmul({.x = x, .w = table, .w_fp8 = table_fp8, .w_scale = table_scale, .w_blocks = table_blocks, .y = logits}, s));
     return;
   }
+  AERIE_CHECK(!table_blocks.defined(), "GGUF blocks of a vocab-parallel LM head: only a whole table keeps them");
   const int64_t rows = x.dim(0), per_rank = table.dim(0);
   AERIE_CHECK(per_rank == (vocab + ranks - 1) / ranks,
               "LM head shard of " << per_rank << " rows over " << ranks << " ranks for a vocabulary of " << vocab);

@@ -9,6 +9,7 @@
 
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
+#include "kernels/weight_blocks.hpp"
 #include "parallel/communicator.hpp"
 
 namespace aerie::model {
@@ -27,9 +28,11 @@ struct VocabParallelScratch {
 // logits [rows, vocab] f32 = x [rows, hidden] times the whole LM head, of which every rank
 // holds `table` [ceil(vocab / ranks), hidden] (the same row count on every rank, zero-padded).
 // `table_fp8` / `table_scale`: an fp8 copy of the table with row scales (an fp8 draft head's;
-// kernels/matmul.hpp), optional.
+// kernels/matmul.hpp), optional. `table_blocks`: the whole table's GGUF blocks (one rank, on the
+// CPU; kernels/weight_blocks.hpp), optional.
 void vocab_parallel_logits(const TensorView& x, const TensorView& table, int64_t vocab, const TensorView& logits,
                            const VocabParallelScratch& scratch, parallel::Communicator& tp, const Stream& stream,
-                           const TensorView& table_fp8 = {}, const TensorView& table_scale = {});
+                           const TensorView& table_fp8 = {}, const TensorView& table_scale = {},
+                           const kernels::WeightBlocks& table_blocks = {});
 
 }  // namespace aerie::model

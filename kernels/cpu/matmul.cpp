@@ -93,15 +93,18 @@ Status matmul(const MatmulParams& p) {
     y_copy.resize(static_cast<size_t>(m * n));
     y = y_copy.data();
   }
-  // A few rows (decode, verify) stream the weights once through the small-batch kernel, f32
-  // or bf16 weights (bf16 widened in registers: the draft heads ship in bf16, and keeping them
-  // so halves what a draft step reads); more rows (prefill) go to oneDNN, a bf16/f16 weight
-  // widened a block of rows at a time.
+  // A few rows (decode, verify) stream the weights once through the small-batch kernel: the
+  // weight's GGUF blocks when it has them (4.5-8.5 bits a weight, the same bits as its f32
+  // copy), else f32 or bf16 weights (bf16 widened in registers: the draft heads ship in bf16,
+  // and keeping them so halves what a draft step reads); more rows (prefill) go to oneDNN, a
+  // bf16/f16 weight widened a block of rows at a time.
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
   const bool fast = !fp8 && !reference_gemm.load();
   const bool small = m <= kSmallBatchMaxRows && small_batch_gemm_available();
   if (fp8) {
     reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);
+  } else if (fast && small && blocks_copy_serves(p.w_blocks, m)) {
+    small_batch_gemm(m, n, k, x, p.w_blocks, y);
   } else if (fast && small && p.w.dtype == DType::kF32) {
     small_batch_gemm(m, n, k, x, p.w.ptr<float>(), y);
   } else if (fast && small && p.w.dtype == DType::kBF16) {

@@ -35,7 +35,7 @@ Status rope_kv_write(const RopeKvWriteParams& p) {
 }
 
 Status qkv_rope(const QkvRopeParams& p) {
-  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.qkv});
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .w_blocks = p.w_blocks, .y = p.qkv});
   if (!s.is_ok()) return s;
   return rope_kv_write({.qkv = p.qkv, .positions = p.positions, .inv_freq = p.inv_freq, .slots = p.slots, .q_out = p.q_out,
                         .k_cache = p.k_cache, .v_cache = p.v_cache, .attention_scaling = p.attention_scaling});

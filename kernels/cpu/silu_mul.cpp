@@ -113,7 +113,7 @@ Status silu_mul(const SiluMulParams& p) {
 }
 
 Status gate_up_silu(const GateUpSiluParams& p) {
-  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .y = p.gate_up});
+  Status s = matmul({.x = p.x, .w = p.w, .bias = p.bias, .w_fp8 = p.w_fp8, .w_scale = p.w_scale, .w_blocks = p.w_blocks, .y = p.gate_up});
   if (!s.is_ok()) return s;
   return silu_mul({.gate_up = p.gate_up, .out = p.out});
 }

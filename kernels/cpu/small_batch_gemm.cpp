@@ -53,16 +53,24 @@ struct TailBlocks {
   }
 };
 
+// Sixteen columns of M x rows (row stride ldx) against kWeightRows weight rows already in
+// registers: the one order of fused multiply-adds every weight format feeds.
+template <int M>
+__attribute__((target("avx512f"), always_inline)) inline void fma16(__m512 (&acc)[M][kWeightRows], const __m512 (&wv)[kWeightRows],
+                                                                    const float* xp, int64_t ldx) {
+  for (int i = 0; i < M; ++i) {
+    const __m512 xv = _mm512_loadu_ps(xp + i * ldx);
+    for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+  }
+}
+
 // Sixteen columns of M x rows (row stride ldx) against kWeightRows weight rows.
 template <int M, class W>
 __attribute__((target("avx512f"), always_inline)) inline void step16(__m512 (&acc)[M][kWeightRows], const W* const* wp, const float* xp,
                                                                      int64_t ldx) {
   __m512 wv[kWeightRows];
   for (int r = 0; r < kWeightRows; ++r) wv[r] = load16(wp[r]);
-  for (int i = 0; i < M; ++i) {
-    const __m512 xv = _mm512_loadu_ps(xp + i * ldx);
-    for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
-  }
+  fma16<M>(acc, wv, xp, ldx);
 }
 
 // y[i * ldy + r] = the lane sum of acc[i][r] (the tree every CPU product sums by), for i < M
@@ -175,15 +183,127 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
     if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
 }
 
+// GGUF blocks (kernels/weight_blocks.hpp) decoded in registers: a block's 32 weights as two
+// 16-wide halves (AVX-512) or four 8-wide quarters (AVX2), each lane exactly the float the
+// loader's dequantize_blocks gives (q * d is exact, so Q4_1's fused q * d + m is its rounding
+// too), fed to the same fused multiply-adds in the same column order as the f32 tiles: the
+// same bits from 4.5-8.5 bits a weight.
+__attribute__((target("f16c"), always_inline)) inline float f16_at(const unsigned char* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+template <BlockFormat F>
+__attribute__((target("avx512f,f16c"), always_inline)) inline void decode_block16(const unsigned char* p, __m512& lo, __m512& hi) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __m512 d = _mm512_set1_ps(f16_at(p));
+  if constexpr (F == BlockFormat::kQ8_0) {
+    lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)))), d);
+    hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)))), d);
+  } else {
+    constexpr int kQs = F == BlockFormat::kQ4_1 ? 4 : 2;
+    const __m512i bytes = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs)));
+    __m512i ql = _mm512_maskz_and_epi32(kAll, bytes, _mm512_set1_epi32(0x0F));
+    __m512i qh = _mm512_maskz_srli_epi32(kAll, bytes, 4);
+    if constexpr (F == BlockFormat::kQ4_0) {
+      ql = _mm512_maskz_sub_epi32(kAll, ql, _mm512_set1_epi32(8));
+      qh = _mm512_maskz_sub_epi32(kAll, qh, _mm512_set1_epi32(8));
+      lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, ql), d);
+      hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, qh), d);
+    } else {
+      const __m512 m = _mm512_set1_ps(f16_at(p + 2));
+      lo = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, ql), d, m);
+      hi = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, qh), d, m);
+    }
+  }
+}
+
+// tile() over block rows: k a multiple of 32, row r's bytes at w + r * row_bytes.
+template <int M, BlockFormat F>
+__attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t k, const unsigned char* w, int64_t row_bytes, int rows,
+                                                         float* y, int64_t ldy) {
+  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  __m512 acc[M][kWeightRows];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_setzero_ps();
+  const unsigned char* wr[kWeightRows];
+  for (int r = 0; r < kWeightRows; ++r) wr[r] = w + (r < rows ? r : 0) * row_bytes;
+  for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
+    // As tile(): each row's prefetch runs on past its end into the same row of the next tile.
+    const int64_t ahead = off + kPrefetchBytes, past_row = ahead >= row_bytes ? (kWeightRows - 1) * row_bytes : 0;
+    __m512 lo[kWeightRows], hi[kWeightRows];
+    for (int r = 0; r < kWeightRows; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
+      decode_block16<F>(wr[r] + off, lo[r], hi[r]);
+    }
+    fma16<M>(acc, lo, x + c, k);
+    fma16<M>(acc, hi, x + c + 16, k);
+  }
+  sum_lanes<M>(acc, rows, y, ldy);
+}
+
+// The AVX2 quarters: 8 weights of a block at column offset q * 8 (q = 0..3).
+template <BlockFormat F>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void decode_block8(const unsigned char* p, __m256 (&out)[4]) {
+  const __m256 d = _mm256_set1_ps(f16_at(p));
+  if constexpr (F == BlockFormat::kQ8_0) {
+    for (int q = 0; q < 4; ++q)
+      out[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 + 8 * q)))), d);
+  } else {
+    constexpr int kQs = F == BlockFormat::kQ4_1 ? 4 : 2;
+    for (int q = 0; q < 4; ++q) {
+      // Quarters 0-1: low nibbles of bytes 0-7, 8-15; quarters 2-3: their high nibbles.
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kQs + 8 * (q & 1))));
+      __m256i v = q < 2 ? _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(bytes, 4);
+      if constexpr (F == BlockFormat::kQ4_0) {
+        out[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, _mm256_set1_epi32(8))), d);
+      } else {
+        out[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, _mm256_set1_ps(f16_at(p + 2)));
+      }
+    }
+  }
+}
+
+// tile_avx2() over block rows (one weight row).
+template <int M, BlockFormat F>
+__attribute__((target("avx2,fma,f16c"))) void tile_blocks_avx2(const float* x, int64_t k, const unsigned char* w, int64_t /*row_bytes*/,
+                                                               int rows, float* y, int64_t ldy) {
+  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  __m256 lo[M][1], hi[M][1];
+  for (int i = 0; i < M; ++i) lo[i][0] = hi[i][0] = _mm256_setzero_ps();
+  for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + off + kPrefetchBytes), _MM_HINT_T0);
+    __m256 q[4];
+    decode_block8<F>(w + off, q);
+    // Columns c..c+15 then c+16..c+31, each as the f32 tile's lo (8) and hi (8) halves.
+    for (int half = 0; half < 2; ++half) {
+      const float* xp = x + c + 16 * half;
+      for (int i = 0; i < M; ++i) {
+        lo[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + i * k), q[2 * half], lo[i][0]);
+        hi[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + i * k + 8), q[2 * half + 1], hi[i][0]);
+      }
+    }
+  }
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = i < M ? _mm256_add_ps(lo[i][0], hi[i][0]) : _mm256_setzero_ps();
+  alignas(32) float out[8];
+  _mm256_store_ps(out, lane_folds::sum4_avx2(v));
+  for (int i = 0; i < M; ++i)
+    if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
+}
+
 // Runs `tile(x_rows, x, w_tile, rows, y)` over tiles of `weight_rows` weight rows and groups
 // of up to `x_group` x rows (the weight tile stays in L1 between groups).
+// Weight row j starts at w + j * w_stride (k for f32/bf16 rows, a block row's bytes for blocks).
 template <class W, class Tile>
-void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y, int weight_rows, int64_t x_group, Tile tile) {
+void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, int64_t w_stride, float* y, int weight_rows, int64_t x_group,
+                   Tile tile) {
   const int64_t tiles = (n + weight_rows - 1) / weight_rows;
   parallel_for(tiles, m * k * weight_rows, [&](int64_t t) {
     const int64_t j = t * weight_rows;
     const int rows = static_cast<int>(std::min<int64_t>(weight_rows, n - j));
-    for (int64_t i = 0; i < m; i += x_group) tile(std::min<int64_t>(x_group, m - i), x + i * k, w + j * k, rows, y + i * n + j);
+    for (int64_t i = 0; i < m; i += x_group) tile(std::min<int64_t>(x_group, m - i), x + i * k, w + j * w_stride, rows, y + i * n + j);
   });
 }
 
@@ -191,7 +311,7 @@ template <class W>
 void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
   if (!small_batch_gemm_supports(isa)) std::abort();  // callers check it first
   if (isa == SmallBatchIsa::kAvx512) {
-    for_each_tile(m, n, k, x, w, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
+    for_each_tile(m, n, k, x, w, k, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
       switch (rows_x) {
         case 1: return tile<1>(xs, k, ws, rows, ys, n);
         case 2: return tile<2>(xs, k, ws, rows, ys, n);
@@ -201,7 +321,7 @@ void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, 
     });
     return;
   }
-  for_each_tile(m, n, k, x, w, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
+  for_each_tile(m, n, k, x, w, k, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
     switch (rows_x) {
       case 1: return tile_avx2<1, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
       case 2: return tile_avx2<2, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
@@ -209,6 +329,40 @@ void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, 
       default: return tile_avx2<4, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
     }
   });
+}
+
+template <BlockFormat F>
+void run_blocks_format(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const unsigned char* w, float* y) {
+  const int64_t rb = block_row_bytes(F, k);
+  if (isa == SmallBatchIsa::kAvx512) {
+    for_each_tile(m, n, k, x, w, rb, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
+      switch (rows_x) {
+        case 1: return tile_blocks<1, F>(xs, k, ws, rb, rows, ys, n);
+        case 2: return tile_blocks<2, F>(xs, k, ws, rb, rows, ys, n);
+        case 3: return tile_blocks<3, F>(xs, k, ws, rb, rows, ys, n);
+        default: return tile_blocks<4, F>(xs, k, ws, rb, rows, ys, n);
+      }
+    });
+    return;
+  }
+  for_each_tile(m, n, k, x, w, rb, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
+    switch (rows_x) {
+      case 1: return tile_blocks_avx2<1, F>(xs, k, ws, rb, rows, ys, n);
+      case 2: return tile_blocks_avx2<2, F>(xs, k, ws, rb, rows, ys, n);
+      case 3: return tile_blocks_avx2<3, F>(xs, k, ws, rb, rows, ys, n);
+      default: return tile_blocks_avx2<4, F>(xs, k, ws, rb, rows, ys, n);
+    }
+  });
+}
+
+void run_blocks_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y) {
+  if (!small_batch_gemm_supports(isa) || k % kBlockElements != 0) std::abort();  // callers check both first
+  const auto* bytes = static_cast<const unsigned char*>(w.bytes.data);
+  switch (w.format) {
+    case BlockFormat::kQ4_0: return run_blocks_format<BlockFormat::kQ4_0>(isa, m, n, k, x, bytes, y);
+    case BlockFormat::kQ4_1: return run_blocks_format<BlockFormat::kQ4_1>(isa, m, n, k, x, bytes, y);
+    case BlockFormat::kQ8_0: return run_blocks_format<BlockFormat::kQ8_0>(isa, m, n, k, x, bytes, y);
+  }
 }
 
 }  // namespace
@@ -223,6 +377,9 @@ void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, con
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y) {
   run_on(isa, m, n, k, x, w_bf16, y);
 }
+void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y) {
+  run_blocks_on(isa, m, n, k, x, w, y);
+}
 
 #else
 
@@ -232,6 +389,7 @@ void small_batch_gemm_on(SmallBatchIsa, int64_t, int64_t, int64_t, const float*,
   std::abort();  // callers check small_batch_gemm_supports() first
 }
 void small_batch_gemm_on(SmallBatchIsa, int64_t, int64_t, int64_t, const float*, const uint16_t*, float*) { std::abort(); }
+void small_batch_gemm_on(SmallBatchIsa, int64_t, int64_t, int64_t, const float*, const WeightBlocks&, float*) { std::abort(); }
 
 #endif
 
@@ -242,6 +400,9 @@ void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const flo
 }
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y) {
   small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w_bf16, y);
+}
+void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y) {
+  small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w, y);
 }
 
 }  // namespace aerie::kernels::cpu

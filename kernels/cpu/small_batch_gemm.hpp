@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_isa.hpp"
+#include "kernels/weight_blocks.hpp"
 
 namespace aerie::kernels::cpu {
 
@@ -26,6 +27,7 @@ bool small_batch_gemm_supports(SmallBatchIsa isa);
 /// small_batch_gemm with a given instruction set (tests compare them); isa must be supported.
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y);
 void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y);
+void small_batch_gemm_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y);
 
 /// y[m, n] = x[m, k] w[n, k]^T, f32, m <= kSmallBatchMaxRows. Each output is summed in the
 /// same order whatever m is and whichever instruction set runs it: sixteen lane sums, lane l
@@ -35,5 +37,9 @@ void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const flo
 /// The same with bf16 weights (raw bits): equal, bit for bit, to small_batch_gemm on the
 /// weight widened to f32.
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y);
+/// The same with the weight as GGUF blocks (k a multiple of 32): each block decoded in registers
+/// to the floats dequantize_blocks gives, so equal, bit for bit, to small_batch_gemm on the
+/// dequantized f32 weight, from 4.5-8.5 bits a weight instead of 32.
+void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y);
 
 }  // namespace aerie::kernels::cpu

@@ -103,6 +103,13 @@ def main():
         assert got["output_ids"] == want, f"text {p!r}: aerie {got['output_ids']} transformers {want}"
         assert got["text"] == tok.decode(want, skip_special_tokens=True), f"text {p!r}: {got['text']!r}"
         print(f"  text {p!r}: identical greedy continuation {got['text']!r}")
+    # The same batch without the GGUF blocks (the CPU's decode reads the Q4_1/Q8_0 blocks in
+    # place by default; kernels/weight_blocks.hpp): the same ids, from the f32 copies alone.
+    f32_only = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, AERIE_CPU_GGUF_BLOCKS="0"))
+    assert f32_only.returncode == 0, f32_only.stderr[-2000:]
+    assert [json.loads(line)["output_ids"] for line in f32_only.stdout.splitlines()] == \
+        [json.loads(line)["output_ids"] for line in out.stdout.splitlines()], "the GGUF blocks changed a greedy continuation"
+    print("  text: the same ids without the GGUF blocks (AERIE_CPU_GGUF_BLOCKS=0)")
 
     # 3. Chat through aerie-generate --chat (one user turn).
     n = 40

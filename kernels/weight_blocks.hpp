@@ -1,0 +1,47 @@
+#pragma once
+// GGUF's quantized blocks of 32 weights (llama.cpp's Q4_0, Q4_1 and Q8_0), kept beside a
+// weight's f32 copy so the CPU's small-batch products read 4.5-8.5 bits a weight instead of
+// 32. A block of row j covers columns 32b..32b+31 and decodes to exactly the floats the GGUF
+// loader puts in the f32 copy (dequantize_blocks), so a product over the blocks equals the
+// product over that copy bit for bit (kernels/cpu/small_batch_gemm.hpp).
+//   Q4_0: f16 d, 16 bytes of nibbles: w = (q - 8) * d
+//   Q4_1: f16 d, f16 m, 16 bytes of nibbles: w = q * d + m
+//   Q8_0: f16 d, 32 x int8: w = q * d
+// Byte j of a 4-bit block holds element j in its low nibble and element j + 16 in its high one.
+// Every q * d is exact in f32 (an 11-bit f16 significand times at most 8 bits), so Q4_1's
+// q * d + m rounds once whether or not the compiler fuses it.
+#include <cstdint>
+
+#include "kernels/tensor.hpp"
+
+namespace aerie::kernels {
+
+enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ8_0 };
+
+inline constexpr int64_t kBlockElements = 32;
+/// Bytes of one block of 32 weights: 18, 20, 34.
+int64_t block_bytes(BlockFormat f);
+/// "Q4_0", "Q4_1", "Q8_0".
+const char* block_format_name(BlockFormat f);
+/// Bytes of a row of k weights (k a multiple of 32).
+inline int64_t block_row_bytes(BlockFormat f, int64_t k) { return k / kBlockElements * block_bytes(f); }
+/// The 32 * blocks floats of `blocks` consecutive blocks.
+void dequantize_blocks(BlockFormat f, const unsigned char* src, int64_t blocks, float* out);
+
+/// A weight w [n, k] as blocks: bytes u8 [n, block_row_bytes(format, k)], on the CPU, each
+/// row dequantizing to w's row exactly. An optional copy beside w that the CPU backend reads
+/// for products of up to kBlocksMaxRows rows of x (decode, verify: the weight's bytes are the
+/// cost there); larger products, and other devices, read w.
+struct WeightBlocks {
+  TensorView bytes;
+  BlockFormat format = BlockFormat::kQ8_0;
+  bool defined() const { return bytes.defined(); }
+  /// Throws unless bytes is a CPU u8 [n, block_row_bytes(format, k)] and k a multiple of 32.
+  void validate(int64_t n, int64_t k, const char* what) const;
+};
+inline constexpr int64_t kBlocksMaxRows = 16;
+/// The rule every op taking a block copy follows: a product of `rows` rows of x on the CPU
+/// reads the blocks when they are given and rows <= kBlocksMaxRows.
+inline bool blocks_copy_serves(const WeightBlocks& b, int64_t rows) { return b.defined() && rows <= kBlocksMaxRows; }
+
+}  // namespace aerie::kernels
