@@ -58,9 +58,11 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, Stream stream, 
 }
 
 int64_t LlamaModel::weight_bytes_per_step(int64_t tokens) const {
-  if (config_.tie_word_embeddings) return weight_bytes_;
+  // Up to kBlocksMaxRows rows, a CPU product reads a weight's GGUF blocks where it has them.
+  const int64_t all = tokens <= kernels::kBlocksMaxRows ? weights_.decode_bytes() : weight_bytes_;
+  if (config_.tie_word_embeddings) return all;
   const int64_t row = config_.hidden_size * static_cast<int64_t>(dtype_size(weights_.embed.view().dtype));
-  return weight_bytes_ - weights_.embed.nbytes() + tokens * row;
+  return all - weights_.embed.nbytes() + tokens * row;
 }
 
 std::unique_ptr<ForwardWorkspace> LlamaModel::make_workspace(const ForwardCapacity& capacity) const {

@@ -66,7 +66,8 @@ class LlamaModel {
   DType act_dtype() const { return act_dtype_; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // Weight bytes one decode step must read: everything but the embedding table, of which
-  // only `tokens` rows are read (unless it is tied to the LM head).
+  // only `tokens` rows are read (unless it is tied to the LM head); GGUF blocks instead of
+  // f32 copies where the CPU keeps them (LlamaWeights::decode_bytes).
   int64_t weight_bytes_per_step(int64_t tokens) const;
 
   // Runs the batch eagerly, writing the new tokens' K/V into `kv`. Returns the logits of

@@ -27,7 +27,7 @@ int64_t LlamaWeights::total_bytes() const {
 
 int64_t LlamaWeights::decode_bytes() const {
   auto either = [](const BlockBuffer& blocks, const Buffer& b) { return blocks.bytes.data() ? blocks.nbytes() : (b.data() ? b.nbytes() : 0); };
-  int64_t n = final_norm.nbytes() + either(lm_head_blocks, lm_head.data() ? lm_head : embed);
+  int64_t n = final_norm.nbytes() + (lm_head.data() ? embed.nbytes() : 0) + either(lm_head_blocks, lm_head.data() ? lm_head : embed);
   for (const auto& L : layers) {
     n += either(L.qkv_blocks, L.qkv) + either(L.o_proj_blocks, L.o_proj) + either(L.gate_up_blocks, L.gate_up) + either(L.down_blocks, L.down);
     for (const Buffer* b : {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.post_norm, &L.gate_up_bias, &L.down_bias})

@@ -48,7 +48,8 @@ struct LlamaWeights {
   BlockBuffer lm_head_blocks;            // the LM head's (or tied embedding's) GGUF blocks, as the layers'
   const TensorView& lm_head_view() const { return lm_head.data() ? lm_head.view() : embed.view(); }
   int64_t total_bytes() const;  // what a forward reads (the LM head once even when tied)
-  // What a decode step reads: the blocks where a weight has them, else its f32 copy.
+  // total_bytes() with the blocks counted where a weight has them (what a product of up to
+  // kernels::kBlocksMaxRows rows reads).
   int64_t decode_bytes() const;
 };
 

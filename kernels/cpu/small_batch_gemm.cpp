@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cpu/lane_folds.hpp"
 #include "kernels/cpu/parallel_for.hpp"
@@ -18,6 +19,10 @@ namespace aerie::kernels::cpu {
 namespace {
 
 constexpr int kWeightRows = 4;            // weight rows per tile: 4 x M accumulators in registers
+// x rows an AVX-512 tile takes at most: 6 x 4 accumulators, 4 weight vectors and an x vector fill
+// 29 of the 32 registers. A verify of 5-6 tokens is then one pass over the weights, not a pass of
+// 4 rows and one of 1-2 (whose few FMAs a weight load left the tile load-bound).
+constexpr int kMaxTileRows = 6;
 constexpr int64_t kPrefetchBytes = 1024;  // ahead in each weight row (measured best of 256 B - 4 KB for f32)
 
 // Weights are f32 or bf16 (uint16_t: the top half of an f32). A bf16 weight widens to f32
@@ -74,23 +79,25 @@ __attribute__((target("avx512f"), always_inline)) inline void step16(__m512 (&ac
 }
 
 // y[i * ldy + r] = the lane sum of acc[i][r] (the tree every CPU product sums by), for i < M
-// (<= 4) and r < rows: sixteen trees at once (lane_folds.hpp), same bits as one at a time, at
+// (<= 6) and r < rows: sixteen trees at once (lane_folds.hpp), same bits as one at a time, at
 // a fraction of their cost (the scalar trees were ~20% of a 576-column tile at 4 x rows).
 template <int M>
 __attribute__((target("avx512f"), always_inline)) inline void sum_lanes(const __m512 (&acc)[M][kWeightRows], int rows, float* y,
                                                                         int64_t ldy) {
-  static_assert(kWeightRows == 4 && M <= 4, "sixteen accumulators at most");
-  __m512 v[16];
-  for (int i = 0; i < 4; ++i)
-    for (int r = 0; r < kWeightRows; ++r) v[4 * i + r] = i < M ? acc[i][r] : _mm512_setzero_ps();
-  // Lane 4 * r + i holds v[4 * i + r]: x row i against weight row r.
-  alignas(64) float out[16];
-  _mm512_store_ps(out, lane_folds::sum16(v));
-  for (int i = 0; i < M; ++i)
-    for (int r = 0; r < rows; ++r) y[i * ldy + r] = out[r * 4 + i];
+  static_assert(kWeightRows == 4 && M <= kMaxTileRows, "four x rows a fold");
+  for (int base = 0; base < M; base += 4) {
+    __m512 v[16];
+    for (int i = 0; i < 4; ++i)
+      for (int r = 0; r < kWeightRows; ++r) v[4 * i + r] = base + i < M ? acc[base + i][r] : _mm512_setzero_ps();
+    // Lane 4 * r + i holds v[4 * i + r]: x row base + i against weight row r.
+    alignas(64) float out[16];
+    _mm512_store_ps(out, lane_folds::sum16(v));
+    for (int i = 0; i < 4 && base + i < M; ++i)
+      for (int r = 0; r < rows; ++r) y[(base + i) * ldy + r] = out[r * 4 + i];
+  }
 }
 
-// M rows of x against `rows` (<= 4) consecutive weight rows; y row i, column r at
+// M (<= kMaxTileRows) rows of x against `rows` (<= 4) consecutive weight rows; y row i, column r at
 // y[i * ldy + r]. One 16-wide accumulator per (x row, weight row).
 template <int M, class W>
 __attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const W* w, int rows, float* y, int64_t ldy) {
@@ -293,8 +300,15 @@ __attribute__((target("avx2,fma,f16c"))) void tile_blocks_avx2(const float* x, i
     if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
 }
 
+// The size of the group of x rows starting at row i of m: groups of at most `most` rows, as
+// even as they go (8 rows: 4 + 4, not 6 + 2), so each pass has FMAs enough per weight load.
+inline int64_t x_group_at(int64_t m, int64_t i, int64_t most) {
+  const int64_t left = m - i, groups = (left + most - 1) / most;
+  return (left + groups - 1) / groups;
+}
+
 // Runs `tile(x_rows, x, w_tile, rows, y)` over tiles of `weight_rows` weight rows and groups
-// of up to `x_group` x rows (the weight tile stays in L1 between groups).
+// of up to `x_group` x rows (x_group_at; the weight tile stays in L1 between groups).
 // Weight row j starts at w + j * w_stride (k for f32/bf16 rows, a block row's bytes for blocks).
 template <class W, class Tile>
 void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, int64_t w_stride, float* y, int weight_rows, int64_t x_group,
@@ -303,7 +317,10 @@ void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, 
   parallel_for(tiles, m * k * weight_rows, [&](int64_t t) {
     const int64_t j = t * weight_rows;
     const int rows = static_cast<int>(std::min<int64_t>(weight_rows, n - j));
-    for (int64_t i = 0; i < m; i += x_group) tile(std::min<int64_t>(x_group, m - i), x + i * k, w + j * w_stride, rows, y + i * n + j);
+    for (int64_t i = 0, g; i < m; i += g) {
+      g = x_group_at(m, i, x_group);
+      tile(g, x + i * k, w + j * w_stride, rows, y + i * n + j);
+    }
   });
 }
 
@@ -311,12 +328,14 @@ template <class W>
 void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
   if (!small_batch_gemm_supports(isa)) std::abort();  // callers check it first
   if (isa == SmallBatchIsa::kAvx512) {
-    for_each_tile(m, n, k, x, w, k, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
+    for_each_tile(m, n, k, x, w, k, y, kWeightRows, kMaxTileRows, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
       switch (rows_x) {
         case 1: return tile<1>(xs, k, ws, rows, ys, n);
         case 2: return tile<2>(xs, k, ws, rows, ys, n);
         case 3: return tile<3>(xs, k, ws, rows, ys, n);
-        default: return tile<4>(xs, k, ws, rows, ys, n);
+        case 4: return tile<4>(xs, k, ws, rows, ys, n);
+        case 5: return tile<5>(xs, k, ws, rows, ys, n);
+        default: return tile<6>(xs, k, ws, rows, ys, n);
       }
     });
     return;
@@ -331,26 +350,75 @@ void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, 
   });
 }
 
+// Decodes weight rows [0, rows) of a block tile into f32 rows of k (stride k), as the tiles'
+// registers hold them.
+template <BlockFormat F>
+__attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
+  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  for (int r = 0; r < rows; ++r)
+    for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
+      __m512 lo, hi;
+      decode_block16<F>(w + r * row_bytes + off, lo, hi);
+      _mm512_storeu_ps(out + r * k + c, lo);
+      _mm512_storeu_ps(out + r * k + c + 16, hi);
+    }
+}
+template <BlockFormat F>
+__attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
+  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  for (int r = 0; r < rows; ++r)
+    for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
+      __m256 q[4];
+      decode_block8<F>(w + r * row_bytes + off, q);
+      for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + r * k + c + 8 * i, q[i]);
+    }
+}
+
+// Up to 4 rows of x: each weight tile decoded in registers as it is used. More rows (a verify
+// of 5-16 tokens, a decode batch): each tile decoded once into f32 rows that stay in L1 while
+// the f32 tiles take every group of x rows, instead of decoding it again for each group
+// (SmolLM2 at 6 rows: 22.7 ms a step decoding per group, against 12.7 at 4 rows).
 template <BlockFormat F>
 void run_blocks_format(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const unsigned char* w, float* y) {
   const int64_t rb = block_row_bytes(F, k);
-  if (isa == SmallBatchIsa::kAvx512) {
-    for_each_tile(m, n, k, x, w, rb, y, kWeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
-      switch (rows_x) {
-        case 1: return tile_blocks<1, F>(xs, k, ws, rb, rows, ys, n);
-        case 2: return tile_blocks<2, F>(xs, k, ws, rb, rows, ys, n);
-        case 3: return tile_blocks<3, F>(xs, k, ws, rb, rows, ys, n);
-        default: return tile_blocks<4, F>(xs, k, ws, rb, rows, ys, n);
+  const bool avx512 = isa == SmallBatchIsa::kAvx512;
+  const int weight_rows = avx512 ? kWeightRows : kAvx2WeightRows;
+  const int64_t tiles = (n + weight_rows - 1) / weight_rows;
+  parallel_for(tiles, m * k * weight_rows, [&](int64_t t) {
+    const int64_t j = t * weight_rows;
+    const int rows = static_cast<int>(std::min<int64_t>(weight_rows, n - j));
+    const unsigned char* wt = w + j * rb;
+    if (m <= 4) {
+      auto fused = [&](auto tile_fn) { tile_fn(x, k, wt, rb, rows, y + j, n); };
+      switch (m) {
+        case 1: return avx512 ? fused(tile_blocks<1, F>) : fused(tile_blocks_avx2<1, F>);
+        case 2: return avx512 ? fused(tile_blocks<2, F>) : fused(tile_blocks_avx2<2, F>);
+        case 3: return avx512 ? fused(tile_blocks<3, F>) : fused(tile_blocks_avx2<3, F>);
+        default: return avx512 ? fused(tile_blocks<4, F>) : fused(tile_blocks_avx2<4, F>);
       }
-    });
-    return;
-  }
-  for_each_tile(m, n, k, x, w, rb, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
-    switch (rows_x) {
-      case 1: return tile_blocks_avx2<1, F>(xs, k, ws, rb, rows, ys, n);
-      case 2: return tile_blocks_avx2<2, F>(xs, k, ws, rb, rows, ys, n);
-      case 3: return tile_blocks_avx2<3, F>(xs, k, ws, rb, rows, ys, n);
-      default: return tile_blocks_avx2<4, F>(xs, k, ws, rb, rows, ys, n);
+    }
+    thread_local std::vector<float> decoded;
+    decoded.resize(static_cast<size_t>(weight_rows * k));
+    if (avx512) decode_rows_avx512<F>(wt, rb, rows, k, decoded.data());
+    else decode_rows_avx2<F>(wt, rb, rows, k, decoded.data());
+    const float* wf = decoded.data();
+    for (int64_t i = 0, g; i < m; i += g) {
+      g = x_group_at(m, i, avx512 ? kMaxTileRows : 4);
+      const float* xs = x + i * k;
+      float* ys = y + i * n + j;
+      if (avx512) {
+        if (g == 1) tile<1>(xs, k, wf, rows, ys, n);
+        else if (g == 2) tile<2>(xs, k, wf, rows, ys, n);
+        else if (g == 3) tile<3>(xs, k, wf, rows, ys, n);
+        else if (g == 4) tile<4>(xs, k, wf, rows, ys, n);
+        else if (g == 5) tile<5>(xs, k, wf, rows, ys, n);
+        else tile<6>(xs, k, wf, rows, ys, n);
+      } else {
+        if (g == 1) tile_avx2<1, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
+        else if (g == 2) tile_avx2<2, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
+        else if (g == 3) tile_avx2<3, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
+        else tile_avx2<4, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
+      }
     }
   });
 }
