@@ -201,51 +201,84 @@ __attribute__((target("f16c"), always_inline)) inline float f16_at(const unsigne
   return _cvtsh_ss(h);
 }
 
+// A block's 32 weights as two 16-wide halves, given its scale d (and Q4_1's minimum m) as floats.
+// The 4-bit formats look their 16 possible values up: a table of fma(i, d, m) (Q4_1) or
+// (i - 8) * d (Q4_0) for i = 0..15, each exactly the loader's float for quant i, indexed by the
+// nibbles (vpermps reads only an index's low 4 bits, so the low nibble needs no mask): two
+// permutes instead of two int-to-float conversions and two FMAs a block.
 template <BlockFormat F>
-__attribute__((target("avx512f,f16c"), always_inline)) inline void decode_block16(const unsigned char* p, __m512& lo, __m512& hi) {
+__attribute__((target("avx512f"), always_inline)) inline void decode_block16(const unsigned char* p, float d, float m, __m512& lo, __m512& hi) {
   constexpr __mmask16 kAll = 0xFFFF;
-  const __m512 d = _mm512_set1_ps(f16_at(p));
+  const __m512 dv = _mm512_set1_ps(d);
   if constexpr (F == BlockFormat::kQ8_0) {
-    lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)))), d);
-    hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)))), d);
+    lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)))), dv);
+    hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)))), dv);
   } else {
     constexpr int kQs = F == BlockFormat::kQ4_1 ? 4 : 2;
+    const __m512 quants = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 table = F == BlockFormat::kQ4_1 ? _mm512_fmadd_ps(quants, dv, _mm512_set1_ps(m))
+                                                 : _mm512_mul_ps(_mm512_sub_ps(quants, _mm512_set1_ps(8.0f)), dv);
     const __m512i bytes = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs)));
-    __m512i ql = _mm512_maskz_and_epi32(kAll, bytes, _mm512_set1_epi32(0x0F));
-    __m512i qh = _mm512_maskz_srli_epi32(kAll, bytes, 4);
-    if constexpr (F == BlockFormat::kQ4_0) {
-      ql = _mm512_maskz_sub_epi32(kAll, ql, _mm512_set1_epi32(8));
-      qh = _mm512_maskz_sub_epi32(kAll, qh, _mm512_set1_epi32(8));
-      lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, ql), d);
-      hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, qh), d);
-    } else {
-      const __m512 m = _mm512_set1_ps(f16_at(p + 2));
-      lo = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, ql), d, m);
-      hi = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, qh), d, m);
-    }
+    lo = _mm512_maskz_permutexvar_ps(kAll, bytes, table);
+    hi = _mm512_maskz_permutexvar_ps(kAll, _mm512_maskz_srli_epi32(kAll, bytes, 4), table);
   }
 }
 
-// tile() over block rows: k a multiple of 32, row r's bytes at w + r * row_bytes.
+// The scale (and Q4_1's minimum) of a block as floats.
+template <BlockFormat F>
+__attribute__((target("f16c"), always_inline)) inline void block_scales(const unsigned char* p, float& d, float& m) {
+  d = f16_at(p);
+  m = F == BlockFormat::kQ4_1 ? f16_at(p + 2) : 0.0f;
+}
+
+// The scales (and Q4_1's minimums) of n <= 16 consecutive blocks as floats: one gather of each
+// block's first four bytes (d, and m after it in Q4_1) and two vector conversions, where a block
+// at a time cost a third of a one-row product.
+template <BlockFormat F>
+__attribute__((target("avx512f"), always_inline)) inline void gather_scales16(const unsigned char* p, int n, float* d, float* m) {
+  constexpr int kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  const __mmask16 live = static_cast<__mmask16>((1u << n) - 1u);
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(kBytes));
+  // Q8_0 and Q4_0 blocks (34, 18 bytes) put a block's d 2 bytes before the next one's: each
+  // 4-byte load is whole inside the row (the last block has at least 16 more bytes).
+  const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, p, 1);
+  constexpr __mmask16 kAll = 0xFFFF;  // the masked forms: GCC 12's unmasked ones warn (see load16)
+  _mm512_store_ps(d, _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_cvtepi32_epi16(kAll, words)));
+  if constexpr (F == BlockFormat::kQ4_1)
+    _mm512_store_ps(m, _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_cvtepi32_epi16(kAll, _mm512_maskz_srli_epi32(kAll, words, 16))));
+}
+
+// tile() over block rows: k a multiple of 32, row r's bytes at w + r * row_bytes. The blocks'
+// scales are converted a chunk of blocks at a time ahead of the products, off the FMA ports'
+// critical path.
 template <int M, BlockFormat F>
 __attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t k, const unsigned char* w, int64_t row_bytes, int rows,
                                                          float* y, int64_t ldy) {
   constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int64_t kChunk = 32;  // blocks whose scales are converted at once
   __m512 acc[M][kWeightRows];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < kWeightRows; ++r) acc[i][r] = _mm512_setzero_ps();
   const unsigned char* wr[kWeightRows];
   for (int r = 0; r < kWeightRows; ++r) wr[r] = w + (r < rows ? r : 0) * row_bytes;
-  for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
-    // As tile(): each row's prefetch runs on past its end into the same row of the next tile.
-    const int64_t ahead = off + kPrefetchBytes, past_row = ahead >= row_bytes ? (kWeightRows - 1) * row_bytes : 0;
-    __m512 lo[kWeightRows], hi[kWeightRows];
-    for (int r = 0; r < kWeightRows; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
-      decode_block16<F>(wr[r] + off, lo[r], hi[r]);
+  const int64_t blocks = k / kBlockElements;
+  alignas(64) float ds[kWeightRows][kChunk], ms[kWeightRows][kChunk];
+  for (int64_t b0 = 0; b0 < blocks; b0 += kChunk) {
+    const int64_t nb = std::min(kChunk, blocks - b0);
+    for (int r = 0; r < kWeightRows; ++r)
+      for (int64_t b = 0; b < nb; b += 16) gather_scales16<F>(wr[r] + (b0 + b) * kBytes, static_cast<int>(std::min<int64_t>(16, nb - b)), ds[r] + b, ms[r] + b);
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t c = (b0 + b) * kBlockElements, off = (b0 + b) * kBytes;
+      // As tile(): each row's prefetch runs on past its end into the same row of the next tile.
+      const int64_t ahead = off + kPrefetchBytes, past_row = ahead >= row_bytes ? (kWeightRows - 1) * row_bytes : 0;
+      __m512 lo[kWeightRows], hi[kWeightRows];
+      for (int r = 0; r < kWeightRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
+        decode_block16<F>(wr[r] + off, ds[r][b], F == BlockFormat::kQ4_1 ? ms[r][b] : 0.0f, lo[r], hi[r]);
+      }
+      fma16<M>(acc, lo, x + c, k);
+      fma16<M>(acc, hi, x + c + 16, k);
     }
-    fma16<M>(acc, lo, x + c, k);
-    fma16<M>(acc, hi, x + c + 16, k);
   }
   sum_lanes<M>(acc, rows, y, ldy);
 }
@@ -358,7 +391,9 @@ __attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned c
   for (int r = 0; r < rows; ++r)
     for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
       __m512 lo, hi;
-      decode_block16<F>(w + r * row_bytes + off, lo, hi);
+      float d, m;
+      block_scales<F>(w + r * row_bytes + off, d, m);
+      decode_block16<F>(w + r * row_bytes + off, d, m, lo, hi);
       _mm512_storeu_ps(out + r * k + c, lo);
       _mm512_storeu_ps(out + r * k + c + 16, hi);
     }
