@@ -271,13 +271,26 @@ __attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t
       const int64_t c = (b0 + b) * kBlockElements, off = (b0 + b) * kBytes;
       // As tile(): each row's prefetch runs on past its end into the same row of the next tile.
       const int64_t ahead = off + kPrefetchBytes, past_row = ahead >= row_bytes ? (kWeightRows - 1) * row_bytes : 0;
-      __m512 lo[kWeightRows], hi[kWeightRows];
-      for (int r = 0; r < kWeightRows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
-        decode_block16<F>(wr[r] + off, ds[r][b], F == BlockFormat::kQ4_1 ? ms[r][b] : 0.0f, lo[r], hi[r]);
+      if constexpr (M <= 4) {
+        __m512 lo[kWeightRows], hi[kWeightRows];
+        for (int r = 0; r < kWeightRows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
+          decode_block16<F>(wr[r] + off, ds[r][b], F == BlockFormat::kQ4_1 ? ms[r][b] : 0.0f, lo[r], hi[r]);
+        }
+        fma16<M>(acc, lo, x + c, k);
+        fma16<M>(acc, hi, x + c + 16, k);
+      } else {
+        // 5 x rows: 4 x M accumulators leave registers for one weight row's block at a time,
+        // each used as soon as it is decoded (every accumulator still takes columns c..c+15,
+        // then c+16..c+31).
+        for (int r = 0; r < kWeightRows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + ahead + past_row), _MM_HINT_T0);
+          __m512 lo, hi;
+          decode_block16<F>(wr[r] + off, ds[r][b], F == BlockFormat::kQ4_1 ? ms[r][b] : 0.0f, lo, hi);
+          for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * k + c), lo, acc[i][r]);
+          for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * k + c + 16), hi, acc[i][r]);
+        }
       }
-      fma16<M>(acc, lo, x + c, k);
-      fma16<M>(acc, hi, x + c + 16, k);
     }
   }
   sum_lanes<M>(acc, rows, y, ldy);
@@ -409,33 +422,52 @@ __attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned ch
     }
 }
 
-// Up to 4 rows of x: each weight tile decoded in registers as it is used. More rows (a verify
-// of 5-16 tokens, a decode batch): each tile decoded once into f32 rows that stay in L1 while
-// the f32 tiles take every group of x rows, instead of decoding it again for each group
-// (SmolLM2 at 6 rows: 22.7 ms a step decoding per group, against 12.7 at 4 rows).
+// Up to 8 x rows: each weight tile decoded in registers as it is used, for every group of x rows
+// (at most 5 a pass on AVX-512, 4 on AVX2; x_group_at splits them evenly). More rows (a 9-16-node
+// tree verify, a decode batch of 9-16): each tile decoded once into f32 rows that stay in L1 while
+// the f32 tiles take every group. Measured on the 2-core Xeon (SmolLM2's gate/up; a decode step):
+// 5 rows 104 us decoded in registers against 160 decoded once, 8 rows (4 + 4) 177 against 220
+// (step 19.7 ms against 22.5); 16 rows a step of 40-43 ms against 36-37; 6 x rows a pass spilled
+// registers (162 us; 3 + 3 takes 148).
+constexpr int kMaxBlockTileRows = 5;
+constexpr int64_t kBlocksDecodedInRegistersMaxRows = 8;
+
 template <BlockFormat F>
 void run_blocks_format(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const unsigned char* w, float* y) {
   const int64_t rb = block_row_bytes(F, k);
   const bool avx512 = isa == SmallBatchIsa::kAvx512;
+  if (m <= kBlocksDecodedInRegistersMaxRows) {
+    if (avx512) {
+      for_each_tile(m, n, k, x, w, rb, y, kWeightRows, kMaxBlockTileRows, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
+        switch (rows_x) {
+          case 1: return tile_blocks<1, F>(xs, k, ws, rb, rows, ys, n);
+          case 2: return tile_blocks<2, F>(xs, k, ws, rb, rows, ys, n);
+          case 3: return tile_blocks<3, F>(xs, k, ws, rb, rows, ys, n);
+          case 4: return tile_blocks<4, F>(xs, k, ws, rb, rows, ys, n);
+          default: return tile_blocks<5, F>(xs, k, ws, rb, rows, ys, n);
+        }
+      });
+      return;
+    }
+    for_each_tile(m, n, k, x, w, rb, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
+      switch (rows_x) {
+        case 1: return tile_blocks_avx2<1, F>(xs, k, ws, rb, rows, ys, n);
+        case 2: return tile_blocks_avx2<2, F>(xs, k, ws, rb, rows, ys, n);
+        case 3: return tile_blocks_avx2<3, F>(xs, k, ws, rb, rows, ys, n);
+        default: return tile_blocks_avx2<4, F>(xs, k, ws, rb, rows, ys, n);
+      }
+    });
+    return;
+  }
   const int weight_rows = avx512 ? kWeightRows : kAvx2WeightRows;
   const int64_t tiles = (n + weight_rows - 1) / weight_rows;
   parallel_for(tiles, m * k * weight_rows, [&](int64_t t) {
     const int64_t j = t * weight_rows;
     const int rows = static_cast<int>(std::min<int64_t>(weight_rows, n - j));
-    const unsigned char* wt = w + j * rb;
-    if (m <= 4) {
-      auto fused = [&](auto tile_fn) { tile_fn(x, k, wt, rb, rows, y + j, n); };
-      switch (m) {
-        case 1: return avx512 ? fused(tile_blocks<1, F>) : fused(tile_blocks_avx2<1, F>);
-        case 2: return avx512 ? fused(tile_blocks<2, F>) : fused(tile_blocks_avx2<2, F>);
-        case 3: return avx512 ? fused(tile_blocks<3, F>) : fused(tile_blocks_avx2<3, F>);
-        default: return avx512 ? fused(tile_blocks<4, F>) : fused(tile_blocks_avx2<4, F>);
-      }
-    }
     thread_local std::vector<float> decoded;
     decoded.resize(static_cast<size_t>(weight_rows * k));
-    if (avx512) decode_rows_avx512<F>(wt, rb, rows, k, decoded.data());
-    else decode_rows_avx2<F>(wt, rb, rows, k, decoded.data());
+    if (avx512) decode_rows_avx512<F>(w + j * rb, rb, rows, k, decoded.data());
+    else decode_rows_avx2<F>(w + j * rb, rb, rows, k, decoded.data());
     const float* wf = decoded.data();
     for (int64_t i = 0, g; i < m; i += g) {
       g = x_group_at(m, i, avx512 ? kMaxTileRows : 4);
