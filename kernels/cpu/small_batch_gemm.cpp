@@ -195,6 +195,10 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
 // loader's dequantize_blocks gives (q * d is exact, so Q4_1's fused q * d + m is its rounding
 // too), fed to the same fused multiply-adds in the same column order as the f32 tiles: the
 // same bits from 4.5-8.5 bits a weight.
+// Bytes of a block (weight_blocks.hpp's block_bytes(), as a constant for the tiles).
+template <BlockFormat F>
+constexpr int64_t kBlockBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+
 __attribute__((target("f16c"), always_inline)) inline float f16_at(const unsigned char* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);
@@ -236,7 +240,7 @@ __attribute__((target("f16c"), always_inline)) inline void block_scales(const un
 // at a time cost a third of a one-row product.
 template <BlockFormat F>
 __attribute__((target("avx512f"), always_inline)) inline void gather_scales16(const unsigned char* p, int n, float* d, float* m) {
-  constexpr int kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int kBytes = static_cast<int>(kBlockBytes<F>);
   const __mmask16 live = static_cast<__mmask16>((1u << n) - 1u);
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(kBytes));
   // Q8_0 and Q4_0 blocks (34, 18 bytes) put a block's d 2 bytes before the next one's: each
@@ -254,7 +258,7 @@ __attribute__((target("avx512f"), always_inline)) inline void gather_scales16(co
 template <int M, BlockFormat F>
 __attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t k, const unsigned char* w, int64_t row_bytes, int rows,
                                                          float* y, int64_t ldy) {
-  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int64_t kBytes = kBlockBytes<F>;
   constexpr int64_t kChunk = 32;  // blocks whose scales are converted at once
   __m512 acc[M][kWeightRows];
   for (int i = 0; i < M; ++i)
@@ -322,7 +326,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void decode_block
 template <int M, BlockFormat F>
 __attribute__((target("avx2,fma,f16c"))) void tile_blocks_avx2(const float* x, int64_t k, const unsigned char* w, int64_t /*row_bytes*/,
                                                                int rows, float* y, int64_t ldy) {
-  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int64_t kBytes = kBlockBytes<F>;
   __m256 lo[M][1], hi[M][1];
   for (int i = 0; i < M; ++i) lo[i][0] = hi[i][0] = _mm256_setzero_ps();
   for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
@@ -400,7 +404,7 @@ void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, 
 // registers hold them.
 template <BlockFormat F>
 __attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
-  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int64_t kBytes = kBlockBytes<F>;
   for (int r = 0; r < rows; ++r)
     for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
       __m512 lo, hi;
@@ -413,7 +417,7 @@ __attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned c
 }
 template <BlockFormat F>
 __attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
-  constexpr int64_t kBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
+  constexpr int64_t kBytes = kBlockBytes<F>;
   for (int r = 0; r < rows; ++r)
     for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
       __m256 q[4];
