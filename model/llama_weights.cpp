@@ -8,6 +8,7 @@
 
 #include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
 #include "model/gguf_file.hpp"
@@ -140,6 +141,17 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
   if (!c.tie_word_embeddings) {
     w.lm_head = vocab_shard_of(get("lm_head.weight", {c.vocab_size, h}), shard, device, dtype);
     if (blocks) w.lm_head_blocks = blocks_of(*gguf, "lm_head.weight", c.vocab_size, h);
+  }
+  if (blocks) {
+    int64_t kept = w.lm_head_blocks.bytes.data() ? 1 : 0, bytes = w.lm_head_blocks.nbytes();
+    for (const auto& L : w.layers)
+      for (const BlockBuffer* b : {&L.qkv_blocks, &L.o_proj_blocks, &L.gate_up_blocks, &L.down_blocks})
+        if (b->bytes.data()) {
+          ++kept;
+          bytes += b->nbytes();
+        }
+    AERIE_LOG_INFO("GGUF blocks kept for " << kept << " of " << 4 * c.num_layers + 1 << " products (" << bytes / 1e6
+                                            << " MB): decode and verify read them (AERIE_CPU_GGUF_BLOCKS=0: the f32 copies)");
   }
   return w;
 }
