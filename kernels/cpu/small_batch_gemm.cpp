@@ -139,6 +139,20 @@ __attribute__((target("avx512f"))) void tile(const float* x, int64_t k, const W*
 // too: SmolLM2 chain 2 at 31.6-36.3 tok/s against 36.4-40.9, interleaved (2026-12-02).
 constexpr int kAvx2WeightRows = 1;
 
+// y[i * ldy] = x row i's sum for i < M (<= 4), of one weight row (rows > 0): the tree's first
+// step is lo + hi (lane u += lane u + 8), the rest for four x rows at once (lane_folds.hpp): x row
+// i's sum lands in lane kSum4Lane[i].
+template <int M>
+__attribute__((target("avx2,fma"), always_inline)) inline void sum_lanes_avx2(const __m256 (&lo)[M][1], const __m256 (&hi)[M][1], int rows,
+                                                                             float* y, int64_t ldy) {
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = i < M ? _mm256_add_ps(lo[i][0], hi[i][0]) : _mm256_setzero_ps();
+  alignas(32) float out[8];
+  _mm256_store_ps(out, lane_folds::sum4_avx2(v));
+  for (int i = 0; i < M; ++i)
+    if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
+}
+
 // Sixteen columns (two 8-wide halves) of M x rows against R weight rows.
 template <int M, int R, class W>
 __attribute__((target("avx2,fma"), always_inline)) inline void step16_avx2(__m256 (&lo)[M][R], __m256 (&hi)[M][R], const W* const* wp,
@@ -180,14 +194,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
     step16_avx2<M, R>(lo, hi, wp, &t.x[0][0], 16);
   }
   static_assert(R == 1 && M <= 4, "four accumulators at most, one weight row");
-  // The tree's first step is lo + hi (lane u += lane u + 8); the rest for four x rows at once
-  // (lane_folds.hpp): x row i's sum lands in lane kSum4Lane[i].
-  __m256 v[4];
-  for (int i = 0; i < 4; ++i) v[i] = i < M ? _mm256_add_ps(lo[i][0], hi[i][0]) : _mm256_setzero_ps();
-  alignas(32) float out[8];
-  _mm256_store_ps(out, lane_folds::sum4_avx2(v));
-  for (int i = 0; i < M; ++i)
-    if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
+  sum_lanes_avx2<M>(lo, hi, rows, y, ldy);
 }
 
 // GGUF blocks (kernels/weight_blocks.hpp) decoded in registers: a block's 32 weights as two
@@ -342,12 +349,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_blocks_avx2(const float* x, i
       }
     }
   }
-  __m256 v[4];
-  for (int i = 0; i < 4; ++i) v[i] = i < M ? _mm256_add_ps(lo[i][0], hi[i][0]) : _mm256_setzero_ps();
-  alignas(32) float out[8];
-  _mm256_store_ps(out, lane_folds::sum4_avx2(v));
-  for (int i = 0; i < M; ++i)
-    if (rows > 0) y[i * ldy] = out[lane_folds::kSum4Lane[i]];
+  sum_lanes_avx2<M>(lo, hi, rows, y, ldy);
 }
 
 // The size of the group of x rows starting at row i of m: groups of at most `most` rows, as
