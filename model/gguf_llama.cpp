@@ -126,7 +126,8 @@ TensorView GgufTensorSource::get(const std::string& hf, std::initializer_list<in
   std::vector<float> data(static_cast<size_t>(t->numel()));
   gguf_dequantize(t->type, t->data, t->numel(), data.data());
   if (const int64_t heads = rope_heads(hf))
-    data = undo_rope_row_order(data, heads, config_.head_dim, shape.size() == 2 ? shape[1] * 4 : 4, where + ": tensor '" + g + "'");
+    data = undo_rope_row_order(data, heads, config_.head_dim, (shape.size() == 2 ? shape[1] : 1) * static_cast<int64_t>(sizeof(float)),
+                               where + ": tensor '" + g + "'");
   auto& slot = owned_[hf];
   slot = std::move(data);
   TensorView v;

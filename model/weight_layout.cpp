@@ -121,18 +121,19 @@ Buffer interleave_rows(const TensorView& a, const TensorView& b, Device device, 
   const int64_t rows = a.dim(0), cols = a.ndim == 2 ? a.dim(1) : 1;
   const size_t es = dtype_size(dtype);
   std::vector<unsigned char> host(static_cast<size_t>(2 * rows * cols) * es);
-  if (a.dtype == dtype && b.dtype == dtype) {  // rows as bytes (any dtype: GGUF block rows too)
-    const size_t row = static_cast<size_t>(cols) * es;
-    for (int64_t r = 0; r < rows; ++r) {
+  const bool as_bytes = a.dtype == dtype && b.dtype == dtype;  // rows copied whole (any dtype: GGUF block rows too)
+  const size_t row = static_cast<size_t>(cols) * es;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (as_bytes) {
       std::memcpy(host.data() + static_cast<size_t>(2 * r) * row, static_cast<const unsigned char*>(a.data) + static_cast<size_t>(r) * row, row);
       std::memcpy(host.data() + static_cast<size_t>(2 * r + 1) * row, static_cast<const unsigned char*>(b.data) + static_cast<size_t>(r) * row, row);
+      continue;
     }
-  }
-  for (int64_t r = 0; r < rows && !(a.dtype == dtype && b.dtype == dtype); ++r)
     for (int64_t c = 0; c < cols; ++c) {
       store_from_float(host.data(), dtype, (2 * r) * cols + c, load_as_float(a.data, a.dtype, r * cols + c));
       store_from_float(host.data(), dtype, (2 * r + 1) * cols + c, load_as_float(b.data, b.dtype, r * cols + c));
     }
+  }
   Buffer out(device, dtype, a.ndim == 2 ? std::vector<int64_t>{2 * rows, cols} : std::vector<int64_t>{2 * rows});
   out.copy_from_host(host.data(), static_cast<int64_t>(host.size()));
   return out;
