@@ -431,10 +431,9 @@ __attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned ch
 // Up to 8 x rows: each weight tile decoded in registers as it is used, for every group of x rows
 // (at most 5 a pass on AVX-512, 4 on AVX2; x_group_at splits them evenly). More rows (a 9-16-node
 // tree verify, a decode batch of 9-16): each tile decoded once into f32 rows that stay in L1 while
-// the f32 tiles take every group. Measured on the 2-core Xeon (SmolLM2's gate/up; a decode step):
-// 5 rows 104 us decoded in registers against 160 decoded once, 8 rows (4 + 4) 177 against 220
-// (step 19.7 ms against 22.5); 16 rows a step of 40-43 ms against 36-37; 6 x rows a pass spilled
-// registers (162 us; 3 + 3 takes 148).
+// the f32 tiles take every group. Measured on the 2-core Xeon, SmolLM2's decode step (docs/
+// performance.md): 5 / 8 rows 12.4-14.8 / 20.0-20.5 ms decoded in registers against 17.1-17.4 /
+// 23.0-23.5 decoded once; 16 rows 39-43 against 36.9-37.1. 6 x rows a pass spilled registers.
 constexpr int kMaxBlockTileRows = 5;
 constexpr int64_t kBlocksDecodedInRegistersMaxRows = 8;
 

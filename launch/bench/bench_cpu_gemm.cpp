@@ -1,13 +1,19 @@
 #include "launch/bench/bench_cpu_gemm.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/small_batch_gemm.hpp"
+#include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
+#include "kernels/tensor.hpp"
+#include "kernels/weight_blocks.hpp"
 #include "launch/bench/bench_timing.hpp"
 
 namespace aerie::launch {
@@ -20,6 +26,31 @@ using kernels::cpu::CpuIsa;
 
 const char* isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512" : "avx2"; }
 
+// "f32" (nullopt) or a block format, by its GGUF name in lower case.
+std::optional<kernels::BlockFormat> weight_format(const std::string& name) {
+  if (name == "f32") return std::nullopt;
+  for (auto f : {kernels::BlockFormat::kQ4_0, kernels::BlockFormat::kQ4_1, kernels::BlockFormat::kQ8_0}) {
+    std::string lower = kernels::block_format_name(f);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name == lower) return f;
+  }
+  AERIE_FAIL("--weights takes f32, q4_0, q4_1 or q8_0, not '" << name << "'");
+}
+
+// n rows of k weights as blocks of format f: random quants, f16 scales (and Q4_1 minimums) of
+// a few hundredths, as a model's.
+std::vector<unsigned char> random_blocks(kernels::BlockFormat f, int64_t n, int64_t k, uint32_t& s) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(n * kernels::block_row_bytes(f, k)));
+  for (auto& b : bytes) b = static_cast<unsigned char>((s = s * 1664525u + 1013904223u) >> 24);
+  const int64_t bb = kernels::block_bytes(f);
+  for (int64_t b = 0; b < n * k / kernels::kBlockElements; ++b) {
+    const uint16_t d = float_to_f16(0.02f + static_cast<float>(b % 7) * 0.003f), m = float_to_f16(-0.1f);
+    std::memcpy(bytes.data() + b * bb, &d, 2);
+    if (f == kernels::BlockFormat::kQ4_1) std::memcpy(bytes.data() + b * bb + 2, &m, 2);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
@@ -29,32 +60,43 @@ int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
   AERIE_CHECK(!isas.empty(), "the small-batch kernel needs AVX-512 or AVX2 + FMA; this CPU has neither");
   for (int64_t r : o.rows) AERIE_CHECK(r >= 1 && r <= kernels::cpu::kSmallBatchMaxRows, "--rows takes 1 to 16");
   nlohmann::json out = nlohmann::json::array();
-  std::printf("%6s %4s %7s %9s %8s %10s\n", "k", "rows", "isa", "ms", "GB/s", "vs first");
+  std::printf("%6s %6s %5s %4s %7s %9s %8s %10s\n", "k", "n", "w", "rows", "isa", "ms", "GB/s", "vs first");
   for (int64_t k : o.k) {
     AERIE_CHECK(k >= 16, "--k must be at least 16");
-    const int64_t n = std::max<int64_t>(4, o.megabytes * (int64_t{1} << 20) / (k * 4));
+    const int64_t n = o.n > 0 ? o.n : std::max<int64_t>(4, o.megabytes * (int64_t{1} << 20) / (k * 4));
     std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(16 * k)), y(static_cast<size_t>(16 * n));
     uint32_t s = 12345;
     for (float& v : w) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
     for (float& v : x) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
-    std::vector<std::vector<double>> best(isas.size(), std::vector<double>(o.rows.size(), 1e30));
-    for (int64_t rep = 0; rep < o.reps + 1; ++rep) {  // the first round warms up, untimed
+    for (const std::string& weights : o.weights) {
+      const auto format = weight_format(weights);
+      AERIE_CHECK(!format || k % kernels::kBlockElements == 0, "--weights " << weights << ": --k must be a multiple of 32 (whole blocks)");
+      std::vector<unsigned char> bytes;
+      kernels::WeightBlocks blocks;
+      if (format) {
+        bytes = random_blocks(*format, n, k, s);
+        blocks = {.bytes = TensorView(bytes.data(), DType::kU8, {n, kernels::block_row_bytes(*format, k)}), .format = *format};
+      }
+      std::vector<std::vector<double>> best(isas.size(), std::vector<double>(o.rows.size(), 1e30));
+      for (int64_t rep = 0; rep < o.reps + 1; ++rep) {  // the first round warms up, untimed
+        for (size_t a = 0; a < isas.size(); ++a)
+          for (size_t i = 0; i < o.rows.size(); ++i) {
+            const auto t0 = Clock::now();
+            if (format) kernels::cpu::small_batch_gemm_on(isas[a], o.rows[i], n, k, x.data(), blocks, y.data());
+            else kernels::cpu::small_batch_gemm_on(isas[a], o.rows[i], n, k, x.data(), w.data(), y.data());
+            if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
+          }
+      }
+      const double gb = static_cast<double>(format ? static_cast<int64_t>(bytes.size()) : n * k * 4) / 1e9;
       for (size_t a = 0; a < isas.size(); ++a)
         for (size_t i = 0; i < o.rows.size(); ++i) {
-          const auto t0 = Clock::now();
-          kernels::cpu::small_batch_gemm_on(isas[a], o.rows[i], n, k, x.data(), w.data(), y.data());
-          if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
+          const double ms = best[a][i], one = best[a][0];
+          std::printf("%6lld %6lld %5s %4lld %7s %9.3f %8.1f %10.2f\n", static_cast<long long>(k), static_cast<long long>(n), weights.c_str(),
+                      static_cast<long long>(o.rows[i]), isa_name(isas[a]), ms, gb / (ms / 1e3), ms / one);
+          out.push_back({{"k", k}, {"n", n}, {"weights", weights}, {"rows", o.rows[i]}, {"isa", isa_name(isas[a])}, {"ms", ms},
+                         {"gb_per_s", gb / (ms / 1e3)}, {"over_first_rows", ms / one}});
         }
     }
-    const double gb = static_cast<double>(n * k * 4) / 1e9;
-    for (size_t a = 0; a < isas.size(); ++a)
-      for (size_t i = 0; i < o.rows.size(); ++i) {
-        const double ms = best[a][i], one = best[a][0];
-        std::printf("%6lld %4lld %7s %9.2f %8.1f %10.2f\n", static_cast<long long>(k), static_cast<long long>(o.rows[i]),
-                    isa_name(isas[a]), ms, gb / (ms / 1e3), ms / one);
-        out.push_back({{"k", k}, {"n", n}, {"rows", o.rows[i]}, {"isa", isa_name(isas[a])}, {"ms", ms}, {"gb_per_s", gb / (ms / 1e3)},
-                       {"over_first_rows", ms / one}});
-      }
   }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
   return 0;
