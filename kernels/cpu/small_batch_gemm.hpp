@@ -4,8 +4,9 @@
 // weights first at these shapes and streams them at half the bandwidth (measured on the
 // CI machine: 8 rows over 566 MB of f32 weights, 52 ms in oneDNN, 31 ms here).
 // AVX-512, or AVX2 + FMA (the same sums, so the same bits); elsewhere the caller uses the
-// general path. Weights in f32, or in bf16 (widened exactly in registers: the same bits as
-// the f32 copy of the weight, from half the bytes).
+// general path. Weights in f32, in bf16 (widened exactly in registers: the same bits as the
+// f32 copy of the weight, from half the bytes), or as GGUF blocks (kernels/weight_blocks.hpp:
+// decoded in registers to the same floats, the same bits from 4.5-8.5 bits a weight).
 #include <cstdint>
 
 #include "kernels/cpu/cpu_isa.hpp"
