@@ -6,15 +6,6 @@
 
 namespace aerie::kernels {
 
-int64_t block_bytes(BlockFormat f) {
-  switch (f) {
-    case BlockFormat::kQ4_0: return 2 + 16;
-    case BlockFormat::kQ4_1: return 2 + 2 + 16;
-    case BlockFormat::kQ8_0: return 2 + 32;
-  }
-  AERIE_FAIL("unknown weight block format " << static_cast<int>(f));
-}
-
 const char* block_format_name(BlockFormat f) {
   switch (f) {
     case BlockFormat::kQ4_0: return "Q4_0";

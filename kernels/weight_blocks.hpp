@@ -19,8 +19,12 @@ namespace aerie::kernels {
 enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ8_0 };
 
 inline constexpr int64_t kBlockElements = 32;
-/// Bytes of one block of 32 weights: 18, 20, 34.
-int64_t block_bytes(BlockFormat f);
+/// Bytes of one block of 32 weights: 18, 20, 34 (a constant, for the CPU tiles too).
+constexpr int64_t block_bytes(BlockFormat f) {
+  return f == BlockFormat::kQ4_0 ? 2 + 16      // f16 scale, 32 x 4-bit
+         : f == BlockFormat::kQ4_1 ? 2 + 2 + 16  // f16 scale, f16 minimum, 32 x 4-bit
+                                   : 2 + 32;     // Q8_0: f16 scale, 32 x int8
+}
 /// "Q4_0", "Q4_1", "Q8_0".
 const char* block_format_name(BlockFormat f);
 /// Bytes of a row of k weights (k a multiple of 32).

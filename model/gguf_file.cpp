@@ -140,9 +140,9 @@ int64_t gguf_block_bytes(uint32_t type) {
   switch (static_cast<GgufType>(type)) {
     case GgufType::kF32: return 4;
     case GgufType::kF16: case GgufType::kBF16: return 2;
-    case GgufType::kQ4_0: return 2 + 16;      // f16 scale, 32 x 4-bit
-    case GgufType::kQ4_1: return 2 + 2 + 16;  // f16 scale, f16 min, 32 x 4-bit
-    case GgufType::kQ8_0: return 2 + 32;      // f16 scale, 32 x int8
+    case GgufType::kQ4_0: return kernels::block_bytes(kernels::BlockFormat::kQ4_0);
+    case GgufType::kQ4_1: return kernels::block_bytes(kernels::BlockFormat::kQ4_1);
+    case GgufType::kQ8_0: return kernels::block_bytes(kernels::BlockFormat::kQ8_0);
   }
   return gguf_block_elements(type);  // throws
 }
@@ -150,6 +150,13 @@ int64_t gguf_block_bytes(uint32_t type) {
 void gguf_dequantize(uint32_t type, const unsigned char* src, int64_t n, float* out) {
   const int64_t be = gguf_block_elements(type), bb = gguf_block_bytes(type);
   AERIE_CHECK(n % be == 0, "GGUF " << gguf_type_name(type) << ": " << n << " elements is not a whole number of blocks of " << be);
+  // The quantized blocks decode as the CPU's block products read them (kernels/weight_blocks.hpp).
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::kQ4_0: return kernels::dequantize_blocks(kernels::BlockFormat::kQ4_0, src, n / be, out);
+    case GgufType::kQ4_1: return kernels::dequantize_blocks(kernels::BlockFormat::kQ4_1, src, n / be, out);
+    case GgufType::kQ8_0: return kernels::dequantize_blocks(kernels::BlockFormat::kQ8_0, src, n / be, out);
+    default: break;
+  }
   auto f16 = [](const unsigned char* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -167,10 +174,7 @@ void gguf_dequantize(uint32_t type, const unsigned char* src, int64_t n, float* 
         o[0] = bf16_to_float(h);
         break;
       }
-      // The quantized blocks decode as the CPU's block products read them (kernels/weight_blocks.hpp).
-      case GgufType::kQ4_0: kernels::dequantize_blocks(kernels::BlockFormat::kQ4_0, p, 1, o); break;
-      case GgufType::kQ4_1: kernels::dequantize_blocks(kernels::BlockFormat::kQ4_1, p, 1, o); break;
-      case GgufType::kQ8_0: kernels::dequantize_blocks(kernels::BlockFormat::kQ8_0, p, 1, o); break;
+      default: break;  // the quantized types returned above
     }
   }
 }

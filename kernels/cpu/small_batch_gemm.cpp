@@ -202,10 +202,6 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int64_t k, co
 // loader's dequantize_blocks gives (q * d is exact, so Q4_1's fused q * d + m is its rounding
 // too), fed to the same fused multiply-adds in the same column order as the f32 tiles: the
 // same bits from 4.5-8.5 bits a weight.
-// Bytes of a block (weight_blocks.hpp's block_bytes(), as a constant for the tiles).
-template <BlockFormat F>
-constexpr int64_t kBlockBytes = F == BlockFormat::kQ4_0 ? 18 : F == BlockFormat::kQ4_1 ? 20 : 34;
-
 __attribute__((target("f16c"), always_inline)) inline float f16_at(const unsigned char* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);
@@ -247,7 +243,7 @@ __attribute__((target("f16c"), always_inline)) inline void block_scales(const un
 // at a time cost a third of a one-row product.
 template <BlockFormat F>
 __attribute__((target("avx512f"), always_inline)) inline void gather_scales16(const unsigned char* p, int n, float* d, float* m) {
-  constexpr int kBytes = static_cast<int>(kBlockBytes<F>);
+  constexpr int kBytes = static_cast<int>(block_bytes(F));
   const __mmask16 live = static_cast<__mmask16>((1u << n) - 1u);
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(kBytes));
   // Q8_0 and Q4_0 blocks (34, 18 bytes) put a block's d 2 bytes before the next one's: each
@@ -265,7 +261,7 @@ __attribute__((target("avx512f"), always_inline)) inline void gather_scales16(co
 template <int M, BlockFormat F>
 __attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t k, const unsigned char* w, int64_t row_bytes, int rows,
                                                          float* y, int64_t ldy) {
-  constexpr int64_t kBytes = kBlockBytes<F>;
+  constexpr int64_t kBytes = block_bytes(F);
   constexpr int64_t kChunk = 32;  // blocks whose scales are converted at once
   __m512 acc[M][kWeightRows];
   for (int i = 0; i < M; ++i)
@@ -310,7 +306,9 @@ __attribute__((target("avx512f,f16c"))) void tile_blocks(const float* x, int64_t
 // The AVX2 quarters: 8 weights of a block at column offset q * 8 (q = 0..3).
 template <BlockFormat F>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void decode_block8(const unsigned char* p, __m256 (&out)[4]) {
-  const __m256 d = _mm256_set1_ps(f16_at(p));
+  float ds, ms;
+  block_scales<F>(p, ds, ms);
+  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ms);
   if constexpr (F == BlockFormat::kQ8_0) {
     for (int q = 0; q < 4; ++q)
       out[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 + 8 * q)))), d);
@@ -323,7 +321,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void decode_block
       if constexpr (F == BlockFormat::kQ4_0) {
         out[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, _mm256_set1_epi32(8))), d);
       } else {
-        out[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, _mm256_set1_ps(f16_at(p + 2)));
+        out[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, m);
       }
     }
   }
@@ -333,7 +331,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void decode_block
 template <int M, BlockFormat F>
 __attribute__((target("avx2,fma,f16c"))) void tile_blocks_avx2(const float* x, int64_t k, const unsigned char* w, int64_t /*row_bytes*/,
                                                                int rows, float* y, int64_t ldy) {
-  constexpr int64_t kBytes = kBlockBytes<F>;
+  constexpr int64_t kBytes = block_bytes(F);
   __m256 lo[M][1], hi[M][1];
   for (int i = 0; i < M; ++i) lo[i][0] = hi[i][0] = _mm256_setzero_ps();
   for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
@@ -376,37 +374,40 @@ void for_each_tile(int64_t m, int64_t n, int64_t k, const float* x, const W* w, 
   });
 }
 
+// One group of g x rows (g <= kMaxTileRows on AVX-512, <= 4 on AVX2) against one weight tile.
+template <class W>
+void tile_group(bool avx512, int64_t g, const float* xs, int64_t k, const W* ws, int rows, float* ys, int64_t n) {
+  if (avx512) {
+    switch (g) {
+      case 1: return tile<1>(xs, k, ws, rows, ys, n);
+      case 2: return tile<2>(xs, k, ws, rows, ys, n);
+      case 3: return tile<3>(xs, k, ws, rows, ys, n);
+      case 4: return tile<4>(xs, k, ws, rows, ys, n);
+      case 5: return tile<5>(xs, k, ws, rows, ys, n);
+      default: return tile<6>(xs, k, ws, rows, ys, n);
+    }
+  }
+  switch (g) {
+    case 1: return tile_avx2<1, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+    case 2: return tile_avx2<2, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+    case 3: return tile_avx2<3, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+    default: return tile_avx2<4, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
+  }
+}
+
 template <class W>
 void run_on(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const W* w, float* y) {
   if (!small_batch_gemm_supports(isa)) std::abort();  // callers check it first
-  if (isa == SmallBatchIsa::kAvx512) {
-    for_each_tile(m, n, k, x, w, k, y, kWeightRows, kMaxTileRows, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
-      switch (rows_x) {
-        case 1: return tile<1>(xs, k, ws, rows, ys, n);
-        case 2: return tile<2>(xs, k, ws, rows, ys, n);
-        case 3: return tile<3>(xs, k, ws, rows, ys, n);
-        case 4: return tile<4>(xs, k, ws, rows, ys, n);
-        case 5: return tile<5>(xs, k, ws, rows, ys, n);
-        default: return tile<6>(xs, k, ws, rows, ys, n);
-      }
-    });
-    return;
-  }
-  for_each_tile(m, n, k, x, w, k, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) {
-    switch (rows_x) {
-      case 1: return tile_avx2<1, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      case 2: return tile_avx2<2, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      case 3: return tile_avx2<3, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-      default: return tile_avx2<4, kAvx2WeightRows>(xs, k, ws, rows, ys, n);
-    }
-  });
+  const bool avx512 = isa == SmallBatchIsa::kAvx512;
+  for_each_tile(m, n, k, x, w, k, y, avx512 ? kWeightRows : kAvx2WeightRows, avx512 ? kMaxTileRows : 4,
+                [&](int64_t rows_x, const float* xs, const W* ws, int rows, float* ys) { tile_group(avx512, rows_x, xs, k, ws, rows, ys, n); });
 }
 
 // Decodes weight rows [0, rows) of a block tile into f32 rows of k (stride k), as the tiles'
 // registers hold them.
 template <BlockFormat F>
 __attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
-  constexpr int64_t kBytes = kBlockBytes<F>;
+  constexpr int64_t kBytes = block_bytes(F);
   for (int r = 0; r < rows; ++r)
     for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
       __m512 lo, hi;
@@ -419,7 +420,7 @@ __attribute__((target("avx512f,f16c"))) void decode_rows_avx512(const unsigned c
 }
 template <BlockFormat F>
 __attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned char* w, int64_t row_bytes, int rows, int64_t k, float* out) {
-  constexpr int64_t kBytes = kBlockBytes<F>;
+  constexpr int64_t kBytes = block_bytes(F);
   for (int r = 0; r < rows; ++r)
     for (int64_t c = 0, off = 0; c < k; c += kBlockElements, off += kBytes) {
       __m256 q[4];
@@ -473,24 +474,9 @@ void run_blocks_format(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const
     decoded.resize(static_cast<size_t>(weight_rows * k));
     if (avx512) decode_rows_avx512<F>(w + j * rb, rb, rows, k, decoded.data());
     else decode_rows_avx2<F>(w + j * rb, rb, rows, k, decoded.data());
-    const float* wf = decoded.data();
     for (int64_t i = 0, g; i < m; i += g) {
       g = x_group_at(m, i, avx512 ? kMaxTileRows : 4);
-      const float* xs = x + i * k;
-      float* ys = y + i * n + j;
-      if (avx512) {
-        if (g == 1) tile<1>(xs, k, wf, rows, ys, n);
-        else if (g == 2) tile<2>(xs, k, wf, rows, ys, n);
-        else if (g == 3) tile<3>(xs, k, wf, rows, ys, n);
-        else if (g == 4) tile<4>(xs, k, wf, rows, ys, n);
-        else if (g == 5) tile<5>(xs, k, wf, rows, ys, n);
-        else tile<6>(xs, k, wf, rows, ys, n);
-      } else {
-        if (g == 1) tile_avx2<1, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
-        else if (g == 2) tile_avx2<2, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
-        else if (g == 3) tile_avx2<3, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
-        else tile_avx2<4, kAvx2WeightRows>(xs, k, wf, rows, ys, n);
-      }
+      tile_group(avx512, g, x + i * k, k, decoded.data(), rows, y + i * n + j, n);
     }
   });
 }
