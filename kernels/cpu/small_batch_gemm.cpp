@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/cpu/amx_gemm.hpp"
 #include "kernels/cpu/lane_folds.hpp"
 #include "kernels/cpu/parallel_for.hpp"
 
@@ -525,15 +524,10 @@ bool small_batch_gemm_available() { return small_batch_gemm_isa() != SmallBatchI
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y) {
   small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w, y);
 }
-// bf16 weights and blocks take the tile unit where there is one (kernels/cpu/amx_gemm.hpp): a
-// verify's rows then cost about what one row does. f32 weights keep the vector tiles (an f32
-// weight is not one exact bf16).
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const uint16_t* w_bf16, float* y) {
-  if (amx_enabled() && amx_gemm_takes(k)) return amx_gemm(m, n, k, x, w_bf16, y);
   small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w_bf16, y);
 }
 void small_batch_gemm(int64_t m, int64_t n, int64_t k, const float* x, const WeightBlocks& w, float* y) {
-  if (amx_enabled() && amx_gemm_takes(k)) return amx_gemm(m, n, k, x, w, y);
   small_batch_gemm_on(small_batch_gemm_isa(), m, n, k, x, w, y);
 }
 

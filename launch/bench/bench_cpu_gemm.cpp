@@ -8,7 +8,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/amx_gemm.hpp"
 #include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/small_batch_gemm.hpp"
 #include "kernels/dtype.hpp"
@@ -25,12 +24,10 @@ using bench::Clock;
 using bench::ms_since;
 using kernels::cpu::CpuIsa;
 
-// The kernels a product can take: the vector tiles per instruction set, and the tile unit
-// (kernels/cpu/amx_gemm.hpp: blocks and bf16 weights only).
+// The kernels a product can take: the vector tiles per instruction set.
 struct Path {
   const char* name;
-  CpuIsa isa;  // the vector tiles' set; unused for the tile unit
-  bool amx;
+  CpuIsa isa;
 };
 
 // "f32" / "bf16" (nullopt) or a block format, by its GGUF name in lower case.
@@ -62,10 +59,9 @@ std::vector<unsigned char> random_blocks(kernels::BlockFormat f, int64_t n, int6
 
 int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
   std::vector<Path> all_paths;
-  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx512)) all_paths.push_back({"avx512", CpuIsa::kAvx512, false});
-  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx2)) all_paths.push_back({"avx2", CpuIsa::kAvx2, false});
+  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx512)) all_paths.push_back({"avx512", CpuIsa::kAvx512});
+  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx2)) all_paths.push_back({"avx2", CpuIsa::kAvx2});
   AERIE_CHECK(!all_paths.empty(), "the small-batch kernel needs AVX-512 or AVX2 + FMA; this CPU has neither");
-  if (kernels::cpu::amx_supported()) all_paths.push_back({"amx", CpuIsa::kAvx512, true});
   for (int64_t r : o.rows) AERIE_CHECK(r >= 1 && r <= kernels::cpu::kSmallBatchMaxRows, "--rows takes 1 to 16");
   nlohmann::json out = nlohmann::json::array();
   std::printf("%6s %6s %5s %4s %7s %9s %8s %10s\n", "k", "n", "w", "rows", "isa", "ms", "GB/s", "vs first");
@@ -86,10 +82,7 @@ int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
       const auto format = weight_format(weights);
       AERIE_CHECK(!format || k % kernels::kBlockElements == 0, "--weights " << weights << ": --k must be a multiple of 32 (whole blocks)");
       const bool bf16 = weights == "bf16";
-      // The tile unit takes blocks and bf16 weights whose k is whole tiles of 32.
-      std::vector<Path> paths;
-      for (const Path& p : all_paths)
-        if (!p.amx || ((format || bf16) && kernels::cpu::amx_gemm_takes(k))) paths.push_back(p);
+      const std::vector<Path>& paths = all_paths;
       std::vector<unsigned char> bytes;
       kernels::WeightBlocks blocks;
       if (format) {
@@ -103,9 +96,7 @@ int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
             const Path& p = paths[a];
             const int64_t m = o.rows[i];
             const auto t0 = Clock::now();
-            if (p.amx && format) kernels::cpu::amx_gemm(m, n, k, x.data(), blocks, y.data());
-            else if (p.amx) kernels::cpu::amx_gemm(m, n, k, x.data(), w_bf16.data(), y.data());
-            else if (format) kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), blocks, y.data());
+            if (format) kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), blocks, y.data());
             else if (bf16) kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), w_bf16.data(), y.data());
             else kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), w.data(), y.data());
             if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
