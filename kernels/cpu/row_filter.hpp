@@ -17,6 +17,10 @@ struct RowFilter {
   float kept = 0.0f;   // the kept mass
 };
 
+// The first index of the row's largest value (NaNs never win unless at index 0; ties keep the
+// lowest index): the scalar loop's answer, found with vector compares where the CPU has them.
+int32_t row_argmax(const float* row, int64_t n);
+
 // The filter of one logits row. Greedy rows (temperature <= 0) get only mx and argmax. Other
 // rows also leave every token's probability, expf((x - mx) / temperature) / sum, in `probs`
 // (resized to vocab).

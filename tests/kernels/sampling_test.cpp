@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "kernels/buffer.hpp"
+#include "kernels/cpu/cpu_isa.hpp"
+#include "kernels/cpu/row_filter.hpp"
 #include "kernels/sampling.hpp"
+#include "tests/test_util.hpp"
 
 using namespace aerie;
 using namespace aerie::kernels;
@@ -87,6 +92,46 @@ const double kChi999[] = {0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32};
 TEST(Sampling, GreedyTakesTheFirstMaximum) {
   auto c = histogram({0.1f, 3.0f, 3.0f, -1.0f}, {.temperature = 0.0f}, 250);
   EXPECT_EQ(c[1], 250);
+}
+
+// The vector argmax against the scalar loop it replaces (`if (row[v] > row[best]) best = v`), on
+// every instruction set the CPU has: rows of every length around the vector widths, the maximum
+// at the first, last and tail positions, ties, signed zeros, infinities and NaNs anywhere
+// (index 0 included: nothing compares greater, so it wins there).
+TEST(Sampling, VectorArgmaxIsTheScalarLoopsFirstMaximum) {
+  auto scalar = [](const std::vector<float>& r) {
+    int32_t best = 0;
+    for (size_t v = 1; v < r.size(); ++v)
+      if (r[v] > r[static_cast<size_t>(best)]) best = static_cast<int32_t>(v);
+    return best;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-3, 3), pick(0, 9);
+  std::vector<std::vector<float>> rows;
+  for (const size_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 49152, 49155})
+    for (int trial = 0; trial < 12; ++trial) {
+      std::vector<float> r(n);
+      for (auto& x : r) {  // few distinct values: ties everywhere
+        const int c = pick(rng);
+        x = c == 0 ? nan : c == 1 ? -inf : c == 2 ? -0.0f : c == 3 ? 0.0f : static_cast<float>(small(rng));
+      }
+      if (trial == 1) r.assign(n, nan);
+      if (trial == 2) r.assign(n, -inf);
+      if (trial == 3) r.back() = inf;
+      if (trial == 4) r.front() = inf;
+      if (trial == 5) r[n / 2] = 1e30f;
+      if (trial == 6) r.front() = nan;
+      if (trial == 7) r.assign(n, 0.0f), r[n - 1] = -0.0f;
+      rows.push_back(std::move(r));
+    }
+  for (auto isa : {kernels::cpu::CpuIsa::kAvx512, kernels::cpu::CpuIsa::kAvx2, kernels::cpu::CpuIsa::kNone}) {
+    if (!kernels::cpu::cpu_has(isa)) continue;
+    aerie::testing::ScopedCpuIsaCap cap(isa);
+    for (const auto& r : rows)
+      ASSERT_EQ(kernels::cpu::row_argmax(r.data(), static_cast<int64_t>(r.size())), scalar(r))
+          << r.size() << " values, isa " << static_cast<int>(isa);
+  }
 }
 
 TEST(Sampling, SameSeedAndStepGiveTheSameToken) {
