@@ -48,9 +48,18 @@ void print_graph_times(const std::optional<core::SpecStageTimes>& stages) {
   std::cerr << "aerie-generate: speculative stages, ms a round (" << stages->rounds << " rounds): propose " << per_round(stages->propose_ms)
             << ", verify " << per_round(stages->verify_ms) << ", accept " << per_round(stages->accept_ms) << ", extend "
             << per_round(stages->extend_ms) << "; " << stages->chains_drafted_ahead << " of the rounds read a chain drafted ahead\n";
-  if (stages->turnarounds > 0)
+  if (stages->turnarounds > 0) {
     std::cerr << "aerie-generate: host time between back-to-back rounds, outside the speculative worker: "
-              << stages->turnaround_ms / static_cast<double>(stages->turnarounds) << " ms a round (" << stages->turnarounds << ")\n";
+              << stages->turnaround_ms / static_cast<double>(stages->turnarounds) << " ms a round (" << stages->turnarounds << "), longest "
+              << stages->turnaround_max_ms << " ms; by length:";
+    const auto& edges = core::SpecStageTimes::kTurnaroundEdgesMs;
+    for (size_t b = 0; b < stages->turnaround_buckets.size(); ++b) {
+      const double share = 100.0 * static_cast<double>(stages->turnaround_buckets[b]) / static_cast<double>(stages->turnarounds);
+      if (b == 0) std::cerr << " under " << edges[0] * 1e3 << " us " << share << "%,";
+      else if (b < edges.size()) std::cerr << " " << edges[b - 1] * 1e3 << "-" << edges[b] * 1e3 << " us " << share << "%,";
+      else std::cerr << " " << edges.back() * 1e3 << " us and more " << share << "%\n";
+    }
+  }
 }
 
 int run(const launch::GenerateOptions& o, parallel::ProcessGroup& world) {

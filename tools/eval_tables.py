@@ -47,6 +47,10 @@ def print_setting_ab(logs, settings):
                     print(f"      {label}: {g['runs']} runs, {g['ms']:.4f} ms a run")
                 for between, g in sorted(d.get("gap_ms_between_graphs", {}).items()):
                     print(f"      gap {between}: {g['median']:.4f} / {g['mean']:.4f} ({g['times']})")
+                if "host_ms_between_rounds" in d:
+                    shares = ", ".join(f"{k} {v:.1f}%" for k, v in d.get("host_between_rounds_percent_by_length", {}).items())
+                    print(f"      host between rounds: mean {d['host_ms_between_rounds']:.4f} ms, longest "
+                          f"{d.get('host_ms_between_rounds_longest', float('nan')):.3f}; {shares}")
     first = {}
     for _, run in setting_runs(logs, settings[0]):
         for d in run["rows"]:

@@ -64,8 +64,7 @@ transport::BatchResult SpecWorkerCore::execute(const transport::BatchMessage& m)
   // The host's turnaround since the last verify returned, when this is the next one.
   if (m.mode == transport::ForwardMode::kVerify && last_verify_returned_) {
     auto t = *last_verify_returned_;
-    times_.turnaround_ms += lap_ms(t);
-    times_.turnarounds += 1;
+    times_.add_turnaround(lap_ms(t));
   }
   last_verify_returned_.reset();
   // The last batch's draft extend reads the target's hidden states: it must be done (and

@@ -6,6 +6,7 @@
 // matches plain sampling (chi-square over many seeded requests).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -193,7 +194,23 @@ TEST(Speculative, OneRequestAtATimeReadsEveryChainButTheFirstOnTheDevice) {
     EXPECT_LE(stages->turnarounds, stages->rounds - 1) << placement;
     EXPECT_GE(stages->turnarounds, stages->rounds - static_cast<int64_t>(reqs.size())) << placement;
     EXPECT_GT(stages->turnaround_ms, 0.0) << placement;
+    // Each turnaround is counted in one length bucket, and none is longer than the longest.
+    int64_t counted = 0;
+    for (const int64_t c : stages->turnaround_buckets) counted += c;
+    EXPECT_EQ(counted, stages->turnarounds) << placement;
+    EXPECT_GE(stages->turnaround_max_ms * static_cast<double>(stages->turnarounds), stages->turnaround_ms) << placement;
   }
+}
+
+// The turnaround buckets: [0, 25 us), [25, 50), ... doubling to [800 us, 1.6 ms), then longer.
+TEST(Speculative, TurnaroundsAreCountedByLength) {
+  core::SpecStageTimes t;
+  for (const double ms : {0.0, 0.024, 0.025, 0.3, 0.399, 1.6, 5.0}) t.add_turnaround(ms);
+  EXPECT_EQ(t.turnarounds, 7);
+  EXPECT_DOUBLE_EQ(t.turnaround_max_ms, 5.0);
+  EXPECT_NEAR(t.turnaround_ms, 0.024 + 0.025 + 0.3 + 0.399 + 1.6 + 5.0, 1e-12);
+  const std::array<int64_t, 8> want = {2, 1, 0, 0, 2, 0, 0, 2};
+  EXPECT_EQ(t.turnaround_buckets, want);
 }
 
 // Requests with one prompt (n > 1 samples) share its K/V pages, with and without a draft:

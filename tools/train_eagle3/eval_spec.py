@@ -46,6 +46,9 @@ STAGES = re.compile(r"aerie-generate: speculative stages, ms a round \((\d+) rou
                     r"accept ([\d.e+-]+), extend ([\d.e+-]+)")
 DRAFTED_AHEAD = re.compile(r"(\d+) of the rounds read a chain drafted ahead")
 TURNAROUND = re.compile(r"aerie-generate: host time between back-to-back rounds, outside the speculative worker: ([\d.e+-]+) ms a round \((\d+)\)")
+# Builds since 2026-12-05 also count the turnarounds by length: "longest X ms; by length: under 25 us P%, 25-50 us P%, ...".
+TURNAROUND_LENGTHS = re.compile(r"longest ([\d.e+-]+) ms; by length: (.*)")
+TURNAROUND_BUCKET = re.compile(r"\s*([^,%]+?) ([\d.e+-]+)%")
 DEVICE_TIME = re.compile(r"aerie-generate: (\d+) batches, the device busy ([\d.e+-]+) s .* idle ([\d.e+-]+) s between them")
 
 
@@ -105,6 +108,9 @@ def main():
                     row["rounds_drafted_ahead"] = int(ahead.group(1))
                 if turn := TURNAROUND.search(out.stderr):  # the Scheduler's round trip between verifies
                     row["host_ms_between_rounds"] = float(turn.group(1))
+                    if lengths := TURNAROUND_LENGTHS.search(out.stderr):
+                        row["host_ms_between_rounds_longest"] = float(lengths.group(1))
+                        row["host_between_rounds_percent_by_length"] = {k: float(v) for k, v in TURNAROUND_BUCKET.findall(lengths.group(2))}
                 if name == "plain":
                     plain_ids = ids
                     base = row["tok_per_s"]
