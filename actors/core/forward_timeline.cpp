@@ -64,4 +64,18 @@ ForwardTimes ForwardTimeline::collect() {
   return t;
 }
 
+ForwardTimes ForwardTimeline::collect_done(size_t most, size_t& collected) {
+  ForwardTimes sum;
+  collected = 0;
+  while (collected < most && !batches_.empty()) {
+    const Batch& b = batches_.front();
+    if (b.events && !cuda_runtime::event_done(b.events->end)) break;
+    const ForwardTimes t = collect();
+    sum.forward_seconds += t.forward_seconds;
+    sum.gap_seconds += t.gap_seconds;
+    ++collected;
+  }
+  return sum;
+}
+
 }  // namespace aerie::core

@@ -32,6 +32,10 @@ class ForwardTimeline {
   void mark_end(const Stream& stream);
   // The times of the oldest marked batch not collected yet; waits until its work has run.
   ForwardTimes collect();
+  // The summed times of up to `most` of the oldest marked batches whose work has run, in order,
+  // without waiting (a batch answered from the host before the device work enqueued behind it
+  // ran: its times come with a later batch's); sets `collected` to how many.
+  ForwardTimes collect_done(size_t most, size_t& collected);
   // mark_end and collect: a batch whose work was waited for.
   ForwardTimes end(const Stream& stream) {
     mark_end(stream);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kernels/device_runtime.hpp"
+#include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie::core {
@@ -40,6 +41,17 @@ std::unique_ptr<HostStaging> TargetWorkerCore::take_token_buffer() {
   return b;
 }
 
+namespace {
+
+// AERIE_SPEC_ANSWER_ON_HOST=0 makes a speculative round's result wait for the device work
+// enqueued behind its verify, as before (for measuring).
+bool answer_speculative_on_host() {
+  static const bool on = !kernels::env_turned_off("AERIE_SPEC_ANSWER_ON_HOST");
+  return on;
+}
+
+}  // namespace
+
 void TargetWorkerCore::launch(const transport::BatchMessage& batch) {
   Pending p;
   p.result = transport::BatchResult{.seq = 0, .step_id = batch.step_id, .rids = batch.rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
@@ -56,6 +68,7 @@ void TargetWorkerCore::launch(const transport::BatchMessage& batch) {
     p.timed = true;
     if (spec_) {
       run_speculative(batch, r);
+      p.on_host = answer_speculative_on_host();
     } else {
       bool on_host = false;
       const TensorView tokens = run(batch, r, on_host);
@@ -86,7 +99,7 @@ void TargetWorkerCore::launch(const transport::BatchMessage& batch) {
 
 bool TargetWorkerCore::oldest_done() const {
   AERIE_CHECK(!pending_.empty(), "no batch in flight");
-  return pending_.front().done->done();
+  return pending_.front().on_host || pending_.front().done->done();
 }
 
 std::shared_ptr<const StreamEvent> TargetWorkerCore::newest_done_event() const {
@@ -101,14 +114,28 @@ transport::BatchResult TargetWorkerCore::collect() {
   transport::BatchResult& r = p.result;
   try {
     if (cuda_device_ >= 0) cuda_runtime::set_device(cuda_device_);
-    p.done->wait();
+    if (!p.on_host) p.done->wait();
     if (p.tokens) {
       const int32_t* t = p.tokens->as<int32_t>();
       if (r.error.empty()) r.next_tokens.assign(t, t + p.token_count);
       spare_token_buffers_.push_back(std::move(p.tokens));
     }
     if (p.timed) {
-      const ForwardTimes times = timeline_.collect();
+      // Earlier results answered from the host left their times behind; they come first on
+      // the timeline. A result from the host takes what has run by now, the others wait.
+      ForwardTimes times;
+      if (p.on_host) {
+        size_t collected = 0;
+        times = timeline_.collect_done(untimed_on_host_ + 1, collected);
+        untimed_on_host_ = untimed_on_host_ + 1 - collected;
+      } else {
+        for (size_t i = 0; i <= untimed_on_host_; ++i) {
+          const ForwardTimes t = timeline_.collect();
+          times.forward_seconds += t.forward_seconds;
+          times.gap_seconds += t.gap_seconds;
+        }
+        untimed_on_host_ = 0;
+      }
       r.forward_seconds = times.forward_seconds;
       r.gap_seconds = times.gap_seconds;
     }

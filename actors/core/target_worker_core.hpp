@@ -71,6 +71,10 @@ class TargetWorkerCore {
     std::unique_ptr<HostStaging> tokens;  // the tokens' copy, when they are still on the way
     size_t token_count = 0;
     bool timed = false;                   // the timeline has its begin and end
+    // The result is whole on the host (a speculative round: its accept ran there), so it is
+    // answered without waiting for the device work enqueued behind it (the draft's extend and
+    // next chain): the Scheduler plans the next verify while they run.
+    bool on_host = false;
   };
   // Runs a plain batch (future ids resolved on the device); throws on what it refuses. Leaves
   // the sampled ids on the device (returned) and, where host work needed them, in r.
@@ -92,6 +96,8 @@ class TargetWorkerCore {
   FutureTokenMap futures_;        // speculative batches
   DeviceFutureTokens device_futures_;  // plain batches
   std::deque<Pending> pending_;
+  // Timeline batches of results answered from the host whose times were not collected yet.
+  size_t untimed_on_host_ = 0;
   std::vector<std::unique_ptr<HostStaging>> spare_token_buffers_;
   ForwardTimeline timeline_;
   WorkerStats stats_;

@@ -794,3 +794,27 @@ TEST(ForwardTimeline, TimesEachBatchAndTheGapBeforeIt) {
   EXPECT_GE(b.gap_seconds, 0.001);
   EXPECT_THROW(t.collect(), Error);
 }
+
+// Results answered from the host leave their times on the timeline; collect_done takes, in
+// order and without waiting, at most the number asked of the batches whose work has run (on
+// the CPU, every marked one), summing their times.
+TEST(ForwardTimeline, CollectDoneSumsTheMarkedBatchesUpToTheNumberAsked) {
+  using namespace std::chrono_literals;
+  ForwardTimeline t(Device::kCpu, 50ms);
+  for (int i = 0; i < 3; ++i) {
+    t.begin(Stream::cpu());
+    std::this_thread::sleep_for(2ms);
+    t.mark_end(Stream::cpu());
+  }
+  size_t collected = 99;
+  const ForwardTimes two = t.collect_done(2, collected);
+  EXPECT_EQ(collected, 2u);
+  EXPECT_GE(two.forward_seconds, 0.004);
+  const ForwardTimes rest = t.collect_done(5, collected);
+  EXPECT_EQ(collected, 1u);
+  EXPECT_GE(rest.forward_seconds, 0.002);
+  const ForwardTimes none = t.collect_done(5, collected);
+  EXPECT_EQ(collected, 0u);
+  EXPECT_EQ(none.forward_seconds, 0.0);
+  EXPECT_THROW(t.collect(), Error);
+}
