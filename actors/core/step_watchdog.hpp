@@ -38,6 +38,7 @@ class StepWatchdog {
   std::map<int, Armed> armed_;
   bool stop_ = false;
   bool fired_ = false;
+  bool idle_ = false;  // the thread waits with nothing armed (or after firing): an arm wakes it
   std::thread thread_;
 };
 
