@@ -29,6 +29,22 @@ int32_t argmax_scalar(const float* row, int64_t n) {
 }
 
 #if AERIE_HAVE_SIMD_ARGMAX
+// The largest non-NaN of `lanes` and of row[from, n) (-inf if none).
+float largest_of(const float* lanes, int width, const float* row, int64_t from, int64_t n) {
+  float mx = lanes[0];
+  for (int l = 1; l < width; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
+  for (int64_t v = from; v < n; ++v) mx = row[v] > mx ? row[v] : mx;
+  return mx;
+}
+// The first index in [from, n) holding mx; 0 when none does (every value NaN).
+int32_t first_equal(const float* row, int64_t from, int64_t n, float mx) {
+  for (int64_t v = from; v < n; ++v)
+    if (row[v] == mx) return static_cast<int32_t>(v);
+  return 0;
+}
+
+// One vector width's two passes: the lanes' running maximum (max_ps keeps its second operand,
+// the running one, for a NaN), then the first vector holding the maximum.
 __attribute__((target("avx512f"))) int32_t argmax_avx512(const float* row, int64_t n) {
   constexpr __mmask16 kAll = 0xFFFF;  // the masked forms: GCC 12's unmasked ones warn about an undefined source
   __m512 m = _mm512_set1_ps(-INFINITY);
@@ -36,16 +52,10 @@ __attribute__((target("avx512f"))) int32_t argmax_avx512(const float* row, int64
   for (; v + 16 <= n; v += 16) m = _mm512_maskz_max_ps(kAll, _mm512_loadu_ps(row + v), m);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, m);
-  float mx = lanes[0];
-  for (int l = 1; l < 16; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
-  for (; v < n; ++v) mx = row[v] > mx ? row[v] : mx;
-  for (v = 0; v + 16 <= n; v += 16) {
-    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v), _mm512_set1_ps(mx), _CMP_EQ_OQ);
-    if (eq) return static_cast<int32_t>(v + __builtin_ctz(eq));
-  }
-  for (; v < n; ++v)
-    if (row[v] == mx) return static_cast<int32_t>(v);
-  return 0;  // every value NaN
+  const float mx = largest_of(lanes, 16, row, v, n);
+  for (v = 0; v + 16 <= n; v += 16)
+    if (const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v), _mm512_set1_ps(mx), _CMP_EQ_OQ)) return static_cast<int32_t>(v + __builtin_ctz(eq));
+  return first_equal(row, v, n, mx);
 }
 
 __attribute__((target("avx2"))) int32_t argmax_avx2(const float* row, int64_t n) {
@@ -54,16 +64,11 @@ __attribute__((target("avx2"))) int32_t argmax_avx2(const float* row, int64_t n)
   for (; v + 8 <= n; v += 8) m = _mm256_max_ps(_mm256_loadu_ps(row + v), m);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, m);
-  float mx = lanes[0];
-  for (int l = 1; l < 8; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
-  for (; v < n; ++v) mx = row[v] > mx ? row[v] : mx;
-  for (v = 0; v + 8 <= n; v += 8) {
-    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), _mm256_set1_ps(mx), _CMP_EQ_OQ));
-    if (eq) return static_cast<int32_t>(v + __builtin_ctz(static_cast<unsigned>(eq)));
-  }
-  for (; v < n; ++v)
-    if (row[v] == mx) return static_cast<int32_t>(v);
-  return 0;
+  const float mx = largest_of(lanes, 8, row, v, n);
+  for (v = 0; v + 8 <= n; v += 8)
+    if (const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), _mm256_set1_ps(mx), _CMP_EQ_OQ)))
+      return static_cast<int32_t>(v + __builtin_ctz(static_cast<unsigned>(eq)));
+  return first_equal(row, v, n, mx);
 }
 #endif
 
