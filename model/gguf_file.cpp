@@ -136,27 +136,29 @@ int64_t gguf_block_elements(uint32_t type) {
   AERIE_FAIL("GGUF tensor type " << gguf_type_name(type) << " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
 }
 
+std::optional<kernels::BlockFormat> gguf_block_format(uint32_t type) {
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::kQ4_0: return kernels::BlockFormat::kQ4_0;
+    case GgufType::kQ4_1: return kernels::BlockFormat::kQ4_1;
+    case GgufType::kQ8_0: return kernels::BlockFormat::kQ8_0;
+    default: return std::nullopt;
+  }
+}
+
 int64_t gguf_block_bytes(uint32_t type) {
+  if (const auto f = gguf_block_format(type)) return kernels::block_bytes(*f);
   switch (static_cast<GgufType>(type)) {
     case GgufType::kF32: return 4;
     case GgufType::kF16: case GgufType::kBF16: return 2;
-    case GgufType::kQ4_0: return kernels::block_bytes(kernels::BlockFormat::kQ4_0);
-    case GgufType::kQ4_1: return kernels::block_bytes(kernels::BlockFormat::kQ4_1);
-    case GgufType::kQ8_0: return kernels::block_bytes(kernels::BlockFormat::kQ8_0);
+    default: return gguf_block_elements(type);  // throws
   }
-  return gguf_block_elements(type);  // throws
 }
 
 void gguf_dequantize(uint32_t type, const unsigned char* src, int64_t n, float* out) {
   const int64_t be = gguf_block_elements(type), bb = gguf_block_bytes(type);
   AERIE_CHECK(n % be == 0, "GGUF " << gguf_type_name(type) << ": " << n << " elements is not a whole number of blocks of " << be);
   // The quantized blocks decode as the CPU's block products read them (kernels/weight_blocks.hpp).
-  switch (static_cast<GgufType>(type)) {
-    case GgufType::kQ4_0: return kernels::dequantize_blocks(kernels::BlockFormat::kQ4_0, src, n / be, out);
-    case GgufType::kQ4_1: return kernels::dequantize_blocks(kernels::BlockFormat::kQ4_1, src, n / be, out);
-    case GgufType::kQ8_0: return kernels::dequantize_blocks(kernels::BlockFormat::kQ8_0, src, n / be, out);
-    default: break;
-  }
+  if (const auto f = gguf_block_format(type)) return kernels::dequantize_blocks(*f, src, n / be, out);
   auto f16 = [](const unsigned char* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);

@@ -7,8 +7,11 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kernels/weight_blocks.hpp"
 
 namespace aerie::model {
 
@@ -66,6 +69,9 @@ std::string gguf_type_name(uint32_t type);
 // Elements per block and bytes per block of a type Aerie reads; throws for others.
 int64_t gguf_block_elements(uint32_t type);
 int64_t gguf_block_bytes(uint32_t type);
+// The block format of a quantized type (Q4_0, Q4_1, Q8_0; kernels/weight_blocks.hpp), nothing
+// for the others.
+std::optional<kernels::BlockFormat> gguf_block_format(uint32_t type);
 // Decodes n elements (a whole number of blocks) of `type` at src into floats.
 void gguf_dequantize(uint32_t type, const unsigned char* src, int64_t n, float* out);
 

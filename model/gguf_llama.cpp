@@ -143,13 +143,9 @@ kernels::WeightBlocks GgufTensorSource::get_blocks(const std::string& hf, int64_
   const std::string g = gguf_name(hf);
   const GgufTensor* t = g.empty() ? nullptr : file_.find(g);
   if (!t || t->shape() != std::vector<int64_t>{rows, cols}) return {};  // get() names what is wrong
-  kernels::BlockFormat format;
-  switch (static_cast<GgufType>(t->type)) {
-    case GgufType::kQ4_0: format = kernels::BlockFormat::kQ4_0; break;
-    case GgufType::kQ4_1: format = kernels::BlockFormat::kQ4_1; break;
-    case GgufType::kQ8_0: format = kernels::BlockFormat::kQ8_0; break;
-    default: return {};
-  }
+  const std::optional<kernels::BlockFormat> f = gguf_block_format(t->type);
+  if (!f) return {};
+  const kernels::BlockFormat format = *f;
   const int64_t row_bytes = kernels::block_row_bytes(format, cols);
   if (cols % kernels::kBlockElements != 0 || static_cast<int64_t>(t->nbytes) != rows * row_bytes) return {};
   std::vector<unsigned char> bytes(t->data, t->data + t->nbytes);
