@@ -24,11 +24,7 @@ using bench::Clock;
 using bench::ms_since;
 using kernels::cpu::CpuIsa;
 
-// The kernels a product can take: the vector tiles per instruction set.
-struct Path {
-  const char* name;
-  CpuIsa isa;
-};
+const char* isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512" : "avx2"; }
 
 // "f32" / "bf16" (nullopt) or a block format, by its GGUF name in lower case.
 std::optional<kernels::BlockFormat> weight_format(const std::string& name) {
@@ -58,10 +54,10 @@ std::vector<unsigned char> random_blocks(kernels::BlockFormat f, int64_t n, int6
 }  // namespace
 
 int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
-  std::vector<Path> all_paths;
-  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx512)) all_paths.push_back({"avx512", CpuIsa::kAvx512});
-  if (kernels::cpu::small_batch_gemm_supports(CpuIsa::kAvx2)) all_paths.push_back({"avx2", CpuIsa::kAvx2});
-  AERIE_CHECK(!all_paths.empty(), "the small-batch kernel needs AVX-512 or AVX2 + FMA; this CPU has neither");
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2})
+    if (kernels::cpu::small_batch_gemm_supports(isa)) isas.push_back(isa);
+  AERIE_CHECK(!isas.empty(), "the small-batch kernel needs AVX-512 or AVX2 + FMA; this CPU has neither");
   for (int64_t r : o.rows) AERIE_CHECK(r >= 1 && r <= kernels::cpu::kSmallBatchMaxRows, "--rows takes 1 to 16");
   nlohmann::json out = nlohmann::json::array();
   std::printf("%6s %6s %5s %4s %7s %9s %8s %10s\n", "k", "n", "w", "rows", "isa", "ms", "GB/s", "vs first");
@@ -72,43 +68,37 @@ int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
     uint32_t s = 12345;
     for (float& v : w) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
     std::vector<uint16_t> w_bf16(w.size());
-    for (size_t e = 0; e < w.size(); ++e) {
-      uint32_t u;
-      std::memcpy(&u, &w[e], 4);
-      w_bf16[e] = static_cast<uint16_t>(u >> 16);
-    }
+    std::transform(w.begin(), w.end(), w_bf16.begin(), float_to_bf16);
     for (float& v : x) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) * (1.0f / 16777216.0f) - 0.5f;
     for (const std::string& weights : o.weights) {
       const auto format = weight_format(weights);
       AERIE_CHECK(!format || k % kernels::kBlockElements == 0, "--weights " << weights << ": --k must be a multiple of 32 (whole blocks)");
       const bool bf16 = weights == "bf16";
-      const std::vector<Path>& paths = all_paths;
       std::vector<unsigned char> bytes;
       kernels::WeightBlocks blocks;
       if (format) {
         bytes = random_blocks(*format, n, k, s);
         blocks = {.bytes = TensorView(bytes.data(), DType::kU8, {n, kernels::block_row_bytes(*format, k)}), .format = *format};
       }
-      std::vector<std::vector<double>> best(paths.size(), std::vector<double>(o.rows.size(), 1e30));
+      std::vector<std::vector<double>> best(isas.size(), std::vector<double>(o.rows.size(), 1e30));
       for (int64_t rep = 0; rep < o.reps + 1; ++rep) {  // the first round warms up, untimed
-        for (size_t a = 0; a < paths.size(); ++a)
+        for (size_t a = 0; a < isas.size(); ++a)
           for (size_t i = 0; i < o.rows.size(); ++i) {
-            const Path& p = paths[a];
             const int64_t m = o.rows[i];
             const auto t0 = Clock::now();
-            if (format) kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), blocks, y.data());
-            else if (bf16) kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), w_bf16.data(), y.data());
-            else kernels::cpu::small_batch_gemm_on(p.isa, m, n, k, x.data(), w.data(), y.data());
+            if (format) kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), blocks, y.data());
+            else if (bf16) kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), w_bf16.data(), y.data());
+            else kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), w.data(), y.data());
             if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
           }
       }
       const double gb = static_cast<double>(format ? static_cast<int64_t>(bytes.size()) : n * k * (bf16 ? 2 : 4)) / 1e9;
-      for (size_t a = 0; a < paths.size(); ++a)
+      for (size_t a = 0; a < isas.size(); ++a)
         for (size_t i = 0; i < o.rows.size(); ++i) {
           const double ms = best[a][i], one = best[a][0];
           std::printf("%6lld %6lld %5s %4lld %7s %9.3f %8.1f %10.2f\n", static_cast<long long>(k), static_cast<long long>(n), weights.c_str(),
-                      static_cast<long long>(o.rows[i]), paths[a].name, ms, gb / (ms / 1e3), ms / one);
-          out.push_back({{"k", k}, {"n", n}, {"weights", weights}, {"rows", o.rows[i]}, {"isa", paths[a].name}, {"ms", ms},
+                      static_cast<long long>(o.rows[i]), isa_name(isas[a]), ms, gb / (ms / 1e3), ms / one);
+          out.push_back({{"k", k}, {"n", n}, {"weights", weights}, {"rows", o.rows[i]}, {"isa", isa_name(isas[a])}, {"ms", ms},
                          {"gb_per_s", gb / (ms / 1e3)}, {"over_first_rows", ms / one}});
         }
     }
