@@ -438,31 +438,36 @@ __attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const unsigned ch
 constexpr int kMaxBlockTileRows = 5;
 constexpr int64_t kBlocksDecodedInRegistersMaxRows = 8;
 
+// One group of g x rows (g <= kMaxBlockTileRows on AVX-512, <= 4 on AVX2) against one tile of
+// block rows, decoded in registers (tile_group's twin for blocks).
+template <BlockFormat F>
+void tile_blocks_group(bool avx512, int64_t g, const float* xs, int64_t k, const unsigned char* ws, int64_t rb, int rows, float* ys, int64_t n) {
+  if (avx512) {
+    switch (g) {
+      case 1: return tile_blocks<1, F>(xs, k, ws, rb, rows, ys, n);
+      case 2: return tile_blocks<2, F>(xs, k, ws, rb, rows, ys, n);
+      case 3: return tile_blocks<3, F>(xs, k, ws, rb, rows, ys, n);
+      case 4: return tile_blocks<4, F>(xs, k, ws, rb, rows, ys, n);
+      default: return tile_blocks<5, F>(xs, k, ws, rb, rows, ys, n);
+    }
+  }
+  switch (g) {
+    case 1: return tile_blocks_avx2<1, F>(xs, k, ws, rb, rows, ys, n);
+    case 2: return tile_blocks_avx2<2, F>(xs, k, ws, rb, rows, ys, n);
+    case 3: return tile_blocks_avx2<3, F>(xs, k, ws, rb, rows, ys, n);
+    default: return tile_blocks_avx2<4, F>(xs, k, ws, rb, rows, ys, n);
+  }
+}
+
 template <BlockFormat F>
 void run_blocks_format(SmallBatchIsa isa, int64_t m, int64_t n, int64_t k, const float* x, const unsigned char* w, float* y) {
   const int64_t rb = block_row_bytes(F, k);
   const bool avx512 = isa == SmallBatchIsa::kAvx512;
   if (m <= kBlocksDecodedInRegistersMaxRows) {
-    if (avx512) {
-      for_each_tile(m, n, k, x, w, rb, y, kWeightRows, kMaxBlockTileRows, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
-        switch (rows_x) {
-          case 1: return tile_blocks<1, F>(xs, k, ws, rb, rows, ys, n);
-          case 2: return tile_blocks<2, F>(xs, k, ws, rb, rows, ys, n);
-          case 3: return tile_blocks<3, F>(xs, k, ws, rb, rows, ys, n);
-          case 4: return tile_blocks<4, F>(xs, k, ws, rb, rows, ys, n);
-          default: return tile_blocks<5, F>(xs, k, ws, rb, rows, ys, n);
-        }
-      });
-      return;
-    }
-    for_each_tile(m, n, k, x, w, rb, y, kAvx2WeightRows, 4, [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
-      switch (rows_x) {
-        case 1: return tile_blocks_avx2<1, F>(xs, k, ws, rb, rows, ys, n);
-        case 2: return tile_blocks_avx2<2, F>(xs, k, ws, rb, rows, ys, n);
-        case 3: return tile_blocks_avx2<3, F>(xs, k, ws, rb, rows, ys, n);
-        default: return tile_blocks_avx2<4, F>(xs, k, ws, rb, rows, ys, n);
-      }
-    });
+    for_each_tile(m, n, k, x, w, rb, y, avx512 ? kWeightRows : kAvx2WeightRows, avx512 ? kMaxBlockTileRows : 4,
+                  [&](int64_t rows_x, const float* xs, const unsigned char* ws, int rows, float* ys) {
+                    tile_blocks_group<F>(avx512, rows_x, xs, k, ws, rb, rows, ys, n);
+                  });
     return;
   }
   const int weight_rows = avx512 ? kWeightRows : kAvx2WeightRows;
