@@ -1,5 +1,7 @@
 #include "kernels/weight_blocks.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/error.hpp"
@@ -62,6 +64,60 @@ void WeightBlocks::validate(int64_t n, int64_t k, const char* what) const {
   AERIE_CHECK(bytes.dim(0) == n && bytes.dim(1) == block_row_bytes(format, k),
               what << " " << bytes.describe() << " must be u8 [" << n << ", " << block_row_bytes(format, k) << "] (" << block_format_name(format)
                    << " blocks of a [" << n << ", " << k << "] weight)");
+  AERIE_CHECK(layout == BlockLayout::kRows || n % kTileGroupRows == 0,
+              what << ": blocks in tile order need a multiple of " << kTileGroupRows << " rows, not " << n);
+}
+
+namespace {
+
+// Where row r's block b goes in tile order: its scales and quants scattered over the group's
+// block as the layout says (weight_blocks.hpp). `to_tiles` copies one way, else the other.
+void move_block(BlockFormat f, const unsigned char* from, unsigned char* to, int64_t n, int64_t k, bool to_tiles) {
+  const int64_t bb = block_bytes(f), blocks = k / kBlockElements, row_bytes = blocks * bb;
+  const int64_t scales = f == BlockFormat::kQ4_1 ? 2 : 1, quant_bytes = bb - 2 * scales, dwords = quant_bytes / 4;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t g = r / kTileGroupRows, lane = r % kTileGroupRows;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t row_at = r * row_bytes + b * bb;
+      const int64_t tile_at = (g * blocks + b) * kTileGroupRows * bb;
+      auto copy = [&](int64_t row_off, int64_t tile_off, int64_t len) {
+        if (to_tiles) std::memcpy(to + tile_at + tile_off, from + row_at + row_off, static_cast<size_t>(len));
+        else std::memcpy(to + row_at + row_off, from + tile_at + tile_off, static_cast<size_t>(len));
+      };
+      for (int64_t s = 0; s < scales; ++s) copy(2 * s, s * 2 * kTileGroupRows + 2 * lane, 2);
+      const int64_t quants_at = scales * 2 * kTileGroupRows;
+      for (int64_t i = 0; i < dwords; ++i) copy(2 * scales + 4 * i, quants_at + i * 4 * kTileGroupRows + 4 * lane, 4);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_q8_0_blocks(const float* w, int64_t n, int64_t k, unsigned char* out) {
+  AERIE_CHECK(k % kBlockElements == 0, "quantize_q8_0_blocks: " << k << " columns is not a whole number of blocks of 32");
+  const int64_t bb = block_bytes(BlockFormat::kQ8_0);
+  for (int64_t b = 0; b < n * k / kBlockElements; ++b) {
+    const float* x = w + b * kBlockElements;
+    unsigned char* p = out + b * bb;
+    float amax = 0.0f;
+    for (int64_t j = 0; j < kBlockElements; ++j) amax = std::max(amax, std::fabs(x[j]));
+    AERIE_CHECK(std::isfinite(amax), "quantize_q8_0_blocks: a weight is not finite (block " << b << ")");
+    const uint16_t d = float_to_f16(amax / 127.0f);
+    std::memcpy(p, &d, 2);
+    const float dq = f16_to_float(d), inv = dq > 0.0f ? 1.0f / dq : 0.0f;
+    for (int64_t j = 0; j < kBlockElements; ++j)
+      p[2 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f)));
+  }
+}
+
+void blocks_to_tile_order(BlockFormat f, const unsigned char* rows, int64_t n, int64_t k, unsigned char* out) {
+  AERIE_CHECK(n % kTileGroupRows == 0 && k % kBlockElements == 0, "blocks_to_tile_order: [" << n << ", " << k << "] is not whole tiles");
+  move_block(f, rows, out, n, k, true);
+}
+
+void blocks_from_tile_order(BlockFormat f, const unsigned char* tiles, int64_t n, int64_t k, unsigned char* out) {
+  AERIE_CHECK(n % kTileGroupRows == 0 && k % kBlockElements == 0, "blocks_from_tile_order: [" << n << ", " << k << "] is not whole tiles");
+  move_block(f, tiles, out, n, k, false);
 }
 
 }  // namespace aerie::kernels

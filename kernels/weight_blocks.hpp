@@ -18,6 +18,17 @@ namespace aerie::kernels {
 
 enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ8_0 };
 
+/// How a weight's blocks lie in memory.
+///   kRows: GGUF's own order, row after row (each row's blocks by column): the exact f32
+///     products read them (kernels/cpu/small_batch_gemm.hpp).
+///   kTiles16: groups of 16 rows, each group's blocks by column; a group's block b holds the 16
+///     rows' f16 d (then Q4_1's 16 f16 m), then their quants as an AMX tile of 16 columns
+///     (kernels/cpu/int8_block_gemm.hpp): dword i of each row's quant bytes side by side,
+///     i = 0..3 (4-bit) or 0..7 (Q8_0), 64 bytes each. The same bytes as kRows, rearranged; read
+///     by the products over int8 activations only.
+enum class BlockLayout : uint8_t { kRows, kTiles16 };
+inline constexpr int64_t kTileGroupRows = 16;
+
 inline constexpr int64_t kBlockElements = 32;
 /// Bytes of one block of 32 weights: 18, 20, 34 (a constant, for the CPU tiles too).
 constexpr int64_t block_bytes(BlockFormat f) {
@@ -39,10 +50,24 @@ void dequantize_blocks(BlockFormat f, const unsigned char* src, int64_t blocks, 
 struct WeightBlocks {
   TensorView bytes;
   BlockFormat format = BlockFormat::kQ8_0;
+  BlockLayout layout = BlockLayout::kRows;
   bool defined() const { return bytes.defined(); }
-  /// Throws unless bytes is a CPU u8 [n, block_row_bytes(format, k)] and k a multiple of 32.
+  /// Throws unless bytes is a CPU u8 [n, block_row_bytes(format, k)], k a multiple of 32, and for
+  /// kTiles16 n a multiple of 16.
   void validate(int64_t n, int64_t k, const char* what) const;
 };
+
+/// n rows of k floats (k a multiple of 32) as Q8_0 blocks in row order (llama.cpp's
+/// quantize_row_q8_0 up to its rounding: d = max|w| / 127 stored as f16, q = rint(w / d),
+/// nearest even, in [-127, 127]); for weights that come as floats (a bf16 EAGLE head) and
+/// are multiplied over int8 activations. Lossy.
+void quantize_q8_0_blocks(const float* w, int64_t n, int64_t k, unsigned char* out);
+
+/// `rows` (kRows, u8 [n, block_row_bytes(f, k)], n a multiple of 16) rearranged into kTiles16
+/// order in `out` (as many bytes; not the same memory).
+void blocks_to_tile_order(BlockFormat f, const unsigned char* rows, int64_t n, int64_t k, unsigned char* out);
+/// The inverse: kTiles16 back to kRows.
+void blocks_from_tile_order(BlockFormat f, const unsigned char* tiles, int64_t n, int64_t k, unsigned char* out);
 inline constexpr int64_t kBlocksMaxRows = 16;
 /// The rule every op taking a block copy follows: a product of `rows` rows of x on the CPU
 /// reads the blocks when they are given and rows <= kBlocksMaxRows.

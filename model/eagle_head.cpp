@@ -197,6 +197,35 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
     config_.draft_vocab = n;
   }
   if (config_.fp8_weights) quantize_to_fp8();
+  else if (stream_.device() == Device::kCpu && act_ == DType::kF32 && int8_activations_asked()) quantize_to_int8_blocks();
+}
+
+namespace {
+
+// A CPU [n, k] float weight as Q8_0 blocks in tile order; none where the shape does not tile.
+BlockBuffer int8_tile_blocks(const Buffer& w) {
+  if (!w.data()) return {};
+  const int64_t n = w.view().dim(0), k = w.view().dim(1);
+  if (n % kernels::kTileGroupRows != 0 || k % kernels::kBlockElements != 0) return {};
+  std::vector<float> values(static_cast<size_t>(n * k));
+  convert_to_float(w.data(), w.view().dtype, n * k, values.data());
+  std::vector<unsigned char> rows(static_cast<size_t>(n * kernels::block_row_bytes(kernels::BlockFormat::kQ8_0, k)));
+  kernels::quantize_q8_0_blocks(values.data(), n, k, rows.data());
+  BlockBuffer b{Buffer(Device::kCpu, DType::kU8, {n, kernels::block_row_bytes(kernels::BlockFormat::kQ8_0, k)}), kernels::BlockFormat::kQ8_0,
+                kernels::BlockLayout::kTiles16};
+  kernels::blocks_to_tile_order(kernels::BlockFormat::kQ8_0, rows.data(), n, k, static_cast<unsigned char*>(b.bytes.data()));
+  return b;
+}
+
+}  // namespace
+
+void EagleHead::quantize_to_int8_blocks() {
+  w_.fc_blocks = int8_tile_blocks(w_.fc);
+  w_.qkv_blocks = int8_tile_blocks(w_.qkv);
+  w_.o_proj_blocks = int8_tile_blocks(w_.o_proj);
+  w_.gate_up_blocks = int8_tile_blocks(w_.gate_up);
+  w_.down_blocks = int8_tile_blocks(w_.down);
+  if (w_.lm_head.data()) w_.lm_head_blocks = int8_tile_blocks(w_.lm_head);
 }
 
 void EagleHead::quantize_to_fp8() {
@@ -296,7 +325,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
     put(sc.fc_in, 2, 0, a.hidden);
     put(sc.fc_in, 2, 1, in_hidden);
     const TensorView fc_in(sc.fc_in.data(), act_, {T, 2 * h}, stream_.device());  // the first 2TH elements, rows of 2H
-    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(),
+    AERIE_CHECK_STATUS(ops::matmul({.x = fc_in, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(), .w_blocks = w_.fc_blocks.view(),
                                      .y = a.residual},
                                     stream_));
     attn_input = a.residual;
@@ -306,7 +335,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
     // [norm(embedding), norm(hidden)], both halves in one launch.
     const bool own_state = width == h;
     if (!own_state) {
-      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(),
+      AERIE_CHECK_STATUS(ops::matmul({.x = in_hidden, .w = w_.fc.view(), .w_fp8 = w_.fc_fp8.values.view(), .w_scale = w_.fc_fp8.scales.view(), .w_blocks = w_.fc_blocks.view(),
                                       .y = a.residual},
                                      stream_));
     }
@@ -328,7 +357,9 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
                      .down = w_.down.view(), .qkv_fp8 = w_.qkv_fp8.values.view(), .qkv_scale = w_.qkv_fp8.scales.view(),
                      .o_proj_fp8 = w_.o_proj_fp8.values.view(), .o_proj_scale = w_.o_proj_fp8.scales.view(),
                      .gate_up_fp8 = w_.gate_up_fp8.values.view(), .gate_up_scale = w_.gate_up_fp8.scales.view(),
-                     .down_fp8 = w_.down_fp8.values.view(), .down_scale = w_.down_fp8.scales.view()},
+                     .down_fp8 = w_.down_fp8.values.view(), .down_scale = w_.down_fp8.scales.view(),
+                     .qkv_blocks = w_.qkv_blocks.view(), .o_proj_blocks = w_.o_proj_blocks.view(), .gate_up_blocks = w_.gate_up_blocks.view(),
+                     .down_blocks = w_.down_blocks.view()},
                     attn_input, a, at, kv.k(0), kv.v(0), layer_group(), stream_,
                     // residual += mlp out: the head's output hidden state (EAGLE3 also norms it for
                     // logits; EAGLE's logits read it as is, the norm output is discarded).
@@ -348,7 +379,7 @@ TensorView EagleHead::run(ForwardWorkspace& ws, const TensorView& in_hidden, KvC
   vocab_parallel_logits(selected, own_head ? w_.lm_head.view() : tw.lm_head_view(), vocab(), logits,
                         {.shard_logits = ws.shard_logits.view(), .gathered = ws.gathered_logits.view()},
                         lm_head_group(), stream_, own_head ? w_.lm_head_fp8.values.view() : TensorView(),
-                        own_head ? w_.lm_head_fp8.scales.view() : TensorView());
+                        own_head ? w_.lm_head_fp8.scales.view() : TensorView(), own_head ? w_.lm_head_blocks.view() : kernels::WeightBlocks());
   return logits;
 }
 

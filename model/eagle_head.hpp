@@ -72,6 +72,10 @@ struct EagleHeadWeights {
   // With fp8 weights (EagleHeadConfig::fp8_weights): each product's fp8 copy and row scales,
   // read by products of up to kernels::kFp8MaxRows rows (empty otherwise).
   Fp8Rows fc_fp8, qkv_fp8, o_proj_fp8, gate_up_fp8, down_fp8, lm_head_fp8;
+  // On the CPU with int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1, model/llama_weights.hpp):
+  // each product's Q8_0 blocks in tile order, made when the head is built (lossy, as fp8: only
+  // acceptance moves), read by products of up to 16 rows (empty otherwise).
+  BlockBuffer fc_blocks, qkv_blocks, o_proj_blocks, gate_up_blocks, down_blocks, lm_head_blocks;
 };
 
 // The part of the head TP rank `shard` holds (the whole head by default).
@@ -108,6 +112,8 @@ class EagleHead {
   Scratch& scratch_for(const ForwardWorkspace& ws);
   // The products' fp8 copies and row scales (EagleHeadConfig::fp8_weights).
   void quantize_to_fp8();
+  // The products' Q8_0 blocks (EagleHeadWeights::fc_blocks ...).
+  void quantize_to_int8_blocks();
   // The group the decoder layer's row-parallel products are summed over.
   parallel::Communicator& layer_group() const;
   // The group the LM head's rows are split over (one rank: a whole table).

@@ -37,6 +37,8 @@ int64_t LlamaWeights::decode_bytes() const {
   return n;
 }
 
+bool int8_activations_asked() { return kernels::env_knob("AERIE_CPU_INT8_ACTIVATIONS") == 1; }
+
 bool gguf_blocks_kept(Device device, DType dtype, const TpShard& shard) {
   // Only the CPU backend reads blocks, into f32 activations; a shard would cut the blocks of
   // row-parallel weights across their columns.
@@ -68,6 +70,18 @@ void load_layer_blocks(GgufTensorSource& g, const std::string& p, const LlamaCon
   const auto gb = g.get_blocks(p + "mlp.gate_proj.weight", inter, h), ub = g.get_blocks(p + "mlp.up_proj.weight", inter, h);
   if (same_blocks({gb, ub})) L.gate_up_blocks = {interleave_rows(gb.bytes, ub.bytes, Device::kCpu, DType::kU8), gb.format};
   if (const auto db = g.get_blocks(p + "mlp.down_proj.weight", h, inter); db.defined()) L.down_blocks = {copy_of(db.bytes, Device::kCpu, DType::kU8), db.format};
+}
+
+// Blocks in tile order for the products over int8 activations (kernels/cpu/int8_block_gemm.hpp),
+// where the rows come in whole groups of 16.
+void to_tile_order(BlockBuffer& b, int64_t cols) {
+  if (!b.bytes.data() || b.bytes.view().dim(0) % kernels::kTileGroupRows != 0) return;
+  const TensorView& v = b.bytes.view();
+  Buffer tiles(Device::kCpu, DType::kU8, {v.dim(0), v.dim(1)});
+  kernels::blocks_to_tile_order(b.format, static_cast<const unsigned char*>(b.bytes.data()), b.bytes.view().dim(0), cols,
+                                static_cast<unsigned char*>(tiles.data()));
+  b.bytes = std::move(tiles);
+  b.layout = kernels::BlockLayout::kTiles16;
 }
 
 BlockBuffer blocks_of(GgufTensorSource& g, const std::string& name, int64_t rows, int64_t cols) {
@@ -142,6 +156,15 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
     w.lm_head = vocab_shard_of(get("lm_head.weight", {c.vocab_size, h}), shard, device, dtype);
     if (blocks) w.lm_head_blocks = blocks_of(*gguf, "lm_head.weight", c.vocab_size, h);
   }
+  if (blocks && int8_activations_asked()) {
+    to_tile_order(w.lm_head_blocks, h);
+    for (auto& L : w.layers) {
+      to_tile_order(L.qkv_blocks, h);
+      to_tile_order(L.o_proj_blocks, q);
+      to_tile_order(L.gate_up_blocks, h);
+      to_tile_order(L.down_blocks, inter);
+    }
+  }
   if (blocks) {
     int64_t kept = w.lm_head_blocks.bytes.data() ? 1 : 0, bytes = w.lm_head_blocks.nbytes();
     for (const auto& L : w.layers)
@@ -151,7 +174,9 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
           bytes += b->nbytes();
         }
     AERIE_LOG_INFO("GGUF blocks kept for " << kept << " of " << 4 * c.num_layers + 1 << " products (" << bytes / 1e6
-                                            << " MB): decode and verify read them (AERIE_CPU_GGUF_BLOCKS=0: the f32 copies)");
+                                            << " MB): decode and verify read them"
+                                            << (int8_activations_asked() ? ", in tile order, over int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1)"
+                                                                         : " (AERIE_CPU_GGUF_BLOCKS=0: the f32 copies)"));
   }
   return w;
 }

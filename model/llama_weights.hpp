@@ -20,7 +20,8 @@ namespace aerie::model {
 struct BlockBuffer {
   Buffer bytes;  // u8 [rows, row bytes]
   kernels::BlockFormat format = kernels::BlockFormat::kQ8_0;
-  kernels::WeightBlocks view() const { return bytes.data() ? kernels::WeightBlocks{bytes.view(), format} : kernels::WeightBlocks{}; }
+  kernels::BlockLayout layout = kernels::BlockLayout::kRows;
+  kernels::WeightBlocks view() const { return bytes.data() ? kernels::WeightBlocks{bytes.view(), format, layout} : kernels::WeightBlocks{}; }
   int64_t nbytes() const { return bytes.data() ? bytes.nbytes() : 0; }
 };
 
@@ -63,6 +64,11 @@ using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 // Missing tensors, wrong shapes and unreadable dtypes throw naming file and tensor.
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,
                                 const LoadProgress& progress = {}, const TpShard& shard = {});
+
+// Whether the kept blocks go into tile order for the products over int8 activations
+// (kernels/cpu/int8_block_gemm.hpp; AERIE_CPU_INT8_ACTIVATIONS=1): llama.cpp's numbers, not the
+// f32 model's.
+bool int8_activations_asked();
 
 // Whether load_llama_weights keeps a GGUF file's blocks for these settings.
 bool gguf_blocks_kept(Device device, DType dtype, const TpShard& shard);

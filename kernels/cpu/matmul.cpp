@@ -5,6 +5,7 @@
 #include "kernels/backends.hpp"
 #include "kernels/cpu/blas_gemm.hpp"
 #include "kernels/cpu/parallel_for.hpp"
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/cpu/small_batch_gemm.hpp"
 
 namespace aerie::kernels {
@@ -103,6 +104,10 @@ Status matmul(const MatmulParams& p) {
   const bool small = m <= kSmallBatchMaxRows && small_batch_gemm_available();
   if (fp8) {
     reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);
+  } else if (fast && p.w_blocks.defined() && p.w_blocks.layout == BlockLayout::kTiles16) {
+    // Blocks in tile order: int8 activations for every row count, prefill included (a row's
+    // numbers must not depend on how many rows share its product).
+    int8_block_gemm(m, n, k, x, p.w_blocks, y);
   } else if (fast && small && blocks_copy_serves(p.w_blocks, m)) {
     small_batch_gemm(m, n, k, x, p.w_blocks, y);
   } else if (fast && small && p.w.dtype == DType::kF32) {

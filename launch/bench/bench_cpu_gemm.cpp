@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/cpu_isa.hpp"
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/cpu/small_batch_gemm.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
@@ -80,25 +81,39 @@ int run_cpu_gemm_bench(const CpuGemmBenchOptions& o) {
         bytes = random_blocks(*format, n, k, s);
         blocks = {.bytes = TensorView(bytes.data(), DType::kU8, {n, kernels::block_row_bytes(*format, k)}), .format = *format};
       }
-      std::vector<std::vector<double>> best(isas.size(), std::vector<double>(o.rows.size(), 1e30));
+      // The exact f32 products on each instruction set; blocks also through int8 activations on
+      // AMX (kernels/cpu/int8_block_gemm.hpp: other numbers, from a tile-order copy).
+      std::vector<std::string> paths;
+      for (CpuIsa isa : isas) paths.push_back(isa_name(isa));
+      std::vector<unsigned char> tiles;
+      kernels::WeightBlocks tiled;
+      if (format && n % kernels::kTileGroupRows == 0 && kernels::cpu::amx_int8_available()) {
+        tiles.resize(bytes.size());
+        kernels::blocks_to_tile_order(*format, bytes.data(), n, k, tiles.data());
+        tiled = {.bytes = TensorView(tiles.data(), DType::kU8, {n, kernels::block_row_bytes(*format, k)}), .format = *format,
+                 .layout = kernels::BlockLayout::kTiles16};
+        paths.push_back("amx-i8");
+      }
+      std::vector<std::vector<double>> best(paths.size(), std::vector<double>(o.rows.size(), 1e30));
       for (int64_t rep = 0; rep < o.reps + 1; ++rep) {  // the first round warms up, untimed
-        for (size_t a = 0; a < isas.size(); ++a)
+        for (size_t a = 0; a < paths.size(); ++a)
           for (size_t i = 0; i < o.rows.size(); ++i) {
             const int64_t m = o.rows[i];
             const auto t0 = Clock::now();
-            if (format) kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), blocks, y.data());
+            if (a >= isas.size()) kernels::cpu::int8_block_gemm_on(kernels::cpu::Int8BlockPath::kAmx, m, n, k, x.data(), tiled, y.data());
+            else if (format) kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), blocks, y.data());
             else if (bf16) kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), w_bf16.data(), y.data());
             else kernels::cpu::small_batch_gemm_on(isas[a], m, n, k, x.data(), w.data(), y.data());
             if (rep > 0) best[a][i] = std::min(best[a][i], ms_since(t0));
           }
       }
       const double gb = static_cast<double>(format ? static_cast<int64_t>(bytes.size()) : n * k * (bf16 ? 2 : 4)) / 1e9;
-      for (size_t a = 0; a < isas.size(); ++a)
+      for (size_t a = 0; a < paths.size(); ++a)
         for (size_t i = 0; i < o.rows.size(); ++i) {
           const double ms = best[a][i], one = best[a][0];
           std::printf("%6lld %6lld %5s %4lld %7s %9.3f %8.1f %10.2f\n", static_cast<long long>(k), static_cast<long long>(n), weights.c_str(),
-                      static_cast<long long>(o.rows[i]), isa_name(isas[a]), ms, gb / (ms / 1e3), ms / one);
-          out.push_back({{"k", k}, {"n", n}, {"weights", weights}, {"rows", o.rows[i]}, {"isa", isa_name(isas[a])}, {"ms", ms},
+                      static_cast<long long>(o.rows[i]), paths[a].c_str(), ms, gb / (ms / 1e3), ms / one);
+          out.push_back({{"k", k}, {"n", n}, {"weights", weights}, {"rows", o.rows[i]}, {"isa", paths[a]}, {"ms", ms},
                          {"gb_per_s", gb / (ms / 1e3)}, {"over_first_rows", ms / one}});
         }
     }

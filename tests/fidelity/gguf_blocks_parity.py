@@ -12,6 +12,11 @@ package (llama.cpp's reference writer):
 
 The loader's log says how many products kept blocks; the test checks that count too.
 
+With int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1, kernels/cpu/int8_block_gemm.hpp: the blocks in
+tile order, x rounded to 8 bits a block, llama.cpp's numbers) a prompt's greedy tokens must not
+depend on the batch it runs in (each prompt of a batch of 12 alone gives the same tokens), and its
+first token must mostly agree with the f32 model's (x's rounding moves logits by ~0.4%).
+
   gguf_blocks_parity.py --generate BIN/aerie-generate
 """
 import argparse
@@ -81,16 +86,17 @@ def write_model(path, types, seed):
     w.close()
 
 
-def generate(binary, path, prompts, blocks):
+def generate(binary, path, prompts, blocks, int8="0"):
     cmd = [binary, "--model-path", path, "--temperature", "0", "--max-new-tokens", "12", "--output", "json",
            "--log-level", "info"]
     for p in prompts:
         cmd += ["--input-ids", ",".join(map(str, p))]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, AERIE_CPU_GGUF_BLOCKS=blocks))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, AERIE_CPU_GGUF_BLOCKS=blocks, AERIE_CPU_INT8_ACTIVATIONS=int8))
     assert out.returncode == 0, out.stderr[-2000:]
     ids = [json.loads(line)["output_ids"] for line in out.stdout.splitlines()]
     assert len(ids) == len(prompts) and all(len(i) == 12 for i in ids), out.stdout[-1000:]
     kept = re.search(r"GGUF blocks kept for (\d+) of (\d+) products", out.stderr)
+    assert (int8 == "1") == ("tile order" in out.stderr), f"the loader's log does not say whether blocks are in tile order: {out.stderr[-1000:]}"
     return ids, (int(kept.group(1)), int(kept.group(2))) if kept else None
 
 
@@ -119,6 +125,15 @@ def main():
                 assert none is None, f"{name}: AERIE_CPU_GGUF_BLOCKS=0 still kept blocks ({none})"
                 assert with_blocks == f32_only, f"{name}, batch {batch}: blocks {with_blocks} != f32 copies {f32_only}"
             print(f"  {name}: blocks kept for {want_kept} products; batches 1, 6, 12: the same greedy tokens as the f32 copies")
+            # int8 activations: the same tokens alone as in a batch of 12; first tokens mostly the f32 model's.
+            in_batch, kept = generate(args.generate, path, prompts, "1", int8="1")
+            assert kept == (want_kept, 4 * LAYERS + 1), f"{name}, int8: the loader kept blocks for {kept}"
+            for p, tokens in zip(prompts, in_batch):
+                alone, _ = generate(args.generate, path, [p], "1", int8="1")
+                assert alone[0] == tokens, f"{name}, int8: prompt {p} alone {alone[0]} != in a batch of 12 {tokens}"
+            first_same = sum(a[0] == b[0] for a, b in zip(in_batch, f32_only))
+            assert first_same >= 10, f"{name}, int8: only {first_same} of 12 first tokens equal the f32 model's"
+            print(f"  {name}, int8 activations: each prompt alone gives its batch-of-12 tokens; first tokens {first_same}/12 the f32 model's")
     print("gguf blocks parity: OK")
 
 

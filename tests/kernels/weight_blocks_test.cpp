@@ -4,7 +4,10 @@
 // or without the blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -178,4 +181,35 @@ TEST(WeightBlocks, MatmulRefusesBlocksOfTheWrongShape) {
   EXPECT_THROW((void)matmul({.x = x.view(), .w = w.view(), .w_blocks = as_floats, .y = y.view()}, kCpu), Error);
   Buffer w_odd = random_buffer(rng, DType::kF32, {n, 48}), x_odd = random_buffer(rng, DType::kF32, {1, 48});
   EXPECT_THROW((void)matmul({.x = x_odd.view(), .w = w_odd.view(), .w_blocks = too_few, .y = y.view()}, kCpu), Error);  // 48 columns
+}
+
+// Floats as Q8_0 blocks (an EAGLE head's weights for the int8 products): d = max|w| / 127 in f16,
+// q = rint(w / d); each weight comes back within half a step, the largest exactly up to d's f16
+// rounding.
+TEST(WeightBlocks, FloatsQuantizeToQ8_0WithinHalfAStep) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  const int64_t n = 3, k = 96;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  for (auto& v : w) v = nd(rng);
+  for (int64_t j = 0; j < 32; ++j) w[static_cast<size_t>(j)] = 0.0f;  // a block of zeros: d = 0, q = 0
+  std::vector<unsigned char> bytes(static_cast<size_t>(n * block_row_bytes(BlockFormat::kQ8_0, k)));
+  quantize_q8_0_blocks(w.data(), n, k, bytes.data());
+  const auto back = dequantized(BlockFormat::kQ8_0, bytes, n, k);
+  for (int64_t b = 0; b < n * k / 32; ++b) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + b * 34, 2);
+    const float d = f16_to_float(h);
+    float amax = 0.0f;
+    for (int64_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(w[static_cast<size_t>(b * 32 + j)]));
+    EXPECT_NEAR(d, amax / 127.0f, amax / 127.0f * 1e-3f + 1e-9f) << "block " << b;
+    for (int64_t j = 0; j < 32; ++j) {
+      const size_t i = static_cast<size_t>(b * 32 + j);
+      EXPECT_LE(std::fabs(back[i] - w[i]), 0.5f * d * 1.01f + 1e-7f) << "block " << b << " element " << j;
+    }
+  }
+  std::vector<float> bad(32, 1.0f);
+  bad[3] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(quantize_q8_0_blocks(bad.data(), 1, 32, bytes.data()), Error);
+  EXPECT_THROW(quantize_q8_0_blocks(w.data(), 1, 48, bytes.data()), Error);  // not whole blocks
 }
