@@ -30,6 +30,11 @@ struct AttentionTaskContext {
   void store_output(int64_t row, int64_t h, const float* acc, float scale) const;
 };
 
+/// Scores to softmax numerators in place, e^(s - max_score) by vector_exp (vector_exp.hpp, as
+/// this CPU's clone fuses it), keys that are not visible (-inf) to -1; returns the numerators'
+/// sum in key order. attend_rows' softmax, exposed for the tests of its order.
+float softmax_numerators(float* s, int64_t n, float max_score);
+
 /// Queries [0, q_len) of sequence b, head h, one at a time.
 void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h);
 

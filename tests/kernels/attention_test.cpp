@@ -9,6 +9,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/cpu/cpu_isa.hpp"
+#include "kernels/cpu/attention_paths.hpp"
 #include "kernels/matmul.hpp"
 #include "tests/test_util.hpp"
 
@@ -175,13 +176,19 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
         std::vector<float> acc(static_cast<size_t>(d), 0.0f);
+        // The numerators by the kernel's own exp (vector_exp as this CPU's clone computes it);
+        // the denominator in key order, checked here.
+        std::vector<float> es = s;
+        const float kernel_den = cpu::softmax_numerators(es.data(), span, mx);
         float den = 0.0f;
         for (int64_t j = 0; j < span; ++j) {
-          const float e = std::exp(s[static_cast<size_t>(j)] - mx);
+          const float e = es[static_cast<size_t>(j)];
+          EXPECT_NEAR(e, std::exp(s[static_cast<size_t>(j)] - mx), 4e-7f * std::exp(s[static_cast<size_t>(j)] - mx) + 1e-30f);
           den += e;
           const float* vr = vp + static_cast<int64_t>(c.kv_indices[static_cast<size_t>(j)]) * kh * d;
           for (int64_t x = 0; x < d; ++x) acc[static_cast<size_t>(x)] = std::fma(e, vr[x], acc[static_cast<size_t>(x)]);
         }
+        EXPECT_EQ(kernel_den, den);
         const float inv = 1.0f / den;
         for (int64_t x = 0; x < d; ++x)
           EXPECT_EQ(got[(i * qh + h) * d + x], acc[static_cast<size_t>(x)] * inv)
