@@ -93,30 +93,24 @@ void move_block(BlockFormat f, const unsigned char* from, unsigned char* to, int
 
 }  // namespace
 
-void quantize_blocks(BlockFormat f, const float* w, int64_t n, int64_t k, unsigned char* out) {
-  AERIE_CHECK(f != BlockFormat::kQ4_1, "quantize_blocks: Q4_1 is not made here (Q8_0 or Q4_0)");
-  AERIE_CHECK(k % kBlockElements == 0, "quantize_blocks: " << k << " columns is not a whole number of blocks of 32");
-  const int64_t bb = block_bytes(f);
+void quantize_q8_0_blocks(const float* w, int64_t n, int64_t k, unsigned char* out) {
+  AERIE_CHECK(k % kBlockElements == 0, "quantize_q8_0_blocks: " << k << " columns is not a whole number of blocks of 32");
+  const int64_t bb = block_bytes(BlockFormat::kQ8_0);
   for (int64_t b = 0; b < n * k / kBlockElements; ++b) {
     const float* x = w + b * kBlockElements;
     unsigned char* p = out + b * bb;
-    float amax = 0.0f, extreme = 0.0f;
-    for (int64_t j = 0; j < kBlockElements; ++j)
-      if (std::fabs(x[j]) > amax || !std::isfinite(x[j])) {
-        amax = std::fabs(x[j]);
-        extreme = x[j];
-      }
-    AERIE_CHECK(std::isfinite(amax), "quantize_blocks: a weight is not finite (block " << b << ")");
-    const uint16_t d = float_to_f16(f == BlockFormat::kQ8_0 ? amax / 127.0f : extreme / -8.0f);
-    std::memcpy(p, &d, 2);
-    const float dq = f16_to_float(d), inv = dq != 0.0f ? 1.0f / dq : 0.0f;
-    if (f == BlockFormat::kQ8_0) {
-      for (int64_t j = 0; j < kBlockElements; ++j)
-        p[2 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f)));
-      continue;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t j = 0; j < kBlockElements; ++j) {
+      finite = finite && std::isfinite(x[j]);
+      amax = std::max(amax, std::fabs(x[j]));
     }
-    auto q4 = [&](int64_t j) { return static_cast<unsigned char>(std::clamp(std::nearbyint(x[j] * inv) + 8.0f, 0.0f, 15.0f)); };
-    for (int64_t j = 0; j < 16; ++j) p[2 + j] = static_cast<unsigned char>(q4(j) | (q4(j + 16) << 4));
+    AERIE_CHECK(finite, "quantize_q8_0_blocks: a weight is not finite (block " << b << ")");
+    const uint16_t d = float_to_f16(amax / 127.0f);
+    std::memcpy(p, &d, 2);
+    const float dq = f16_to_float(d), inv = dq > 0.0f ? 1.0f / dq : 0.0f;
+    for (int64_t j = 0; j < kBlockElements; ++j)
+      p[2 + j] = static_cast<unsigned char>(static_cast<int8_t>(std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f)));
   }
 }
 

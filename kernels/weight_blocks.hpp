@@ -57,15 +57,11 @@ struct WeightBlocks {
   void validate(int64_t n, int64_t k, const char* what) const;
 };
 
-/// n rows of k floats (k a multiple of 32) as blocks of format f in row order, for weights that
-/// come as floats (a bf16 EAGLE head) and are multiplied over int8 activations. Lossy:
-///   Q8_0: d = max|w| / 127 (as f16), q = rint(w / d) in [-127, 127] (llama.cpp's quantize_row_q8_0
-///         up to its rounding: nearest even here);
-///   Q4_0: d = -w_max / 8 (as f16) for the w of largest magnitude, q = rint(w / d) + 8 in [0, 15]
-///         (so w_max is exactly -8 d, as llama.cpp's quantize_row_q4_0 lays it out);
-///   Q4_1: refused (not needed).
-/// Throws on a non-finite weight.
-void quantize_blocks(BlockFormat f, const float* w, int64_t n, int64_t k, unsigned char* out);
+/// n rows of k floats (k a multiple of 32) as Q8_0 blocks in row order, for weights that come
+/// as floats (a bf16 EAGLE head) and are multiplied over int8 activations. Lossy: d = max|w| / 127
+/// (as f16), q = rint(w / d) in [-127, 127] (llama.cpp's quantize_row_q8_0 up to its rounding:
+/// nearest even here). Throws on a non-finite weight.
+void quantize_q8_0_blocks(const float* w, int64_t n, int64_t k, unsigned char* out);
 
 /// `rows` (kRows, u8 [n, block_row_bytes(f, k)], n a multiple of 16) rearranged into kTiles16
 /// order in `out` (as many bytes; not the same memory).

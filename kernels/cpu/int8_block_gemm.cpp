@@ -168,7 +168,7 @@ void ensure_tile_config(uint64_t call, int64_t m) {
   }
 }
 
-constexpr int64_t kMaxBlocks = 64;  // k up to 2048 in one pass (more: passes of 64 blocks)
+constexpr int64_t kMaxBlocks = 16;  // blocks a pass (k = 512): its unpacked quants and sums stay in L1
 // Weights are streamed once a product (the model does not stay in the caches between steps):
 // each block's bytes are asked for this far ahead of its use.
 constexpr int64_t kPrefetchBytes = 2048;

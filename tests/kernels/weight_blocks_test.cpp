@@ -194,7 +194,7 @@ TEST(WeightBlocks, FloatsQuantizeToQ8_0WithinHalfAStep) {
   for (auto& v : w) v = nd(rng);
   for (int64_t j = 0; j < 32; ++j) w[static_cast<size_t>(j)] = 0.0f;  // a block of zeros: d = 0, q = 0
   std::vector<unsigned char> bytes(static_cast<size_t>(n * block_row_bytes(BlockFormat::kQ8_0, k)));
-  quantize_blocks(BlockFormat::kQ8_0, w.data(), n, k, bytes.data());
+  quantize_q8_0_blocks(w.data(), n, k, bytes.data());
   const auto back = dequantized(BlockFormat::kQ8_0, bytes, n, k);
   for (int64_t b = 0; b < n * k / 32; ++b) {
     uint16_t h;
@@ -210,6 +210,6 @@ TEST(WeightBlocks, FloatsQuantizeToQ8_0WithinHalfAStep) {
   }
   std::vector<float> bad(32, 1.0f);
   bad[3] = std::numeric_limits<float>::infinity();
-  EXPECT_THROW(quantize_blocks(BlockFormat::kQ8_0, bad.data(), 1, 32, bytes.data()), Error);
-  EXPECT_THROW(quantize_blocks(BlockFormat::kQ8_0, w.data(), 1, 48, bytes.data()), Error);  // not whole blocks
+  EXPECT_THROW(quantize_q8_0_blocks(bad.data(), 1, 32, bytes.data()), Error);
+  EXPECT_THROW(quantize_q8_0_blocks(w.data(), 1, 48, bytes.data()), Error);  // not whole blocks
 }
