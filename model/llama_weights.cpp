@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -175,8 +176,11 @@ LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaCon
         }
     AERIE_LOG_INFO("GGUF blocks kept for " << kept << " of " << 4 * c.num_layers + 1 << " products (" << bytes / 1e6
                                             << " MB): decode and verify read them"
-                                            << (int8_activations_asked() ? ", in tile order, over int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1)"
-                                                                         : " (AERIE_CPU_GGUF_BLOCKS=0: the f32 copies)"));
+                                            << (!int8_activations_asked() ? " (AERIE_CPU_GGUF_BLOCKS=0: the f32 copies)"
+                                                : kernels::cpu::amx_int8_available()
+                                                    ? ", in tile order, over int8 activations on AMX (AERIE_CPU_INT8_ACTIVATIONS=1)"
+                                                    : ", in tile order, over int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1); this CPU has no "
+                                                      "AMX-INT8, so the scalar reference loop runs them, several times slower"));
   }
   return w;
 }
