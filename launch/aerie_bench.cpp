@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   coll->add_option("--reps", cb.reps, "timed runs")->check(aerie::launch::kPositive);
   coll->add_option("--json", cb.json_path, "also write the results as JSON here");
   CpuGemmBenchOptions gb;
-  auto* cgemm = app.add_subcommand("cpu-gemm", "the CPU small-batch product (decode and verify rows) alone, per instruction set, against one row");
+  auto* cgemm = app.add_subcommand("cpu-gemm", "the CPU small-batch product (decode and verify rows) alone, per instruction set (and GGUF blocks over int8 activations on AMX: amx-i8), against one row");
   cgemm->add_option("--rows", gb.rows, "activation rows, 1 to 16 (the first is the ratio's baseline)")->delimiter(',');
   cgemm->add_option("--k", gb.k, "columns of the weights (the products' input width)")->delimiter(',');
   cgemm->add_option("--megabytes", gb.megabytes, "f32 weights per product, MiB (above the caches); blocks take the same shape")->check(aerie::launch::kPositive);

@@ -4,7 +4,9 @@
 // roundings (a draft head's) or GGUF blocks of the same shape (kernels/weight_blocks.hpp; random quants and scales): what a
 // decode step (1 row) and a verify (chain steps + 1 rows) pay for their products, as a ratio to
 // the same run's first row count (one row: a decode step's product) and as the weight bytes
-// read per second (the blocks' own bytes for blocks).
+// read per second (the blocks' own bytes for blocks). Blocks also run through the products over
+// int8 activations on AMX where the CPU has it and n is whole groups of 16 (an amx-i8 row;
+// kernels/cpu/int8_block_gemm.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>
