@@ -1,5 +1,6 @@
 #include "kernels/dtype.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -158,6 +159,15 @@ void convert_to_float(const void* src, DType t, int64_t n, float* dst) {
     }
     default: AERIE_FAIL("convert_to_float: " << dtype_name(t) << " is not a floating dtype");
   }
+}
+
+AbsMax abs_max(const float* x, int64_t n) {
+  AbsMax m;
+  for (int64_t i = 0; i < n; ++i) {
+    m.finite = m.finite && std::isfinite(x[i]);
+    m.value = std::max(m.value, std::fabs(x[i]));
+  }
+  return m;
 }
 
 }  // namespace aerie

@@ -75,4 +75,12 @@ inline void store_from_float(void* data, DType t, int64_t i, float v) {
 // Converts n elements of a floating dtype (or f8e4m3) to float.
 void convert_to_float(const void* src, DType t, int64_t n, float* dst);
 
+// The largest |x[i]| of n floats, and whether all of them are finite (a NaN never wins the
+// maximum): what the quantizers scale a block or row by, and refuse.
+struct AbsMax {
+  float value = 0.0f;
+  bool finite = true;
+};
+AbsMax abs_max(const float* x, int64_t n);
+
 }  // namespace aerie

@@ -99,14 +99,9 @@ void quantize_q8_0_blocks(const float* w, int64_t n, int64_t k, unsigned char* o
   for (int64_t b = 0; b < n * k / kBlockElements; ++b) {
     const float* x = w + b * kBlockElements;
     unsigned char* p = out + b * bb;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t j = 0; j < kBlockElements; ++j) {
-      finite = finite && std::isfinite(x[j]);
-      amax = std::max(amax, std::fabs(x[j]));
-    }
-    AERIE_CHECK(finite, "quantize_q8_0_blocks: a weight is not finite (block " << b << ")");
-    const uint16_t d = float_to_f16(amax / 127.0f);
+    const AbsMax m = abs_max(x, kBlockElements);
+    AERIE_CHECK(m.finite, "quantize_q8_0_blocks: a weight is not finite (block " << b << ")");
+    const uint16_t d = float_to_f16(m.value / 127.0f);
     std::memcpy(p, &d, 2);
     const float dq = f16_to_float(d), inv = dq > 0.0f ? 1.0f / dq : 0.0f;
     for (int64_t j = 0; j < kBlockElements; ++j)

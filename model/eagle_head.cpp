@@ -219,26 +219,37 @@ BlockBuffer int8_tile_blocks(const Buffer& w) {
 
 }  // namespace
 
+namespace {
+
+// The head's products: each weight with its fp8 copy and its int8 blocks. Its own LM head
+// (EAGLE3's, or the hot rows of the target's) only where it has one; a plain EAGLE head reads
+// the target's, which gets no copy.
+struct HeadProduct {
+  Buffer EagleHeadWeights::*weight;
+  Fp8Rows EagleHeadWeights::*fp8;
+  BlockBuffer EagleHeadWeights::*blocks;
+};
+constexpr HeadProduct kHeadProducts[] = {
+    {&EagleHeadWeights::fc, &EagleHeadWeights::fc_fp8, &EagleHeadWeights::fc_blocks},
+    {&EagleHeadWeights::qkv, &EagleHeadWeights::qkv_fp8, &EagleHeadWeights::qkv_blocks},
+    {&EagleHeadWeights::o_proj, &EagleHeadWeights::o_proj_fp8, &EagleHeadWeights::o_proj_blocks},
+    {&EagleHeadWeights::gate_up, &EagleHeadWeights::gate_up_fp8, &EagleHeadWeights::gate_up_blocks},
+    {&EagleHeadWeights::down, &EagleHeadWeights::down_fp8, &EagleHeadWeights::down_blocks},
+    {&EagleHeadWeights::lm_head, &EagleHeadWeights::lm_head_fp8, &EagleHeadWeights::lm_head_blocks},
+};
+
+}  // namespace
+
 void EagleHead::quantize_to_int8_blocks() {
   // Q8_0: the head's weights lose ~0.4% of a block's largest; 4-bit blocks (Q4_0, tried) cost
   // more acceptance (2.51 -> 2.24 at chain 3) than their bytes saved (docs/performance.md).
-  w_.fc_blocks = int8_tile_blocks(w_.fc);
-  w_.qkv_blocks = int8_tile_blocks(w_.qkv);
-  w_.o_proj_blocks = int8_tile_blocks(w_.o_proj);
-  w_.gate_up_blocks = int8_tile_blocks(w_.gate_up);
-  w_.down_blocks = int8_tile_blocks(w_.down);
-  if (w_.lm_head.data()) w_.lm_head_blocks = int8_tile_blocks(w_.lm_head);
+  for (const auto& p : kHeadProducts)
+    if ((w_.*p.weight).data()) w_.*p.blocks = int8_tile_blocks(w_.*p.weight);
 }
 
 void EagleHead::quantize_to_fp8() {
-  w_.fc_fp8 = quantize_fp8_rows(w_.fc);
-  w_.qkv_fp8 = quantize_fp8_rows(w_.qkv);
-  w_.o_proj_fp8 = quantize_fp8_rows(w_.o_proj);
-  w_.gate_up_fp8 = quantize_fp8_rows(w_.gate_up);
-  w_.down_fp8 = quantize_fp8_rows(w_.down);
-  // Its own LM head (EAGLE3's, or the hot rows of the target's); a plain EAGLE head reads the
-  // target's, which gets no copy.
-  if (w_.lm_head.data()) w_.lm_head_fp8 = quantize_fp8_rows(w_.lm_head);
+  for (const auto& p : kHeadProducts)
+    if ((w_.*p.weight).data()) w_.*p.fp8 = quantize_fp8_rows(w_.*p.weight);
 }
 
 parallel::Communicator& EagleHead::layer_group() const { return config_.replicated ? *solo_ : target_.tp(); }

@@ -12,13 +12,9 @@ namespace aerie::model {
 void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales, int64_t first_row) {
   for (int64_t r = 0; r < n; ++r) {
     const float* row = w + r * k;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t c = 0; c < k; ++c) {
-      finite = finite && std::isfinite(row[c]);
-      amax = std::max(amax, std::fabs(row[c]));
-    }
-    AERIE_CHECK(finite, "fp8 quantization: row " << first_row + r << " holds a non-finite weight");
+    const AbsMax m = abs_max(row, k);
+    const float amax = m.value;
+    AERIE_CHECK(m.finite, "fp8 quantization: row " << first_row + r << " holds a non-finite weight");
     const float scale = amax > 0.0f ? amax / kF8E4M3Max : 1.0f;
     scales[r] = scale;
     for (int64_t c = 0; c < k; ++c) codes[r * k + c] = float_to_f8e4m3(row[c] / scale);

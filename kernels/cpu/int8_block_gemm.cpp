@@ -52,13 +52,9 @@ struct QuantizedRows {
   // One block: d = max|x| / 127 and q = rint(x * (127 / max|x|)) (nearest even, in [-127, 127]);
   // a block of zeros, or one with an infinity or NaN, gives d = 0 and q = 0. Returns sum q.
   static int32_t quantize_block(const float* xb, int8_t* qb, float& d) {
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t j = 0; j < kBlockElements; ++j) {
-      finite = finite && std::isfinite(xb[j]);
-      amax = std::max(amax, std::fabs(xb[j]));
-    }
-    const bool usable = finite && amax > 0.0f;
+    const AbsMax m = abs_max(xb, kBlockElements);
+    const float amax = m.value;
+    const bool usable = m.finite && amax > 0.0f;
     const float inv = usable ? 127.0f / amax : 0.0f;
     int32_t s = 0;
     for (int64_t j = 0; j < kBlockElements; ++j) {

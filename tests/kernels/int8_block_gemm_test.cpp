@@ -13,28 +13,12 @@
 #include "kernels/dtype.hpp"
 #include "kernels/error.hpp"
 #include "kernels/weight_blocks.hpp"
+#include "tests/kernels/random_blocks.hpp"
 
 using namespace aerie;
 using namespace aerie::kernels;
 
 namespace {
-
-constexpr BlockFormat kFormats[] = {BlockFormat::kQ4_0, BlockFormat::kQ4_1, BlockFormat::kQ8_0};
-
-std::vector<unsigned char> random_blocks(std::mt19937& rng, BlockFormat f, int64_t n, int64_t k) {
-  std::vector<unsigned char> bytes(static_cast<size_t>(n * block_row_bytes(f, k)));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> mag(-0.05f, 0.05f);
-  for (auto& b : bytes) b = static_cast<unsigned char>(byte(rng));
-  const int64_t bb = block_bytes(f);
-  for (int64_t b = 0; b < n * k / kBlockElements; ++b) {
-    unsigned char* p = bytes.data() + b * bb;
-    const uint16_t d = float_to_f16(mag(rng)), m = float_to_f16(mag(rng) * 8.0f);
-    std::memcpy(p, &d, 2);
-    if (f == BlockFormat::kQ4_1) std::memcpy(p + 2, &m, 2);
-  }
-  return bytes;
-}
 
 std::vector<float> random_x(std::mt19937& rng, int64_t m, int64_t k) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -67,9 +51,9 @@ std::vector<float> product(cpu::Int8BlockPath path, int64_t m, int64_t n, int64_
 
 TEST(Int8BlockGemm, TileOrderPutsEachRowsScalesAndQuantDwordsSideBySideAndBack) {
   std::mt19937 rng(7);
-  for (BlockFormat f : kFormats) {
+  for (BlockFormat f : aerie::testing::kBlockFormats) {
     const int64_t n = 32, k = 96, bb = block_bytes(f), blocks = k / 32;
-    const auto rows = random_blocks(rng, f, n, k);
+    const auto rows = aerie::testing::random_blocks(rng, f, n, k);
     std::vector<unsigned char> tiles(rows.size()), back(rows.size());
     blocks_to_tile_order(f, rows.data(), n, k, tiles.data());
     blocks_from_tile_order(f, tiles.data(), n, k, back.data());
@@ -114,9 +98,9 @@ TEST(Int8BlockGemm, AQ8BlockWorkedByHand) {
 // f32 rounding: the only approximation is x's rounding to int8.
 TEST(Int8BlockGemm, ErrorAgainstTheF32ProductIsWithinHalfAStepOfX) {
   std::mt19937 rng(11);
-  for (BlockFormat f : kFormats) {
+  for (BlockFormat f : aerie::testing::kBlockFormats) {
     const int64_t m = 3, n = 48, k = 576;
-    const auto rows = random_blocks(rng, f, n, k);
+    const auto rows = aerie::testing::random_blocks(rng, f, n, k);
     std::vector<float> w(static_cast<size_t>(n * k));
     dequantize_blocks(f, rows.data(), n * k / 32, w.data());
     const auto x = random_x(rng, m, k);
@@ -144,10 +128,10 @@ TEST(Int8BlockGemm, ErrorAgainstTheF32ProductIsWithinHalfAStepOfX) {
 TEST(Int8BlockGemm, AmxGivesTheScalarLoopsBitsForEveryRowCount) {
   if (!cpu::amx_int8_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (the scalar loop serves)";
   std::mt19937 rng(3);
-  for (BlockFormat f : kFormats)
+  for (BlockFormat f : aerie::testing::kBlockFormats)
     for (int64_t k : {32, 576, 1536}) {
       const int64_t n = 64;
-      const auto rows = random_blocks(rng, f, n, k);
+      const auto rows = aerie::testing::random_blocks(rng, f, n, k);
       TiledWeight w(f, rows, n, k);
       for (int64_t m = 1; m <= cpu::kInt8BlockMaxRows; ++m) {
         const auto x = random_x(rng, m, k);
@@ -163,9 +147,9 @@ TEST(Int8BlockGemm, AmxGivesTheScalarLoopsBitsForEveryRowCount) {
 TEST(Int8BlockGemm, ARowsResultDoesNotDependOnTheRowsBesideIt) {
   std::mt19937 rng(5);
   const auto path = cpu::int8_block_path();
-  for (BlockFormat f : kFormats) {
+  for (BlockFormat f : aerie::testing::kBlockFormats) {
     const int64_t n = 32, k = 576, m = f == BlockFormat::kQ4_1 ? 37 : 7;
-    const auto rows = random_blocks(rng, f, n, k);
+    const auto rows = aerie::testing::random_blocks(rng, f, n, k);
     TiledWeight w(f, rows, n, k);
     const auto x = random_x(rng, m, k);
     const auto all = product(path, m, n, k, x, w.view);
@@ -180,7 +164,7 @@ TEST(Int8BlockGemm, ARowsResultDoesNotDependOnTheRowsBesideIt) {
 TEST(Int8BlockGemm, RefusesWhatItCannotMultiply) {
   std::mt19937 rng(1);
   const int64_t n = 16, k = 64;
-  const auto rows = random_blocks(rng, BlockFormat::kQ4_1, n, k);
+  const auto rows = aerie::testing::random_blocks(rng, BlockFormat::kQ4_1, n, k);
   TiledWeight w(BlockFormat::kQ4_1, rows, n, k);
   std::vector<float> x(17 * k, 0.5f), y(17 * n);
   WeightBlocks in_rows = w.view;

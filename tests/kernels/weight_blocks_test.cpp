@@ -16,6 +16,7 @@
 #include "kernels/error.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/weight_blocks.hpp"
+#include "tests/kernels/random_blocks.hpp"
 #include "tests/test_util.hpp"
 
 using namespace aerie;
@@ -26,24 +27,6 @@ using aerie::testing::to_double;
 namespace {
 
 const Stream kCpu = Stream::cpu();
-constexpr BlockFormat kFormats[] = {BlockFormat::kQ4_0, BlockFormat::kQ4_1, BlockFormat::kQ8_0};
-
-// n rows of k weights as random blocks: f16 scales (and Q4_1 minimums) of either sign spanning
-// a few octaves, random quants.
-std::vector<unsigned char> random_blocks(std::mt19937& rng, BlockFormat f, int64_t n, int64_t k) {
-  std::vector<unsigned char> bytes(static_cast<size_t>(n * block_row_bytes(f, k)));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> mag(-0.05f, 0.05f);
-  for (auto& b : bytes) b = static_cast<unsigned char>(byte(rng));
-  const int64_t bb = block_bytes(f);
-  for (int64_t b = 0; b < n * k / kBlockElements; ++b) {
-    unsigned char* p = bytes.data() + b * bb;
-    const uint16_t d = float_to_f16(mag(rng)), m = float_to_f16(mag(rng) * 8.0f);
-    std::memcpy(p, &d, 2);
-    if (f == BlockFormat::kQ4_1) std::memcpy(p + 2, &m, 2);
-  }
-  return bytes;
-}
 
 std::vector<float> dequantized(BlockFormat f, const std::vector<unsigned char>& bytes, int64_t n, int64_t k) {
   std::vector<float> w(static_cast<size_t>(n * k));
@@ -96,10 +79,10 @@ TEST(WeightBlocks, DequantizeEachFormatAsLlamaCppLaysItOut) {
 TEST(WeightBlocks, SmallBatchProductsEqualTheDequantizedWeightsBitForBitOnEveryIsa) {
   std::mt19937 rng(31);
   int ran = 0;
-  for (const BlockFormat f : kFormats)
+  for (const BlockFormat f : aerie::testing::kBlockFormats)
     for (const int64_t k : {int64_t{32}, int64_t{576}, int64_t{1536}}) {
       const int64_t n = 37;
-      const auto bytes = random_blocks(rng, f, n, k);
+      const auto bytes = aerie::testing::random_blocks(rng, f, n, k);
       const auto w = dequantized(f, bytes, n, k);
       const WeightBlocks blocks{.bytes = TensorView(const_cast<unsigned char*>(bytes.data()), DType::kU8, {n, block_row_bytes(f, k)}), .format = f};
       for (const int64_t m : {1, 2, 3, 4, 5, 8, 16}) {
@@ -126,7 +109,7 @@ TEST(WeightBlocks, MatmulReadsTheBlocksUpTo16RowsAndTheF32WeightPastThem) {
   std::mt19937 rng(32);
   const BlockFormat f = BlockFormat::kQ4_1;
   const int64_t n = 70, k = 576;
-  auto bytes = random_blocks(rng, f, n, k);
+  auto bytes = aerie::testing::random_blocks(rng, f, n, k);
   auto w = dequantized(f, bytes, n, k);
   const TensorView wv(w.data(), DType::kF32, {n, k});
   const WeightBlocks blocks{.bytes = TensorView(bytes.data(), DType::kU8, {n, block_row_bytes(f, k)}), .format = f};
