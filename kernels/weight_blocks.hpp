@@ -69,8 +69,9 @@ void blocks_to_tile_order(BlockFormat f, const unsigned char* rows, int64_t n, i
 /// The inverse: kTiles16 back to kRows.
 void blocks_from_tile_order(BlockFormat f, const unsigned char* tiles, int64_t n, int64_t k, unsigned char* out);
 inline constexpr int64_t kBlocksMaxRows = 16;
-/// The rule every op taking a block copy follows: a product of `rows` rows of x on the CPU
-/// reads the blocks when they are given and rows <= kBlocksMaxRows.
+/// The rule every op taking a block copy in row order follows: a product of `rows` rows of x on
+/// the CPU reads the blocks when they are given and rows <= kBlocksMaxRows. Blocks in tile order
+/// are read at every row count (kernels/cpu/matmul.cpp: int8 activations, prefill included).
 inline bool blocks_copy_serves(const WeightBlocks& b, int64_t rows) { return b.defined() && rows <= kBlocksMaxRows; }
 
 }  // namespace aerie::kernels
