@@ -74,7 +74,7 @@ namespace {
 // block as the layout says (weight_blocks.hpp). `to_tiles` copies one way, else the other.
 void move_block(BlockFormat f, const unsigned char* from, unsigned char* to, int64_t n, int64_t k, bool to_tiles) {
   const int64_t bb = block_bytes(f), blocks = k / kBlockElements, row_bytes = blocks * bb;
-  const int64_t scales = f == BlockFormat::kQ4_1 ? 2 : 1, quant_bytes = bb - 2 * scales, dwords = quant_bytes / 4;
+  const int64_t scales = block_scales(f), dwords = (bb - 2 * scales) / 4;
   for (int64_t r = 0; r < n; ++r) {
     const int64_t g = r / kTileGroupRows, lane = r % kTileGroupRows;
     for (int64_t b = 0; b < blocks; ++b) {
@@ -85,8 +85,7 @@ void move_block(BlockFormat f, const unsigned char* from, unsigned char* to, int
         else std::memcpy(to + row_at + row_off, from + tile_at + tile_off, static_cast<size_t>(len));
       };
       for (int64_t s = 0; s < scales; ++s) copy(2 * s, s * 2 * kTileGroupRows + 2 * lane, 2);
-      const int64_t quants_at = scales * 2 * kTileGroupRows;
-      for (int64_t i = 0; i < dwords; ++i) copy(2 * scales + 4 * i, quants_at + i * 4 * kTileGroupRows + 4 * lane, 4);
+      for (int64_t i = 0; i < dwords; ++i) copy(2 * scales + 4 * i, tile_quants_offset(f) + i * 4 * kTileGroupRows + 4 * lane, 4);
     }
   }
 }

@@ -36,6 +36,11 @@ constexpr int64_t block_bytes(BlockFormat f) {
          : f == BlockFormat::kQ4_1 ? 2 + 2 + 16  // f16 scale, f16 minimum, 32 x 4-bit
                                    : 2 + 32;     // Q8_0: f16 scale, 32 x int8
 }
+/// f16 scales at the head of a block: d (1), or Q4_1's d and m (2).
+constexpr int64_t block_scales(BlockFormat f) { return f == BlockFormat::kQ4_1 ? 2 : 1; }
+/// Where a group's block's quants start in tile order (BlockLayout::kTiles16): after its 16 rows'
+/// scales.
+constexpr int64_t tile_quants_offset(BlockFormat f) { return block_scales(f) * 2 * kTileGroupRows; }
 /// "Q4_0", "Q4_1", "Q8_0".
 const char* block_format_name(BlockFormat f);
 /// Bytes of a row of k weights (k a multiple of 32).

@@ -68,14 +68,6 @@ struct QuantizedRows {
   static int32_t quantize_block_vector(const float* xb, int8_t* qb, float& d);
 };
 
-float f16_at(const unsigned char* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_float(h);
-}
-
-int64_t scale_count(BlockFormat f) { return f == BlockFormat::kQ4_1 ? 2 : 1; }
-
 // Quant j (0..31) of lane `lane` of a group's block in tile order (weight_blocks.hpp).
 int32_t quant_at(BlockFormat f, const unsigned char* quants, int64_t lane, int64_t j) {
   if (f == BlockFormat::kQ8_0) return static_cast<int8_t>(quants[(j / 4) * 64 + lane * 4 + j % 4]);
@@ -86,7 +78,7 @@ int32_t quant_at(BlockFormat f, const unsigned char* quants, int64_t lane, int64
 
 // The reference: every block's integer dot product, then the scaling in the documented order.
 void scalar_group(BlockFormat f, const QuantizedRows& qx, const unsigned char* group, int64_t g, float* y, int64_t n) {
-  const int64_t bb = block_bytes(f), tile_bytes = kGroup * bb, quants_at = scale_count(f) * 2 * kGroup;
+  const int64_t tile_bytes = kGroup * block_bytes(f), quants_at = tile_quants_offset(f);
   for (int64_t i = 0; i < qx.m; ++i)
     for (int64_t lane = 0; lane < kGroup; ++lane) {
       float acc = 0.0f;
@@ -97,9 +89,9 @@ void scalar_group(BlockFormat f, const QuantizedRows& qx, const unsigned char* g
         for (int64_t j = 0; j < kBlockElements; ++j) dot += quant_at(f, blk + quants_at, lane, j) * xq[j];
         const size_t at = static_cast<size_t>(i * qx.blocks + b);
         if (f == BlockFormat::kQ4_0) dot -= 8 * qx.sum[at];
-        const float scale = f16_at(blk + 2 * lane) * qx.d[at];
+        const float scale = load_as_float(blk, DType::kF16, lane) * qx.d[at];
         acc = std::fma(static_cast<float>(dot), scale, acc);
-        if (f == BlockFormat::kQ4_1) acc = std::fma(f16_at(blk + 2 * kGroup + 2 * lane), qx.ds[at], acc);
+        if (f == BlockFormat::kQ4_1) acc = std::fma(load_as_float(blk, DType::kF16, kGroup + lane), qx.ds[at], acc);
       }
       y[i * n + g * kGroup + lane] = acc;
     }
@@ -213,10 +205,22 @@ AERIE_AMX_TARGET int32_t QuantizedRows::quantize_block_vector(const float* xb, i
 
 namespace {
 
+// One block's integer sums: x's block (tile X, m rows of 32 int8, row stride ldx) times the
+// weights' tile (tile W, 8 rows of 64 bytes) into tile S, stored as m rows of 16 int32.
+template <BlockFormat F, int X, int W, int S>
+AERIE_AMX_TARGET inline void block_sums(const int8_t* x, int64_t ldx, const void* weights, int32_t (*sums)[kGroup]) {
+  _tile_loadd(X, x, ldx);
+  _tile_loadd(W, weights, 64);
+  _tile_zero(S);
+  if constexpr (F == BlockFormat::kQ8_0) _tile_dpbssd(S, X, W);  // signed quants
+  else _tile_dpbsud(S, X, W);                                    // 4-bit quants, unsigned
+  _tile_stored(S, sums, 64);
+}
+
 template <BlockFormat F>
 AERIE_AMX_TARGET void amx_group(const QuantizedRows& qx, const unsigned char* group, int64_t g, float* y, int64_t n) {
   constexpr int64_t bb = block_bytes(F), tile_bytes = kGroup * bb;
-  constexpr int64_t quants_at = (F == BlockFormat::kQ4_1 ? 2 : 1) * 2 * kGroup;
+  constexpr int64_t quants_at = tile_quants_offset(F);
   constexpr __mmask16 kAll = 0xFFFF;  // the all-lanes masked forms: GCC 12's unmasked ones warn about their undefined source
   thread_local GroupScratch scratch;
   __m512 acc[kInt8BlockMaxRows];
@@ -245,35 +249,15 @@ AERIE_AMX_TARGET void amx_group(const QuantizedRows& qx, const unsigned char* gr
     }
     const int8_t* xq = qx.q.data() + first * kBlockElements;
     int64_t b = 0;
-    for (; b + 1 < count; b += 2) {
+    for (; b + 1 < count; b += 2) {  // two blocks in flight, on tiles 0-2 and 3-5
       if constexpr (F == BlockFormat::kQ8_0) {
         const unsigned char* blk = group + (first + b) * tile_bytes;
         for (int64_t ahead = 0; ahead < 2 * tile_bytes; ahead += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + ahead), _MM_HINT_T0);
       }
-      _tile_loadd(0, xq + b * kBlockElements, qx.k);
-      _tile_loadd(1, weights_of(b), 64);
-      _tile_loadd(3, xq + (b + 1) * kBlockElements, qx.k);
-      _tile_loadd(4, weights_of(b + 1), 64);
-      _tile_zero(2);
-      _tile_zero(5);
-      if constexpr (F == BlockFormat::kQ8_0) {
-        _tile_dpbssd(2, 0, 1);
-        _tile_dpbssd(5, 3, 4);
-      } else {
-        _tile_dpbsud(2, 0, 1);
-        _tile_dpbsud(5, 3, 4);
-      }
-      _tile_stored(2, scratch.sums[b], 64);
-      _tile_stored(5, scratch.sums[b + 1], 64);
+      block_sums<F, 0, 1, 2>(xq + b * kBlockElements, qx.k, weights_of(b), scratch.sums[b]);
+      block_sums<F, 3, 4, 5>(xq + (b + 1) * kBlockElements, qx.k, weights_of(b + 1), scratch.sums[b + 1]);
     }
-    if (b < count) {
-      _tile_loadd(0, xq + b * kBlockElements, qx.k);
-      _tile_loadd(1, weights_of(b), 64);
-      _tile_zero(2);
-      if constexpr (F == BlockFormat::kQ8_0) _tile_dpbssd(2, 0, 1);
-      else _tile_dpbsud(2, 0, 1);
-      _tile_stored(2, scratch.sums[b], 64);
-    }
+    if (b < count) block_sums<F, 0, 1, 2>(xq + b * kBlockElements, qx.k, weights_of(b), scratch.sums[b]);
     compiler_barrier();
     for (int64_t c = 0; c < count; ++c) {
       const unsigned char* blk = group + (first + c) * tile_bytes;
