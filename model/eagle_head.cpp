@@ -212,14 +212,8 @@ BlockBuffer int8_tile_blocks(const Buffer& w) {
   convert_to_float(w.data(), w.view().dtype, n * k, values.data());
   std::vector<unsigned char> rows(static_cast<size_t>(n * kernels::block_row_bytes(f, k)));
   kernels::quantize_q8_0_blocks(values.data(), n, k, rows.data());
-  BlockBuffer b{Buffer(Device::kCpu, DType::kU8, {n, kernels::block_row_bytes(f, k)}), f, kernels::BlockLayout::kTiles16};
-  kernels::blocks_to_tile_order(f, rows.data(), n, k, static_cast<unsigned char*>(b.bytes.data()));
-  return b;
+  return tile_order_blocks(f, rows.data(), n, k);
 }
-
-}  // namespace
-
-namespace {
 
 // The head's products: each weight with its fp8 copy and its int8 blocks. Its own LM head
 // (EAGLE3's, or the hot rows of the target's) only where it has one; a plain EAGLE head reads

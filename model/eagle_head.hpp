@@ -74,7 +74,7 @@ struct EagleHeadWeights {
   Fp8Rows fc_fp8, qkv_fp8, o_proj_fp8, gate_up_fp8, down_fp8, lm_head_fp8;
   // On the CPU with int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1, model/llama_weights.hpp):
   // each product's Q8_0 blocks in tile order, made when the head is built (lossy, as fp8: only
-  // acceptance moves), read by products of up to 16 rows (empty otherwise).
+  // acceptance moves), read by its products at every row count (empty otherwise).
   BlockBuffer fc_blocks, qkv_blocks, o_proj_blocks, gate_up_blocks, down_blocks, lm_head_blocks;
 };
 

@@ -38,6 +38,12 @@ int64_t LlamaWeights::decode_bytes() const {
   return n;
 }
 
+BlockBuffer tile_order_blocks(kernels::BlockFormat f, const unsigned char* rows, int64_t n, int64_t k) {
+  BlockBuffer b{Buffer(Device::kCpu, DType::kU8, {n, kernels::block_row_bytes(f, k)}), f, kernels::BlockLayout::kTiles16};
+  kernels::blocks_to_tile_order(f, rows, n, k, static_cast<unsigned char*>(b.bytes.data()));
+  return b;
+}
+
 bool int8_activations_asked() { return kernels::env_knob("AERIE_CPU_INT8_ACTIVATIONS") == 1; }
 
 bool gguf_blocks_kept(Device device, DType dtype, const TpShard& shard) {
@@ -73,16 +79,10 @@ void load_layer_blocks(GgufTensorSource& g, const std::string& p, const LlamaCon
   if (const auto db = g.get_blocks(p + "mlp.down_proj.weight", h, inter); db.defined()) L.down_blocks = {copy_of(db.bytes, Device::kCpu, DType::kU8), db.format};
 }
 
-// Blocks in tile order for the products over int8 activations (kernels/cpu/int8_block_gemm.hpp),
-// where the rows come in whole groups of 16.
+// A layer's blocks into tile order where the rows come in whole groups of 16.
 void to_tile_order(BlockBuffer& b, int64_t cols) {
   if (!b.bytes.data() || b.bytes.view().dim(0) % kernels::kTileGroupRows != 0) return;
-  const TensorView& v = b.bytes.view();
-  Buffer tiles(Device::kCpu, DType::kU8, {v.dim(0), v.dim(1)});
-  kernels::blocks_to_tile_order(b.format, static_cast<const unsigned char*>(b.bytes.data()), b.bytes.view().dim(0), cols,
-                                static_cast<unsigned char*>(tiles.data()));
-  b.bytes = std::move(tiles);
-  b.layout = kernels::BlockLayout::kTiles16;
+  b = tile_order_blocks(b.format, static_cast<const unsigned char*>(b.bytes.data()), b.bytes.view().dim(0), cols);
 }
 
 BlockBuffer blocks_of(GgufTensorSource& g, const std::string& name, int64_t rows, int64_t cols) {

@@ -65,6 +65,10 @@ using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 LlamaWeights load_llama_weights(const std::filesystem::path& dir, const LlamaConfig& config, Device device, DType dtype,
                                 const LoadProgress& progress = {}, const TpShard& shard = {});
 
+// n rows of k weights' blocks in row order (kernels/weight_blocks.hpp), copied into tile order
+// (n a multiple of 16) for the products over int8 activations.
+BlockBuffer tile_order_blocks(kernels::BlockFormat f, const unsigned char* rows, int64_t n, int64_t k);
+
 // Whether the kept blocks go into tile order for the products over int8 activations
 // (kernels/cpu/int8_block_gemm.hpp; AERIE_CPU_INT8_ACTIVATIONS=1): llama.cpp's numbers, not the
 // f32 model's.
