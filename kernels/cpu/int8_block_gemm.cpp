@@ -205,18 +205,6 @@ AERIE_AMX_TARGET int32_t QuantizedRows::quantize_block_vector(const float* xb, i
 
 namespace {
 
-// One block's integer sums: x's block (tile X, m rows of 32 int8, row stride ldx) times the
-// weights' tile (tile W, 8 rows of 64 bytes) into tile S, stored as m rows of 16 int32.
-template <BlockFormat F, int X, int W, int S>
-AERIE_AMX_TARGET inline void block_sums(const int8_t* x, int64_t ldx, const void* weights, int32_t (*sums)[kGroup]) {
-  _tile_loadd(X, x, ldx);
-  _tile_loadd(W, weights, 64);
-  _tile_zero(S);
-  if constexpr (F == BlockFormat::kQ8_0) _tile_dpbssd(S, X, W);  // signed quants
-  else _tile_dpbsud(S, X, W);                                    // 4-bit quants, unsigned
-  _tile_stored(S, sums, 64);
-}
-
 template <BlockFormat F>
 AERIE_AMX_TARGET void amx_group(const QuantizedRows& qx, const unsigned char* group, int64_t g, float* y, int64_t n) {
   constexpr int64_t bb = block_bytes(F), tile_bytes = kGroup * bb;
@@ -248,16 +236,38 @@ AERIE_AMX_TARGET void amx_group(const QuantizedRows& qx, const unsigned char* gr
       compiler_barrier();
     }
     const int8_t* xq = qx.q.data() + first * kBlockElements;
+    // Two blocks in flight, on tiles 0-2 and 3-5. The tile numbers are written out: GCC's tile
+    // intrinsics paste them into the instruction's text, so they cannot be template arguments.
     int64_t b = 0;
-    for (; b + 1 < count; b += 2) {  // two blocks in flight, on tiles 0-2 and 3-5
+    for (; b + 1 < count; b += 2) {
       if constexpr (F == BlockFormat::kQ8_0) {
         const unsigned char* blk = group + (first + b) * tile_bytes;
         for (int64_t ahead = 0; ahead < 2 * tile_bytes; ahead += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + ahead), _MM_HINT_T0);
       }
-      block_sums<F, 0, 1, 2>(xq + b * kBlockElements, qx.k, weights_of(b), scratch.sums[b]);
-      block_sums<F, 3, 4, 5>(xq + (b + 1) * kBlockElements, qx.k, weights_of(b + 1), scratch.sums[b + 1]);
+      _tile_loadd(0, xq + b * kBlockElements, qx.k);
+      _tile_loadd(1, weights_of(b), 64);
+      _tile_loadd(3, xq + (b + 1) * kBlockElements, qx.k);
+      _tile_loadd(4, weights_of(b + 1), 64);
+      _tile_zero(2);
+      _tile_zero(5);
+      if constexpr (F == BlockFormat::kQ8_0) {  // signed quants
+        _tile_dpbssd(2, 0, 1);
+        _tile_dpbssd(5, 3, 4);
+      } else {  // 4-bit quants, unsigned
+        _tile_dpbsud(2, 0, 1);
+        _tile_dpbsud(5, 3, 4);
+      }
+      _tile_stored(2, scratch.sums[b], 64);
+      _tile_stored(5, scratch.sums[b + 1], 64);
     }
-    if (b < count) block_sums<F, 0, 1, 2>(xq + b * kBlockElements, qx.k, weights_of(b), scratch.sums[b]);
+    if (b < count) {
+      _tile_loadd(0, xq + b * kBlockElements, qx.k);
+      _tile_loadd(1, weights_of(b), 64);
+      _tile_zero(2);
+      if constexpr (F == BlockFormat::kQ8_0) _tile_dpbssd(2, 0, 1);
+      else _tile_dpbsud(2, 0, 1);
+      _tile_stored(2, scratch.sums[b], 64);
+    }
     compiler_barrier();
     for (int64_t c = 0; c < count; ++c) {
       const unsigned char* blk = group + (first + c) * tile_bytes;
