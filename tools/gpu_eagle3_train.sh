@@ -21,9 +21,7 @@ if [[ -f .device.tgz ]]; then
   export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 fi
 OUT=${OUT:-/tmp/aerie-eagle3}
-M=$PWD/.device_model/smollm2.gguf
-[[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"
-echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c
+M=$(bash tools/device_model_gguf.sh) || exit 1
 rm -rf .device_model/head
 PYTHONPATH=$PWD/.device_model/py python3 tools/train_eagle3/train.py --model "$M" --out .device_model/head "$@" 2>&1 |
   grep -v "Converting and de-quantizing\|Loading weights" | tee "$OUT/train_log.txt"

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 RESULTS=${OUT:-/tmp/aerie-smollm2}
 rm -rf .device
 source tools/gpu_steps.sh
-M=$PWD/.device_model/smollm2.gguf
-cat .device_model/smollm2.gguf.part_* > "$M"
-echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c || exit 1
+M=$(bash tools/device_model_gguf.sh) || exit 1
 step generate 300 "$B/aerie-generate" --model-path "$M" --device cuda --dtype bf16 --chat --temperature 0 --max-new-tokens 64 \
   --output json --prompt "What is the capital of France?" --prompt "Give me three tips for a good night's sleep."
 step aerie_bench 400 "$B/aerie-bench" one-batch --model-path "$M" --device cuda --dtype bf16 --batch-size 1,8,32 \

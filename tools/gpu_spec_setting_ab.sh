@@ -18,10 +18,7 @@
 set -uo pipefail
 RESULTS=${OUT:-/tmp/aerie-gpu-setting-ab}
 source "$(dirname "$0")/gpu_steps.sh"
-M=$PWD/.device_model/smollm2.gguf
-if [[ ! -f $M ]]; then
-  cat .device_model/smollm2.gguf.part_* > "$M" && echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c || exit 1
-fi
+M=$(bash tools/device_model_gguf.sh) || exit 1
 HEAD=${HEAD:-$PWD/.device_model/v10}
 SETTINGS=${SETTINGS:-"eager:--prefill-cuda-graph-max-tokens=0 graphs:"}
 eval_run() {  # name, flags (comma-separated), prompts, configs, more eval_spec.py flags...

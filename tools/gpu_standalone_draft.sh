@@ -25,8 +25,7 @@ OUT=${OUT:-/tmp/aerie-standalone}
 mkdir -p "$OUT"
 M=${MODEL:-$PWD/.device_model/smollm2.gguf}
 if [[ -z ${MODEL:-} ]]; then
-  [[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"
-  echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c
+  M=$(bash tools/device_model_gguf.sh) || exit 1
 fi
 START=$(date +%s)
 CACHE=.device_model/distill_answers.json

@@ -39,15 +39,12 @@ print(f"{sys.argv[2]}: {sum(x == y for x, y in zip(a, b))}/{len(a)} outputs iden
 PY
 }
 smollm2_eval() {  # json name [eval_spec.py flags]: SmolLM2 + the trained EAGLE-3 head against plain decoding
-  # (eval_spec.py), when .device_model/ holds the GGUF's parts and their sha256 (tools/gpu_smollm2_bench.sh says how)
+  # (eval_spec.py), when .device_model/ holds the GGUF's parts and their sha256 (tools/device_model_gguf.sh says how)
   local name=$1
   shift
-  ls .device_model/smollm2.gguf.part_* >/dev/null 2>&1 || return 0
-  local M=$PWD/.device_model/smollm2.gguf
-  cat .device_model/smollm2.gguf.part_* > "$M"
-  if ! echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c; then
-    echo "the GGUF's parts do not match its sha256"; status=1; return
-  fi
+  compgen -G ".device_model/smollm2.gguf*part_*" >/dev/null || return 0
+  local M
+  M=$(bash tools/device_model_gguf.sh) || { status=1; return; }
   step eval 420 python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" --model "$M" --head assets/smollm2-eagle3 \
     --device cuda --dtype bf16 --prompts 16 --max-new 128 --batch-size 1 8 --json "$RESULTS/$name" "$@"
 }

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-tree-extend}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-M=$PWD/.device_model/smollm2.gguf
-[[ -f $M ]] || cat .device_model/smollm2.gguf.part_* > "$M"
-echo "$(cat .device_model/smollm2.gguf.sha256)  $M" | sha256sum -c || exit 1
+M=$(bash tools/device_model_gguf.sh) || exit 1
 rm -rf .device .device_base /tmp/before && mkdir -p /tmp/before && tar xzf .device_base.tgz -C /tmp/before && mv /tmp/before/.device .device_base
 tar xzf .device.tgz
 if [[ -x .device/bin/gpu_test ]]; then

@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from smollm2_or_skip import ROOT, check, smollm2_path  # noqa: E402
 
 EVAL = os.path.join(ROOT, "tools", "train_eagle3", "eval_spec.py")
+sys.path.insert(0, os.path.dirname(EVAL))
+import eval_spec  # noqa: E402
 HEAD = os.path.join(ROOT, "assets", "smollm2-eagle3")
 
 
@@ -36,6 +38,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--generate", required=True)
     args = ap.parse_args()
+    # Configuration names become aerie-generate's flags; other names are refused before any run.
+    check(eval_spec.config_flags("plain") == [], "plain has no speculative flags")
+    check(eval_spec.config_flags("chain-6") == ["--speculative-num-steps", "6", "--speculative-eagle-topk", "1"], "chain-6")
+    check(eval_spec.config_flags("tree-4x5-16") == ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4",
+                                                    "--speculative-num-draft-tokens", "16"], "tree-4x5-16")
+    for bad in ["chain", "chain-0", "chain-x", "tree-4x5", "tree-0x5-8", "plain-2", "chain-3 "]:
+        try:
+            eval_spec.config_flags(bad)
+            check(False, f"{bad!r} accepted")
+        except ValueError:
+            pass
     model = smollm2_path()
     with tempfile.TemporaryDirectory() as tmp:
         rows = run(args.generate, model, ["plain", "chain-2"], os.path.join(tmp, "with_plain.json"))

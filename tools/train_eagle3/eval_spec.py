@@ -19,21 +19,35 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prompts as prompt_sets  # noqa: E402
 
-CONFIGS = {
-    "plain": [],
-    # Chain 2 (3-row verifies): on a 2-core CPU each further draft step costs a verify row
-    # and a head forward, and 2 steps paid best there (docs/performance.md).
-    "chain-2": ["--speculative-num-steps", "2", "--speculative-eagle-topk", "1"],
-    "chain-3": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"],
-    "chain-5": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
-    "tree-4x3-8": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
-    # The same tree (topk 4, 8 draft tokens) drafted 5 steps deep: #19's goal reads 5 steps.
-    "tree-4x5-8": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
-    # Larger trees: on a launch-bound model (SmolLM2 on a GPU) a verify of 16-32 tokens per
-    # request costs about what one of 4 does; on the CPU it costs 4-8x more.
-    "tree-4x5-16": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"],
-    "tree-8x5-32": ["--speculative-num-steps", "5", "--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "32"],
-}
+# Configurations by name: "plain"; "chain-N" (N draft steps, topk 1, N + 1 verify rows);
+# "tree-KxS-T" (topk K, S steps, T draft tokens). Chain 2 (3-row verifies) paid best on a 2-core
+# CPU, where each further step costs a verify row and a head forward; a launch-bound model on a GPU
+# (SmolLM2 on an H200) verifies 16-32 tokens for about what 4 cost (docs/performance.md).
+CONFIG_PATTERN = re.compile(r"^(?:plain|chain-([1-9]\d?)|tree-([1-9]\d?)x([1-9]\d?)-([1-9]\d{0,2}))$")
+
+
+def config_flags(name):
+    """aerie-generate's speculative flags for a configuration name (ValueError for a bad one)."""
+    m = CONFIG_PATTERN.match(name)
+    if not m:
+        raise ValueError(f"unknown configuration {name!r}: plain, chain-N or tree-KxS-T")
+    if name == "plain":
+        return []
+    if m.group(1):
+        return ["--speculative-num-steps", m.group(1), "--speculative-eagle-topk", "1"]
+    topk, steps, tokens = m.group(2), m.group(3), m.group(4)
+    return ["--speculative-num-steps", steps, "--speculative-eagle-topk", topk, "--speculative-num-draft-tokens", tokens]
+
+
+def config_name(text):
+    """argparse type: a configuration name, checked."""
+    try:
+        config_flags(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+    return text
+
+
 DEFAULT_CONFIGS = ["plain", "chain-3", "chain-5", "tree-4x3-8"]
 SUMMARY = re.compile(r"aerie-generate: (\d+) requests, (\d+) output tokens in ([\d.e+-]+) s \(([\d.e+-]+) tok/s\)"
                      r"(?:, (\d+) verify forwards \(([\d.e+-]+) tokens per verify\))?")
@@ -65,7 +79,7 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--batch-size", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--temperature", type=float, nargs="+", default=[0.0, 0.7])
-    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS), help="plain first: the speedups' baseline (without it the rows have no speedup)")
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, type=config_name, help="plain, chain-N, tree-KxS-T; plain first: the speedups' baseline (without it the rows have no speedup)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=["held-out", "train"], default="held-out", help="prompts of the held-out or the training topics")
     ap.add_argument("--json", required=True)
@@ -83,7 +97,7 @@ def main():
                        "--temperature", str(temp), "--seed", "1", "--max-new-tokens", str(args.max_new),
                        "--max-running-requests", str(bs), "--output", "json"] + args.extra.split() + sum((["--prompt", p] for p in prompts), [])
                 if name != "plain":
-                    cmd += ["--speculative-algorithm", args.algorithm, "--speculative-draft-model-path", args.head] + CONFIGS[name]
+                    cmd += ["--speculative-algorithm", args.algorithm, "--speculative-draft-model-path", args.head] + config_flags(name)
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
                 if out.returncode != 0:
                     print(f"FAIL {name} batch {bs} T={temp}: {out.stderr[-1500:]}")
