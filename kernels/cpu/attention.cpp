@@ -76,6 +76,14 @@ Status kv_write(const KvWriteParams& p) {
   for (int64_t t = 0; t < tokens; ++t)
     if (s[t] < 0 || s[t] >= slots)
       return Status::error("kv_write: slot " + std::to_string(s[t]) + " is outside the cache of " + std::to_string(slots));
+  if (p.k.dtype == p.k_cache.dtype && p.v.dtype == p.v_cache.dtype) {  // rows of the cache's dtype: copied as they are
+    const size_t kb = static_cast<size_t>(row) * dtype_size(p.k.dtype), vb = static_cast<size_t>(row) * dtype_size(p.v.dtype);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::memcpy(static_cast<char*>(p.k_cache.data) + static_cast<size_t>(s[t]) * kb, static_cast<const char*>(p.k.data) + static_cast<size_t>(t) * kb, kb);
+      std::memcpy(static_cast<char*>(p.v_cache.data) + static_cast<size_t>(s[t]) * vb, static_cast<const char*>(p.v.data) + static_cast<size_t>(t) * vb, vb);
+    }
+    return Status::ok();
+  }
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t i = 0; i < row; ++i) {
       store_from_float(p.k_cache.data, p.k_cache.dtype, s[t] * row + i, load_as_float(p.k.data, p.k.dtype, t * row + i));

@@ -16,14 +16,17 @@ Status rope_kv_write(const RopeKvWriteParams& p) {
   const int64_t half = dim / 2;
   // Element offset of dim d of a pair-adjacent head (see rope_kv_write.hpp).
   auto paired = [&](int64_t d) { return d < half ? 2 * d : 2 * (d - half) + 1; };
+  const auto* qkv = static_cast<const unsigned char*>(p.qkv.data);
+  auto* q_out = static_cast<unsigned char*>(p.q_out.data);
   for (int64_t r = 0; r < tokens; ++r) {
     const int64_t row = r * width;
-    for (int64_t h = 0; h < qh + kh; ++h)
-      for (int64_t d = 0; d < dim; ++d) {
-        const float x = load_as_float(p.qkv.data, t, row + h * dim + paired(d));
-        if (h < qh) store_from_float(p.q_out.data, t, (r * qh + h) * dim + d, x);
-        else store_from_float(k.data(), t, (r * kh + h - qh) * dim + d, x);
-      }
+    // Element copies of one dtype (q_out and the cache rows share the input's): bytes, not a
+    // conversion through float and back, which cost a switch per element.
+    for (int64_t h = 0; h < qh + kh; ++h) {
+      unsigned char* dst = h < qh ? q_out + ((r * qh + h) * dim) * static_cast<int64_t>(es) : k.data() + ((r * kh + h - qh) * dim) * static_cast<int64_t>(es);
+      const unsigned char* src = qkv + (row + h * dim) * static_cast<int64_t>(es);
+      for (int64_t d = 0; d < dim; ++d) std::memcpy(dst + d * static_cast<int64_t>(es), src + paired(d) * static_cast<int64_t>(es), es);
+    }
     std::memcpy(v.data() + r * kh * dim * static_cast<int64_t>(es),
                 static_cast<const unsigned char*>(p.qkv.data) + (row + (qh + kh) * dim) * static_cast<int64_t>(es),
                 static_cast<size_t>(kh * dim) * es);

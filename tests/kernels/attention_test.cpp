@@ -1,5 +1,6 @@
 // Paged attention over a ragged batch (prefill, extend, decode mixed) against a dense
 // double-precision reference; custom masks; the KV write.
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -252,6 +253,36 @@ TEST(KvWrite, WritesRowsToTheirSlots) {
   Buffer bad = host_i32({5, 0});
   EXPECT_FALSE(kv_write({.k = k.view(), .v = v.view(), .slots = bad.view(), .k_cache = kc.view(), .v_cache = vc.view()},
                         Stream::cpu()).is_ok());
+}
+
+// Rows already in the cache's dtype are copied as they are (the fast path): every bit, k and v,
+// other slots untouched, for f32 and bf16 caches.
+TEST(KvWrite, RowsOfTheCachesDtypeLandBitForBit) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    std::mt19937 rng(5);
+    Buffer k = random_buffer(rng, dt, {3, 2, 8}), v = random_buffer(rng, dt, {3, 2, 8});
+    Buffer kc(Device::kCpu, dt, {6, 2, 8}), vc(Device::kCpu, dt, {6, 2, 8});
+    kc.zero();
+    vc.zero();
+    Buffer slots = host_i32({2, 5, 0});
+    ASSERT_TRUE(kv_write({.k = k.view(), .v = v.view(), .slots = slots.view(), .k_cache = kc.view(), .v_cache = vc.view()},
+                         Stream::cpu()).is_ok());
+    const size_t row = 16 * dtype_size(dt);
+    const auto* kb = static_cast<const unsigned char*>(k.view().data);
+    const auto* vb = static_cast<const unsigned char*>(v.view().data);
+    const auto* kcb = static_cast<const unsigned char*>(kc.view().data);
+    const auto* vcb = static_cast<const unsigned char*>(vc.view().data);
+    const int slot_of[3] = {2, 5, 0};
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_EQ(std::memcmp(kcb + slot_of[t] * row, kb + t * row, row), 0) << "k row " << t;
+      EXPECT_EQ(std::memcmp(vcb + slot_of[t] * row, vb + t * row, row), 0) << "v row " << t;
+    }
+    const std::vector<unsigned char> zeros(row, 0);
+    for (int untouched : {1, 3, 4}) {
+      EXPECT_EQ(std::memcmp(kcb + untouched * row, zeros.data(), row), 0);
+      EXPECT_EQ(std::memcmp(vcb + untouched * row, zeros.data(), row), 0);
+    }
+  }
 }
 
 TEST(KvMove, MovesRowsInOrderInEveryLayer) {
