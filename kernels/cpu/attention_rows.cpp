@@ -9,10 +9,33 @@
 #include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/lane_folds.hpp"
 #include "kernels/cpu/vector_exp.hpp"
+#include "kernels/cpu/vector_exp_x86.hpp"
 
 namespace aerie::kernels::cpu {
 
 namespace {
+
+// s[j] *= scale and the largest of them (NaNs skipped, as std::max(m, s) skips them): sixteen
+// running maxima the compiler can keep in one register; a maximum is exact in any order.
+AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
+  float m[16];
+  std::fill(m, m + 16, -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int u = 0; u < 16; ++u) {
+      const float v = s[j + u] * scale;
+      s[j + u] = v;
+      m[u] = v > m[u] ? v : m[u];
+    }
+  float best = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j) {
+    const float v = s[j] * scale;
+    s[j] = v;
+    best = v > best ? v : best;
+  }
+  for (float v : m) best = v > best ? v : best;
+  return best;
+}
 
 // The two inner loops. Sixteen partial sums: vectorised, and the order is fixed.
 inline float dot16(const float* a, const float* b, int64_t n) {
@@ -155,14 +178,66 @@ void axpy_rows(float* acc, const float* e, const float* cache, const int32_t* sl
 
 }  // namespace
 
-// vector_exp vectorises (libm's expf was a call per key: ~4% of a speculative CPU run).
-AERIE_CPU_CLONES float softmax_numerators(float* s, int64_t n, float max_score) {
-  constexpr float kNone = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) s[j] = s[j] == kNone ? -1.0f : vector_exp(s[j] - max_score);
+namespace {
+constexpr float kNone = -std::numeric_limits<float>::infinity();
+
+// The denominator: the numerators of the visible keys (>= 0) added in key order.
+float sum_in_key_order(const float* s, int64_t n) {
   float denom = 0.0f;
   for (int64_t j = 0; j < n; ++j)
     if (s[j] >= 0.0f) denom += s[j];
   return denom;
+}
+
+// The numerators by vector_exp as this CPU's clone computes it (one call a key, which the
+// compiler keeps scalar: ~4 cycles a key in a 4-row verify's attention).
+AERIE_CPU_CLONES void numerators_loop(float* s, int64_t n, float max_score) {
+  for (int64_t j = 0; j < n; ++j) s[j] = s[j] == kNone ? -1.0f : vector_exp(s[j] - max_score);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Sixteen keys at a time (the last ones under a mask), vector_exp's bits (vector_exp_x86.hpp).
+__attribute__((target("avx512f"))) void numerators_avx512(float* s, int64_t n, float max_score) {
+  const __m512 none = _mm512_set1_ps(kNone), minus_one = _mm512_set1_ps(-1.0f), mx = _mm512_set1_ps(max_score);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = n - j >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(lanes, s + j);
+    const ExpParts16 e = exp_parts_avx512(_mm512_sub_ps(v, mx));
+    const __mmask16 hidden = _mm512_cmp_ps_mask(v, none, _CMP_EQ_OQ);
+    _mm512_mask_storeu_ps(s + j, lanes, _mm512_mask_blend_ps(hidden, _mm512_mul_ps(e.er, e.scale), minus_one));
+  }
+}
+
+// Eight keys at a time; the last ones through a padded copy.
+__attribute__((target("avx2,fma"))) void numerators8_avx2(float* at, __m256 mx) {
+  const __m256 v = _mm256_loadu_ps(at);
+  const ExpParts8 e = exp_parts_avx2(_mm256_sub_ps(v, mx));
+  _mm256_storeu_ps(at, _mm256_blendv_ps(_mm256_mul_ps(e.er, e.scale), _mm256_set1_ps(-1.0f), _mm256_cmp_ps(v, _mm256_set1_ps(kNone), _CMP_EQ_OQ)));
+}
+__attribute__((target("avx2,fma"))) void numerators_avx2(float* s, int64_t n, float max_score) {
+  const __m256 mx = _mm256_set1_ps(max_score);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) numerators8_avx2(s + j, mx);
+  if (j < n) {
+    alignas(32) float tail[8] = {};
+    std::copy(s + j, s + n, tail);
+    numerators8_avx2(tail, mx);
+    std::copy(tail, tail + (n - j), s + j);
+  }
+}
+#endif
+}  // namespace
+
+float softmax_numerators(float* s, int64_t n, float max_score) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const CpuIsa isa = cpu_isa();
+  if (isa == CpuIsa::kAvx512) numerators_avx512(s, n, max_score);
+  else if (isa == CpuIsa::kAvx2) numerators_avx2(s, n, max_score);
+  else numerators_loop(s, n, max_score);
+#else
+  numerators_loop(s, n, max_score);
+#endif
+  return sum_in_key_order(s, n);
 }
 
 bool AttentionTaskContext::visible(int64_t b, int64_t i, int64_t j, int64_t q_len, int64_t kv_len) const {
@@ -213,15 +288,19 @@ void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h) {
     c.query_row(c.qo[b] + i, h, qrow.data());
     if (f32) dot_rows(qrow.data(), k_rows, slots, span, stride, dim, scores.data());
     float max_score = kNone;
-    for (int64_t j = 0; j < span; ++j) {
-      if (!c.visible(b, i, j, q_len, kv_len)) {
-        scores[static_cast<size_t>(j)] = kNone;
-        continue;
+    if (f32 && !c.mp) {  // causal: every key of the span is visible
+      max_score = scale_and_max(scores.data(), span, c.p.scale);
+    } else {
+      for (int64_t j = 0; j < span; ++j) {
+        if (!c.visible(b, i, j, q_len, kv_len)) {
+          scores[static_cast<size_t>(j)] = kNone;
+          continue;
+        }
+        const float d = f32 ? scores[static_cast<size_t>(j)] : dot(qrow.data(), c.cache_row(c.p.k_cache, slots[j], kvh, row.data()), dim);
+        const float s = d * c.p.scale;
+        scores[static_cast<size_t>(j)] = s;
+        max_score = std::max(max_score, s);
       }
-      const float d = f32 ? scores[static_cast<size_t>(j)] : dot(qrow.data(), c.cache_row(c.p.k_cache, slots[j], kvh, row.data()), dim);
-      const float s = d * c.p.scale;
-      scores[static_cast<size_t>(j)] = s;
-      max_score = std::max(max_score, s);
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
     float denom = 0.0f;

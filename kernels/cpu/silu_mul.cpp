@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_isa.hpp"
 #include "kernels/cpu/parallel_for.hpp"
 #include "kernels/cpu/vector_exp.hpp"
+#include "kernels/cpu/vector_exp_x86.hpp"
 
 namespace aerie::kernels::cpu {
 
@@ -23,63 +24,36 @@ AERIE_CPU_CLONES void silu_mul_row_loop(const float* gate_up, float* out, int64_
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Sixteen at a time on AVX-512 (eight on AVX2, below): vector_exp's steps and constants with
-// the multiply-adds the compiler fuses in the loop above (read off its AVX-512 clone), so the
-// same bits wherever e^-g is a normal float (|g| < 87.3; past that the loop's branches take
-// constants the compiler folded, which may differ in the last place). The scalar loop cost ~60
+// Sixteen at a time on AVX-512 (eight on AVX2, below): vector_exp's steps with the
+// multiply-adds the compiler fuses in the loop above (vector_exp_x86.hpp), so the same bits
+// wherever e^-g is a normal float (|g| < 87.3; past that the loop's branches take constants the
+// compiler folded, which may differ in the last place). The scalar loop cost ~60
 // cycles an element: ~1.5% of a SmolLM2 decode step at one row, 4.5% at four.
 __attribute__((target("avx512f"))) void silu_mul_row_avx512(const float* gate_up, float* out, int64_t inter) {
   const __m512i gates = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i ups = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
-  constexpr __mmask16 kAll = 0xFFFF;  // the masked forms: GCC 12's unmasked ones warn about their undefined source
+  const __m512 one = _mm512_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 16 <= inter; i += 16) {
     const __m512 lo = _mm512_loadu_ps(gate_up + 2 * i), hi = _mm512_loadu_ps(gate_up + 2 * i + 16);
     const __m512 g = _mm512_permutex2var_ps(lo, gates, hi), u = _mm512_permutex2var_ps(lo, ups, hi);
-    const __m512 neg_g = _mm512_sub_ps(_mm512_setzero_ps(), g);
-    const __m512 x = _mm512_maskz_min_ps(kAll, _mm512_maskz_max_ps(kAll, neg_g, _mm512_set1_ps(exp_poly::kMin)), _mm512_set1_ps(exp_poly::kMax));
-    const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_fmadd_ps(x, _mm512_set1_ps(exp_poly::kLog2e), half),
-                                                _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(exp_poly::kLn2Hi), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(exp_poly::kLn2Lo), r);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(exp_poly::kP0), r, _mm512_set1_ps(exp_poly::kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP5));
-    const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), one);
-    const __m512i biased = _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, n), _mm512_set1_epi32(127));
-    const __m512 scale = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, biased, 23));  // 2^n
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_fmadd_ps(scale, er, one)), u));
+    const ExpParts16 e = exp_parts_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));  // e^-g
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_fmadd_ps(e.scale, e.er, one)), u));
   }
   if (i < inter) silu_mul_row_loop(gate_up + 2 * i, out + i, inter - i);
 }
 
 // AVX2 + FMA: the same steps eight at a time.
 __attribute__((target("avx2,fma"))) void silu_mul_row_avx2(const float* gate_up, float* out, int64_t inter) {
-  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 8 <= inter; i += 8) {
     const __m256 lo = _mm256_loadu_ps(gate_up + 2 * i), hi = _mm256_loadu_ps(gate_up + 2 * i + 8);
     // shuffle_ps picks within 128-bit halves (g0 g1 g4 g5 | g2 g3 g6 g7): put the quarters in order.
     const __m256 g = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     const __m256 u = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
-    const __m256 neg_g = _mm256_sub_ps(_mm256_setzero_ps(), g);
-    const __m256 x = _mm256_min_ps(_mm256_max_ps(neg_g, _mm256_set1_ps(exp_poly::kMin)), _mm256_set1_ps(exp_poly::kMax));
-    const __m256 n =
-        _mm256_round_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(exp_poly::kLog2e), half), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_poly::kLn2Hi), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_poly::kLn2Lo), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(exp_poly::kP0), r, _mm256_set1_ps(exp_poly::kP1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP5));
-    const __m256 er = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), one);
-    const __m256i biased = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127));
-    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));  // 2^n
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_fmadd_ps(scale, er, one)), u));
+    const ExpParts8 e = exp_parts_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));  // e^-g
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_fmadd_ps(e.scale, e.er, one)), u));
   }
   if (i < inter) silu_mul_row_loop(gate_up + 2 * i, out + i, inter - i);
 }
