@@ -15,11 +15,14 @@ namespace aerie::kernels::cpu {
 
 namespace {
 
+// A key a query cannot see: its score (and, after softmax_numerators, its numerator is -1).
+constexpr float kNone = -std::numeric_limits<float>::infinity();
+
 // s[j] *= scale and the largest of them (NaNs skipped, as std::max(m, s) skips them): sixteen
 // running maxima the compiler can keep in one register; a maximum is exact in any order.
 AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
   float m[16];
-  std::fill(m, m + 16, -std::numeric_limits<float>::infinity());
+  std::fill(m, m + 16, kNone);
   int64_t j = 0;
   for (; j + 16 <= n; j += 16)
     for (int u = 0; u < 16; ++u) {
@@ -27,7 +30,7 @@ AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
       s[j + u] = v;
       m[u] = v > m[u] ? v : m[u];
     }
-  float best = -std::numeric_limits<float>::infinity();
+  float best = kNone;
   for (; j < n; ++j) {
     const float v = s[j] * scale;
     s[j] = v;
@@ -179,7 +182,6 @@ void axpy_rows(float* acc, const float* e, const float* cache, const int32_t* sl
 }  // namespace
 
 namespace {
-constexpr float kNone = -std::numeric_limits<float>::infinity();
 
 // The denominator: the numerators of the visible keys (>= 0) added in key order.
 float sum_in_key_order(const float* s, int64_t n) {
@@ -277,7 +279,6 @@ void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h) {
   const int64_t q_len = c.qo[b + 1] - c.qo[b], kv_len = c.kvp[b + 1] - c.kvp[b];
   const int32_t* slots = c.kv + c.kvp[b];
   scores.resize(static_cast<size_t>(kv_len));
-  constexpr float kNone = -std::numeric_limits<float>::infinity();
   // An f32 cache is read in place, one dispatched call per query for all its keys.
   const bool f32 = c.p.k_cache.dtype == DType::kF32 && c.p.v_cache.dtype == DType::kF32;
   const int64_t stride = c.kv_heads * dim;

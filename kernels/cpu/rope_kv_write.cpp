@@ -28,7 +28,7 @@ Status rope_kv_write(const RopeKvWriteParams& p) {
       for (int64_t d = 0; d < dim; ++d) std::memcpy(dst + d * static_cast<int64_t>(es), src + paired(d) * static_cast<int64_t>(es), es);
     }
     std::memcpy(v.data() + r * kh * dim * static_cast<int64_t>(es),
-                static_cast<const unsigned char*>(p.qkv.data) + (row + (qh + kh) * dim) * static_cast<int64_t>(es),
+                qkv + (row + (qh + kh) * dim) * static_cast<int64_t>(es),
                 static_cast<size_t>(kh * dim) * es);
   }
   TensorView kv_k(k.data(), t, {tokens, kh, dim}), kv_v(v.data(), t, {tokens, kh, dim});
