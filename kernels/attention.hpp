@@ -110,7 +110,7 @@ bool attention_prefill_on_tensor_cores(const AttentionParams& p);
 /// as measured on the H200 (docs/performance.md): a batch of one (8B decode 83.3% -> 84-85% of
 /// the floor, SmolLM2's step 0.70 -> 0.64 ms and its chain-5 verify graph 0.742 -> 0.663 ms),
 /// not 8B's batch 4 (32 blocks: 83% -> 73.5%), and for sequences of several tokens in one-token
-/// blocks of at most kAttentionOneTokenBlocks. AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
+/// blocks of at most kAttentionOneTokenBlocksOnTensorCores. AERIE_ATTN_DECODE_TC_SMALL_BLOCKS=N sets another
 /// bound for the first rule (0: none), for measuring.
 constexpr int kAttentionDecodeTcMaxRows = 16;
 constexpr int kAttentionDecodeTcSmallBlocks = 16;
@@ -119,6 +119,13 @@ constexpr int kAttentionDecodeTcSmallBlocks = 16;
 // tokens x 3 KV heads = 18 blocks, against 9 blocks of 2 tokens) took 0.636 against 0.651 ms a
 // graph on the H200, the real model's answers unchanged (docs/performance.md).
 constexpr int kAttentionOneTokenBlocks = 18;
+// Sequences of several tokens that no larger block fits (an odd count past four tokens) run in
+// one-token blocks however many there are; up to this many they take the tensor cores too, the
+// kernel their one-token decode steps take, so that a verify computes each row as a plain step
+// does: SmolLM2's chain-6 verify at batch 1 (7 tokens x 3 KV heads = 21 blocks) on the CUDA-core
+// kernel equalled plain decoding's greedy answers in 65 of 200 held-out prompts on an H100, where
+// chains of 3-5 and 7 steps equalled them in 200 (docs/performance.md, thirty-sixth session).
+constexpr int kAttentionOneTokenBlocksOnTensorCores = 24;
 bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms);
 
 /// Writes this step's K and V rows into their cache slots: cache[slots[t]] = k[t].

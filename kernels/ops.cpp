@@ -334,7 +334,7 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   static const int64_t small = env_knob_or("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS", kAttentionDecodeTcSmallBlocks);
   const int64_t blocks = (p.q.dim(0) / tpb) * kv_heads;
   const int64_t sequences = p.qo_indptr.defined() ? p.qo_indptr.dim(0) - 1 : p.q.dim(0);
-  const bool few_one_token_blocks = tpb == 1 && p.q.dim(0) > sequences && blocks <= kAttentionOneTokenBlocks;
+  const bool few_one_token_blocks = tpb == 1 && p.q.dim(0) > sequences && blocks <= kAttentionOneTokenBlocksOnTensorCores;
   return knob > 0 || p.tensor_cores_if_fit || blocks >= num_sms || blocks <= small || few_one_token_blocks;
 }
 

@@ -366,9 +366,15 @@ TEST(AttentionPlan, DecodeOnTensorCoresTakesHalfPrecisionBatchesThatFitOneMmaTil
   EXPECT_TRUE(attention_decode_on_tensor_cores(verify, sms));
   verify.qo_indptr = TensorView(six_seqs.data(), DType::kI32, {7}, Device::kCuda);
   EXPECT_FALSE(attention_decode_on_tensor_cores(verify, sms));                                   // a decode batch of 6: 18 > 16
-  AttentionParams eight = params(DType::kBF16, 8, 9, 3, 64, 1);
-  eight.qo_indptr = TensorView(one_seq.data(), DType::kI32, {2}, Device::kCuda);
-  EXPECT_FALSE(attention_decode_on_tensor_cores(eight, sms));                                    // 24 one-token blocks
+  // Past 18 one-token blocks only where no larger block fits: SmolLM2's chain-6 verify of 7
+  // (21 blocks) as its decode steps, on tensor cores, up to 24 blocks; a verify of 9 (27) not.
+  EXPECT_EQ(attention_tokens_per_block_for(std::vector<int64_t>{7}, 3, 3, sms), 1);
+  for (const int tokens : {7, 8, 9}) {
+    Buffer one_of = host_i32({0, tokens});
+    AttentionParams p = params(DType::kBF16, tokens, 9, 3, 64, 1);
+    p.qo_indptr = TensorView(one_of.data(), DType::kI32, {2}, Device::kCuda);
+    EXPECT_EQ(attention_decode_on_tensor_cores(p, sms), tokens * 3 <= 24) << tokens << " tokens in one-token blocks";
+  }
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 256, 32, 8, 128, 8), sms)); // 32 rows
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 32, 2, 128, 1), sms));  // a group of 16
   EXPECT_FALSE(attention_decode_on_tensor_cores(params(DType::kBF16, 64, 8, 8, 256, 1), sms));   // head dim 256
