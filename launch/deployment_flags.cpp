@@ -82,8 +82,9 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
       ->check(launch::kNonNegative);
   app.add_option("--speculative-draft-model-quantization", d.speculative_draft_model_quantization,
                  "fp8: FP8 E4M3 copies of the EAGLE head's weights, a scale per row, made at load: draft products of up to "
-                 "16 rows read half the bytes (output tokens are still the target's; acceptance may move a little)")
-      ->check(CLI::IsMember({"fp8"}));
+                 "16 rows read half the bytes; w8a8_int8 (CPU with AMX-INT8): Q8_0 copies over int8 activations, the target's products "
+                 "as they are (either way output tokens are still the target's; acceptance may move a little)")
+      ->check(CLI::IsMember({"fp8", "w8a8_int8"}));
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
       ->check(launch::kNonNegative);

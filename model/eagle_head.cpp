@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/attention.hpp"
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
@@ -196,8 +197,16 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
     for (int64_t i = 0; i < n; ++i) w_.d2t[static_cast<size_t>(i)] = config_.hot_tokens[static_cast<size_t>(i)] - static_cast<int32_t>(i);
     config_.draft_vocab = n;
   }
+  if (config_.int8_blocks) {
+    // Asked for speed alone (the draft's numbers only move acceptance), so refused where it
+    // would not give it: the scalar reference loop is many times slower than the bf16 products.
+    AERIE_CHECK(stream_.device() == Device::kCpu && act_ == DType::kF32,
+                "--speculative-draft-model-quantization w8a8_int8 is for the CPU with f32 activations (on a GPU: fp8)");
+    AERIE_CHECK(kernels::cpu::amx_int8_available(),
+                "--speculative-draft-model-quantization w8a8_int8 needs AMX-INT8, which this CPU (or its kernel) does not offer");
+  }
   if (config_.fp8_weights) quantize_to_fp8();
-  else if (stream_.device() == Device::kCpu && act_ == DType::kF32 && int8_activations_asked()) quantize_to_int8_blocks();
+  else if (stream_.device() == Device::kCpu && act_ == DType::kF32 && (config_.int8_blocks || int8_activations_asked())) quantize_to_int8_blocks();
 }
 
 namespace {

@@ -40,10 +40,12 @@ Fp8Rows quantize_fp8_rows(const Buffer& w) {
   return out;
 }
 
-bool parse_draft_quantization(const std::string& name) {
-  if (name.empty()) return false;
-  if (name == "fp8") return true;
-  AERIE_FAIL("--speculative-draft-model-quantization '" << name << "' is not supported (fp8, or leave it out for the weights as loaded)");
+DraftQuantization parse_draft_quantization(const std::string& name) {
+  if (name.empty()) return DraftQuantization::kNone;
+  if (name == "fp8") return DraftQuantization::kFp8;
+  if (name == "w8a8_int8") return DraftQuantization::kW8A8Int8;
+  AERIE_FAIL("--speculative-draft-model-quantization '" << name
+                                                        << "' is not supported (fp8, w8a8_int8, or leave it out for the weights as loaded)");
 }
 
 }  // namespace aerie::model

@@ -23,8 +23,11 @@ Fp8Rows quantize_fp8_rows(const Buffer& w);
 // a non-finite weight throws, naming its row (counted from first_row, for callers that go in blocks).
 void quantize_fp8_rows(const float* w, int64_t n, int64_t k, uint8_t* codes, float* scales, int64_t first_row = 0);
 
-// --speculative-draft-model-quantization: true for "fp8", false for "" (weights as loaded);
-// anything else throws, naming the accepted values.
-bool parse_draft_quantization(const std::string& name);
+// --speculative-draft-model-quantization (sglang's flag and names): "" keeps the weights as
+// loaded; "fp8" gives an EAGLE head's products FP8 copies (above); "w8a8_int8" gives them Q8_0
+// blocks over int8 activations on the CPU (kernels/cpu/int8_block_gemm.hpp), the target's
+// products untouched. Anything else throws, naming the accepted values.
+enum class DraftQuantization { kNone, kFp8, kW8A8Int8 };
+DraftQuantization parse_draft_quantization(const std::string& name);
 
 }  // namespace aerie::model

@@ -144,11 +144,14 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
   using cpu::CpuIsa;
   if (!cpu::cpu_has(CpuIsa::kAvx2)) GTEST_SKIP() << "neither AVX-512 nor AVX2 + FMA on this CPU";
   std::mt19937 rng(12);
+  // 37 keys for 3 rows, and 150 for 5 (many groups of 16 keys, a partial last one).
+  struct Lens { int64_t q_len, kv_len; };
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2})
-  for (int64_t d : {64, 128}) {
+  for (int64_t d : {64, 128})
+  for (Lens lens : {Lens{3, 37}, Lens{5, 150}}) {
     if (!cpu::cpu_has(isa)) continue;
     const aerie::testing::ScopedCpuIsaCap cap(isa);
-    const int64_t qh = 3, kh = 1, kv_len = 37, q_len = 3, slots = 40;
+    const int64_t qh = 3, kh = 1, kv_len = lens.kv_len, q_len = lens.q_len, slots = kv_len + 3;
     Case c = make_case(rng, {static_cast<int32_t>(q_len)}, {static_cast<int32_t>(kv_len)}, slots, false);
     Buffer q = random_buffer(rng, DType::kF32, {q_len, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
     Buffer vc = random_buffer(rng, DType::kF32, {slots, kh, d}), out(Device::kCpu, DType::kF32, {q_len, qh, d});
@@ -193,7 +196,8 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
         const float inv = 1.0f / den;
         for (int64_t x = 0; x < d; ++x)
           EXPECT_EQ(got[(i * qh + h) * d + x], acc[static_cast<size_t>(x)] * inv)
-              << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", dim " << d << ", query " << i << ", head " << h << ", " << x;
+              << (isa == CpuIsa::kAvx2 ? "AVX2" : "AVX-512") << ", dim " << d << ", " << kv_len << " keys, query " << i << ", head " << h
+              << ", " << x;
       }
   }
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
 #include "launch/deployment_flags.hpp"
@@ -101,6 +102,24 @@ TEST(Speculative, Fp8DraftHeadsKeepGreedyOutput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is for EAGLE and EAGLE3 heads"), std::string::npos) << e.what();
   }
+}
+
+// --speculative-draft-model-quantization w8a8_int8 (CPU, AMX): the heads' products as Q8_0 blocks
+// over int8 activations; the output is still the target's greedy output, chains and trees.
+TEST(Speculative, W8a8Int8DraftHeadsKeepGreedyOutput) {
+  if (!kernels::cpu::amx_int8_available()) GTEST_SKIP() << "w8a8_int8 draft heads need AMX-INT8, which this CPU does not offer";
+  const auto reqs = mixed(7, 417, 20);
+  const auto plain = run(options("", {}, 8192, 1), reqs);
+  for (const std::string alg : {"EAGLE", "EAGLE3"})
+    for (const DraftShape shape : {DraftShape{3, 1, 0}, DraftShape{3, 2, 6}}) {
+      auto o = options(alg, shape, 400, 4);
+      o.speculative_draft_model_quantization = "w8a8_int8";
+      const auto spec = run(o, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_TRUE(spec[i].error.empty()) << alg << ": " << spec[i].error;
+        EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids) << alg << " topk " << shape.topk << " request " << i;
+      }
+    }
 }
 
 // Overlap scheduling (on by default) plans each verify before the last one's result; with it

@@ -1,12 +1,14 @@
-// Weight-only FP8 quantization of draft heads (model/fp8_weights.hpp): per-row scales that
-// span the format, round trips within half a step, the Buffer path equal to the host core,
-// and an EAGLE3 head built with fp8 weights giving logits close to the same head's in f32.
+// Quantized draft heads (model/fp8_weights.hpp, --speculative-draft-model-quantization):
+// weight-only FP8's per-row scales that span the format, round trips within half a step, the
+// Buffer path equal to the host core, and EAGLE3 heads built with fp8 weights or with Q8_0
+// blocks over int8 activations (w8a8_int8, CPU) giving logits close to the same head's in f32.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/error.hpp"
 #include "model/eagle_head.hpp"
 #include "model/fp8_weights.hpp"
@@ -66,18 +68,23 @@ TEST(Fp8Weights, ABufferQuantizesAsTheHostCoreAndOptionsParse) {
   quantize_fp8_rows(f.data(), 6, 32, codes.data(), scales.data());
   EXPECT_EQ(std::memcmp(q.values.data(), codes.data(), codes.size()), 0);
   EXPECT_EQ(std::memcmp(q.scales.data(), scales.data(), scales.size() * 4), 0);
-  EXPECT_TRUE(parse_draft_quantization("fp8"));
-  EXPECT_FALSE(parse_draft_quantization(""));
+  EXPECT_EQ(parse_draft_quantization("fp8"), DraftQuantization::kFp8);
+  EXPECT_EQ(parse_draft_quantization("w8a8_int8"), DraftQuantization::kW8A8Int8);
+  EXPECT_EQ(parse_draft_quantization(""), DraftQuantization::kNone);
   EXPECT_THROW(parse_draft_quantization("int4"), Error);
 }
 
-TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
+namespace {
+
+// The logits of an EAGLE3 head for the tiny target, over six rows of one sequence, with its
+// weights as given and quantized as `quantize` sets the config.
+std::pair<std::vector<double>, std::vector<double>> head_logits_plain_and(void (*quantize)(EagleHeadConfig&)) {
   const auto target_cfg = LlamaConfig::named_shape("tiny");
   LlamaModel target(target_cfg, random_llama_weights(target_cfg, 3, Device::kCpu, DType::kF32), Stream::cpu(), DType::kF32);
   auto hc = EagleHeadConfig::for_target(EagleKind::kEagle3, target_cfg);
   EagleHead plain(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
-  hc.fp8_weights = true;
-  EagleHead fp8(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
+  quantize(hc);
+  EagleHead quantized(hc, random_eagle_head(hc, 4, Device::kCpu, DType::kF32), target);
   KvCache kv_a(hc.layer, kv_shape_for_tokens(64, 1), Device::kCpu, DType::kF32), kv_b(hc.layer, kv_shape_for_tokens(64, 1), Device::kCpu, DType::kF32);
   ForwardBatch b;
   for (int t = 0; t < 6; ++t) {
@@ -92,8 +99,24 @@ TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
   std::mt19937 rng(9);
   const Buffer hidden = aerie::testing::random_buffer(rng, DType::kF32, {6, hc.input_width()});
   const auto a = aerie::testing::to_double(plain.forward(b, hidden.view(), kv_a));
-  const auto q = aerie::testing::to_double(fp8.forward(b, hidden.view(), kv_b));
+  return {a, aerie::testing::to_double(quantized.forward(b, hidden.view(), kv_b))};
+}
+
+}  // namespace
+
+TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
+  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.fp8_weights = true; });
   const double err = aerie::testing::rel_error(q, a);
   EXPECT_GT(err, 0.0) << "the fp8 head computed exactly what the f32 head did: were its weights quantized?";
   EXPECT_LT(err, 0.08) << "fp8 weights moved the head's logits by more than E4M3 rounding should";
+}
+
+// w8a8_int8: Q8_0 weights and int8 activations, each rounded to 1/127 of a 32-wide block's
+// largest value (about 0.4%), on AMX; refused without it (EagleHead's constructor).
+TEST(Fp8Weights, AW8a8Int8HeadsLogitsStayCloseToTheSameHeadsInF32) {
+  if (!kernels::cpu::amx_int8_available()) GTEST_SKIP() << "w8a8_int8 draft heads need AMX-INT8, which this CPU does not offer";
+  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.int8_blocks = true; });
+  const double err = aerie::testing::rel_error(q, a);
+  EXPECT_GT(err, 0.0) << "the w8a8_int8 head computed exactly what the f32 head did: were its weights quantized?";
+  EXPECT_LT(err, 0.03) << "int8 blocks moved the head's logits by more than their rounding should";
 }
