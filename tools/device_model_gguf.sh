@@ -9,7 +9,10 @@
 #   G=~/.cache/aerie/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf; mkdir -p .device_model
 #   xz -T2 -6 -c $G | split -b 24000000 - .device_model/smollm2.gguf.xz.part_   # or split -b ... $G .device_model/smollm2.gguf.part_
 #   sha256sum $G | cut -d" " -f1 > .device_model/smollm2.gguf.sha256
-# and carry each part as its own path (a carried path replaces only itself there).
+# and carry each part as its own path (a carried path replaces only itself there). What worked in
+# the thirty-sixth session (the tool counts the working tree too: 66.5 MB in one call was refused):
+# parts of 20,000,000 / 54,000,000 / the rest (head -c, tail -c), carried as (1) .device.tgz +
+# part_aa + the .sha256, (2) part_ab, (3) part_ac + .device_model/v10.
 # Exit 1, with the reason on stderr, when parts are missing or the sum differs.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -202,31 +202,34 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
   }
 }
 
+// Head dims 8 (the generic loops) and 64 (the AVX-512 or AVX2 row loops where the CPU has them).
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {
-  std::mt19937 rng(9);
-  const int64_t qh = 2, kh = 1, d = 8, slots = 16;
-  Case c = make_case(rng, {3, 2}, {5, 4}, slots, false);
-  std::vector<uint8_t> mask;
-  std::vector<int32_t> mi = {0};
-  for (size_t b = 0; b < 2; ++b) {
-    for (int32_t i = 0; i < c.q_lens[b]; ++i)
-      for (int32_t j = 0; j < c.kv_lens[b]; ++j) mask.push_back(j <= c.kv_lens[b] - c.q_lens[b] + i);
-    mi.push_back(static_cast<int32_t>(mask.size()));
+  for (const int64_t d : {8, 64}) {
+    std::mt19937 rng(9);
+    const int64_t qh = 2, kh = 1, slots = 16;
+    Case c = make_case(rng, {3, 2}, {5, 4}, slots, false);
+    std::vector<uint8_t> mask;
+    std::vector<int32_t> mi = {0};
+    for (size_t b = 0; b < 2; ++b) {
+      for (int32_t i = 0; i < c.q_lens[b]; ++i)
+        for (int32_t j = 0; j < c.kv_lens[b]; ++j) mask.push_back(j <= c.kv_lens[b] - c.q_lens[b] + i);
+      mi.push_back(static_cast<int32_t>(mask.size()));
+    }
+    Buffer q = random_buffer(rng, DType::kF32, {5, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
+    Buffer vc = random_buffer(rng, DType::kF32, {slots, kh, d});
+    Buffer a(Device::kCpu, DType::kF32, {5, qh, d}), b(Device::kCpu, DType::kF32, {5, qh, d});
+    Buffer qo = host_i32(c.qo), kvp = host_i32(c.kvp), kvi = host_i32(c.kv_indices), mib = host_i32(mi);
+    Buffer m(Device::kCpu, DType::kU8, {static_cast<int64_t>(mask.size())});
+    m.copy_from_host(mask.data(), m.nbytes());
+    AttentionParams p{.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = a.view(), .qo_indptr = qo.view(),
+                      .kv_indptr = kvp.view(), .kv_indices = kvi.view(), .scale = 0.3f};
+    ASSERT_TRUE(attention(p, Stream::cpu()).is_ok());
+    p.out = b.view();
+    p.custom_mask = m.view();
+    p.mask_indptr = mib.view();
+    ASSERT_TRUE(attention(p, Stream::cpu()).is_ok());
+    EXPECT_EQ(to_double(a.view()), to_double(b.view())) << "head dim " << d;
   }
-  Buffer q = random_buffer(rng, DType::kF32, {5, qh, d}), kc = random_buffer(rng, DType::kF32, {slots, kh, d});
-  Buffer vc = random_buffer(rng, DType::kF32, {slots, kh, d});
-  Buffer a(Device::kCpu, DType::kF32, {5, qh, d}), b(Device::kCpu, DType::kF32, {5, qh, d});
-  Buffer qo = host_i32(c.qo), kvp = host_i32(c.kvp), kvi = host_i32(c.kv_indices), mib = host_i32(mi);
-  Buffer m(Device::kCpu, DType::kU8, {static_cast<int64_t>(mask.size())});
-  m.copy_from_host(mask.data(), m.nbytes());
-  AttentionParams p{.q = q.view(), .k_cache = kc.view(), .v_cache = vc.view(), .out = a.view(), .qo_indptr = qo.view(),
-                    .kv_indptr = kvp.view(), .kv_indices = kvi.view(), .scale = 0.3f};
-  ASSERT_TRUE(attention(p, Stream::cpu()).is_ok());
-  p.out = b.view();
-  p.custom_mask = m.view();
-  p.mask_indptr = mib.view();
-  ASSERT_TRUE(attention(p, Stream::cpu()).is_ok());
-  EXPECT_EQ(to_double(a.view()), to_double(b.view()));
 }
 
 TEST(Attention, RejectsSlotsOutsideTheCache) {
