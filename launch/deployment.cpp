@@ -124,8 +124,7 @@ struct Deployment::Impl {
                       .seed = o.random_seed,
                       .replicated = o.speculative_draft_tp_size == 1 && o.tp_size > 1,
                       .draft_vocab = 0,
-                      .fp8_weights = model::parse_draft_quantization(o.speculative_draft_model_quantization) == model::DraftQuantization::kFp8,
-                      .int8_blocks = model::parse_draft_quantization(o.speculative_draft_model_quantization) == model::DraftQuantization::kW8A8Int8};
+                      .quantization = model::parse_draft_quantization(o.speculative_draft_model_quantization)};
       draft_shape = resolve_draft(draft_choice, config);
     }
     check_tensor_parallel(config, o.speculative_algorithm.empty() || (draft_shape.head && draft_shape.head->replicated) ? nullptr : &draft_shape.config,

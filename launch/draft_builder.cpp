@@ -9,8 +9,8 @@ namespace aerie::launch {
 DraftShape resolve_draft(const DraftChoice& c, const model::LlamaConfig& target) {
   DraftShape shape;
   if (c.algorithm == spec::SpecAlgorithm::kStandalone) {
-    AERIE_CHECK(!c.fp8_weights && !c.int8_blocks, "--speculative-draft-model-quantization is for EAGLE and EAGLE3 heads (a STANDALONE "
-                                                  "draft runs with the weights as loaded)");
+    AERIE_CHECK(c.quantization == model::DraftQuantization::kNone, "--speculative-draft-model-quantization is for EAGLE and EAGLE3 heads "
+                                                                   "(a STANDALONE draft runs with the weights as loaded)");
     shape.self = c.path.empty() || c.path == c.target_path;
     shape.config = shape.self ? target : model::LlamaConfig::load(c.path);
     return shape;
@@ -21,8 +21,7 @@ DraftShape resolve_draft(const DraftChoice& c, const model::LlamaConfig& target)
   AERIE_CHECK(hc.kind == kind, c.path << " is an " << (hc.kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE") << " head, not "
                                       << (kind == model::EagleKind::kEagle3 ? "EAGLE3" : "EAGLE"));
   hc.replicated = c.replicated;
-  hc.fp8_weights = c.fp8_weights;
-  hc.int8_blocks = c.int8_blocks;
+  hc.quantization = c.quantization;
   shape.config = hc.layer;
   shape.head = std::move(hc);
   return shape;

@@ -30,8 +30,8 @@ struct DraftChoice {
   uint64_t seed = 0;
   bool replicated = false;  // an EAGLE head whole on every rank (vLLM's draft_tensor_parallel_size 1)
   int64_t draft_vocab = 0;  // a random EAGLE3 head's reduced vocabulary (0: the target's)
-  bool fp8_weights = false; // --speculative-draft-model-quantization fp8 (EAGLE heads: model/fp8_weights.hpp)
-  bool int8_blocks = false; // --speculative-draft-model-quantization w8a8_int8 (EAGLE heads on the CPU)
+  // --speculative-draft-model-quantization (EAGLE heads: model/fp8_weights.hpp)
+  model::DraftQuantization quantization = model::DraftQuantization::kNone;
 };
 
 struct DraftShape {

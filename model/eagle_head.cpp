@@ -197,7 +197,8 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
     for (int64_t i = 0; i < n; ++i) w_.d2t[static_cast<size_t>(i)] = config_.hot_tokens[static_cast<size_t>(i)] - static_cast<int32_t>(i);
     config_.draft_vocab = n;
   }
-  if (config_.int8_blocks) {
+  const bool int8_blocks = config_.quantization == DraftQuantization::kW8A8Int8;
+  if (int8_blocks) {
     // Asked for speed alone (the draft's numbers only move acceptance), so refused where it
     // would not give it: the scalar reference loop is many times slower than the bf16 products.
     AERIE_CHECK(stream_.device() == Device::kCpu && act_ == DType::kF32,
@@ -205,8 +206,8 @@ EagleHead::EagleHead(EagleHeadConfig config, EagleHeadWeights weights, const Lla
     AERIE_CHECK(kernels::cpu::amx_int8_available(),
                 "--speculative-draft-model-quantization w8a8_int8 needs AMX-INT8, which this CPU (or its kernel) does not offer");
   }
-  if (config_.fp8_weights) quantize_to_fp8();
-  else if (stream_.device() == Device::kCpu && act_ == DType::kF32 && (config_.int8_blocks || int8_activations_asked())) quantize_to_int8_blocks();
+  if (config_.quantization == DraftQuantization::kFp8) quantize_to_fp8();
+  else if (stream_.device() == Device::kCpu && act_ == DType::kF32 && (int8_blocks || int8_activations_asked())) quantize_to_int8_blocks();
 }
 
 namespace {

@@ -45,15 +45,14 @@ struct EagleHeadConfig {
   // but the shared embedding's), instead of sharded like the target. Load the weights with
   // no shard then.
   bool replicated = false;
-  // --speculative-draft-model-quantization fp8: the head's products (fc, the layer's four, its
+  // --speculative-draft-model-quantization. kFp8: the head's products (fc, the layer's four, its
   // own LM head) get FP8 E4M3 copies with a scale per row (model/fp8_weights.hpp), made when the
   // head is built, which products of up to 16 rows read (half the bytes; kernels/matmul.hpp).
-  // Tokens still come from the target's verify: only acceptance moves.
-  bool fp8_weights = false;
-  // --speculative-draft-model-quantization w8a8_int8 (CPU, f32 activations): the same products as
-  // Q8_0 blocks in tile order over int8 activations on AMX (EagleHeadWeights::*_blocks), as
-  // AERIE_CPU_INT8_ACTIVATIONS=1 gives the head with the target; here the target stays exact.
-  bool int8_blocks = false;
+  // kW8A8Int8 (CPU, f32 activations): the same products as Q8_0 blocks in tile order over int8
+  // activations on AMX (EagleHeadWeights::*_blocks), as AERIE_CPU_INT8_ACTIVATIONS=1 gives the
+  // head with the target; here the target stays exact. Tokens still come from the target's
+  // verify: only acceptance moves.
+  DraftQuantization quantization = DraftQuantization::kNone;
   int64_t input_width() const { return kind == EagleKind::kEagle3 ? 3 * layer.hidden_size : layer.hidden_size; }
   // config.json of a head folder, checked against the target it drafts for.
   static EagleHeadConfig load(const std::filesystem::path& dir, const LlamaConfig& target);
@@ -73,11 +72,11 @@ struct EagleHeadWeights {
   Buffer norm;                   // EAGLE3 [H]
   Buffer lm_head;                // EAGLE3 [draft_vocab, H] (this rank's vocab rows, padded)
   std::vector<int32_t> d2t;      // EAGLE3: draft id -> target id offset (empty: identity)
-  // With fp8 weights (EagleHeadConfig::fp8_weights): each product's fp8 copy and row scales,
+  // With fp8 weights (EagleHeadConfig::quantization kFp8): each product's fp8 copy and row scales,
   // read by products of up to kernels::kFp8MaxRows rows (empty otherwise).
   Fp8Rows fc_fp8, qkv_fp8, o_proj_fp8, gate_up_fp8, down_fp8, lm_head_fp8;
   // On the CPU with int8 activations (AERIE_CPU_INT8_ACTIVATIONS=1, model/llama_weights.hpp, or
-  // EagleHeadConfig::int8_blocks):
+  // EagleHeadConfig::quantization kW8A8Int8):
   // each product's Q8_0 blocks in tile order, made when the head is built (lossy, as fp8: only
   // acceptance moves), read by its products at every row count (empty otherwise).
   BlockBuffer fc_blocks, qkv_blocks, o_proj_blocks, gate_up_blocks, down_blocks, lm_head_blocks;
@@ -115,7 +114,7 @@ class EagleHead {
     Buffer fc_in, attn_in;
   };
   Scratch& scratch_for(const ForwardWorkspace& ws);
-  // The products' fp8 copies and row scales (EagleHeadConfig::fp8_weights).
+  // The products' fp8 copies and row scales (EagleHeadConfig::quantization kFp8).
   void quantize_to_fp8();
   // The products' Q8_0 blocks (EagleHeadWeights::fc_blocks ...).
   void quantize_to_int8_blocks();

@@ -146,7 +146,8 @@ int run_spec_bench(const SpecBenchOptions& o) {
       // itself (its seed), EAGLE / EAGLE3 a random head shaped for the target.
       const DraftChoice choice{.algorithm = spec::parse_spec_algorithm(alg_name), .path = {}, .target_path = {}, .token_map = {},
                                .dummy = true, .seed = o.seed, .replicated = replicated_head,
-                               .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab, .fp8_weights = fp8};
+                               .draft_vocab = eagle3_vocab == config.vocab_size ? 0 : eagle3_vocab,
+                               .quantization = fp8 ? model::DraftQuantization::kFp8 : model::DraftQuantization::kNone};
       const DraftShape draft_shape = resolve_draft(choice, config);
       const DType head_wdt = device == Device::kCpu && draft_shape.head ? parse_dtype(o.cpu_head_dtype) : wdt;
       DraftModel draft_model = load_draft(choice, draft_shape, target, tp.shard, tp.tp, device, head_wdt, wdt, stream.get());

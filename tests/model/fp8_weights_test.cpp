@@ -105,7 +105,7 @@ std::pair<std::vector<double>, std::vector<double>> head_logits_plain_and(void (
 }  // namespace
 
 TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
-  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.fp8_weights = true; });
+  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.quantization = DraftQuantization::kFp8; });
   const double err = aerie::testing::rel_error(q, a);
   EXPECT_GT(err, 0.0) << "the fp8 head computed exactly what the f32 head did: were its weights quantized?";
   EXPECT_LT(err, 0.08) << "fp8 weights moved the head's logits by more than E4M3 rounding should";
@@ -115,7 +115,7 @@ TEST(Fp8Weights, AnFp8HeadsLogitsStayCloseToTheSameHeadsInF32) {
 // largest value (about 0.4%), on AMX; refused without it (EagleHead's constructor).
 TEST(Fp8Weights, AW8a8Int8HeadsLogitsStayCloseToTheSameHeadsInF32) {
   if (!kernels::cpu::amx_int8_available()) GTEST_SKIP() << "w8a8_int8 draft heads need AMX-INT8, which this CPU does not offer";
-  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.int8_blocks = true; });
+  const auto [a, q] = head_logits_plain_and([](EagleHeadConfig& hc) { hc.quantization = DraftQuantization::kW8A8Int8; });
   const double err = aerie::testing::rel_error(q, a);
   EXPECT_GT(err, 0.0) << "the w8a8_int8 head computed exactly what the f32 head did: were its weights quantized?";
   EXPECT_LT(err, 0.03) << "int8 blocks moved the head's logits by more than their rounding should";
