@@ -35,8 +35,9 @@ struct AttentionTaskContext {
 /// sum in key order. attend_rows' softmax, exposed for the tests of its order.
 float softmax_numerators(float* s, int64_t n, float max_score);
 
-/// Queries [0, q_len) of sequence b, head h, one at a time.
-void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h);
+/// Queries [i0, i1) of sequence b, head h, one at a time (each query's result is its own, so
+/// any split of a sequence's queries gives the same bits).
+void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h, int64_t i0, int64_t i1);
 
 /// Queries [i0, i1) of sequence b, head h, as two matrix products (needs the fast sgemm).
 Status attend_block(const AttentionTaskContext& c, int64_t b, int64_t h, int64_t i0, int64_t i1);

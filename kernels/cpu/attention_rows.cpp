@@ -272,7 +272,7 @@ void AttentionTaskContext::store_output(int64_t row, int64_t h, const float* acc
   for (int64_t d = 0; d < dim; ++d) store_from_float(p.out.data, p.out.dtype, (row * q_heads + h) * dim + d, acc[d] * scale);
 }
 
-void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h) {
+void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h, int64_t i0, int64_t i1) {
   const int64_t kvh = h / c.group, dim = c.dim;
   thread_local std::vector<float> scores, acc, qrow, row;
   acc.resize(static_cast<size_t>(dim)), qrow.resize(static_cast<size_t>(dim)), row.resize(static_cast<size_t>(dim));
@@ -284,7 +284,7 @@ void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h) {
   const int64_t stride = c.kv_heads * dim;
   const float* k_rows = f32 ? c.p.k_cache.ptr<float>() + kvh * dim : nullptr;
   const float* v_rows = f32 ? c.p.v_cache.ptr<float>() + kvh * dim : nullptr;
-  for (int64_t i = 0; i < q_len; ++i) {
+  for (int64_t i = i0; i < i1; ++i) {
     const int64_t span = c.span(i, q_len, kv_len);
     c.query_row(c.qo[b] + i, h, qrow.data());
     if (f32) dot_rows(qrow.data(), k_rows, slots, span, stride, dim, scores.data());
