@@ -202,12 +202,14 @@ TEST(Attention, RowLoopsSumInTheDocumentedOrderOnAvx512AndAvx2) {
   }
 }
 
-// Head dims 8 (the generic loops) and 64 (the AVX-512 or AVX2 row loops where the CPU has them).
+// Head dims 8 (the generic loops) and 64 (the AVX-512 or AVX2 row loops where the CPU has them);
+// contexts under and over sixteen keys (the masked scaling's vector body and its tail).
 TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {
-  for (const int64_t d : {8, 64}) {
+  for (const int64_t d : {8, 64})
+  for (const int32_t long_kv : {5, 37}) {
     std::mt19937 rng(9);
-    const int64_t qh = 2, kh = 1, slots = 16;
-    Case c = make_case(rng, {3, 2}, {5, 4}, slots, false);
+    const int64_t qh = 2, kh = 1, slots = 64;
+    Case c = make_case(rng, {3, 2}, {long_kv, 4}, slots, false);
     std::vector<uint8_t> mask;
     std::vector<int32_t> mi = {0};
     for (size_t b = 0; b < 2; ++b) {
@@ -228,7 +230,7 @@ TEST(Attention, CausalMaskGivenExplicitlyEqualsTheDefault) {
     p.custom_mask = m.view();
     p.mask_indptr = mib.view();
     ASSERT_TRUE(attention(p, Stream::cpu()).is_ok());
-    EXPECT_EQ(to_double(a.view()), to_double(b.view())) << "head dim " << d;
+    EXPECT_EQ(to_double(a.view()), to_double(b.view())) << "head dim " << d << ", " << long_kv << " keys";
   }
 }
 
