@@ -2,7 +2,7 @@
 # On one H200 (device kind nvidia-h200): two or more settings of ONE build (aerie-generate flags)
 # on the real model, interleaved over ROUNDS rounds (default 2) so clocks and neighbours drift
 # alike: SmolLM2 + the trained EAGLE-3 head (HEAD, default .device_model/v10), PROMPTS held-out
-# prompts (default 200), batch EVAL_BATCHES (default 1), greedy, CONFIGS (default "plain chain-3
+# prompts (default 200) of up to MAX_NEW tokens (default 128), batch EVAL_BATCHES (default 1), greedy, CONFIGS (default "plain chain-3
 # chain-5 tree-4x5-8"); then, with --graph-times, where the device's time goes in each setting
 # (GAP_PROMPTS prompts, default 100, GAP_CONFIGS default "plain chain-5"): each runner's time a run
 # and the gaps between runners, by transition.
@@ -28,7 +28,7 @@ eval_run() {  # name, flags (comma-separated), prompts, configs, more eval_spec.
   done
   shift 4
   STEP_TAIL=${STEP_TAIL:-0} step "$name" 400 env "${envs[@]}" python3 tools/train_eagle3/eval_spec.py --generate "$B/aerie-generate" \
-    --model "$M" --head "$HEAD" --device cuda --dtype ${DTYPE:-bf16} --prompts "$prompts" --max-new 128 --batch-size ${EVAL_BATCHES:-1} \
+    --model "$M" --head "$HEAD" --device cuda --dtype ${DTYPE:-bf16} --prompts "$prompts" --max-new ${MAX_NEW:-128} --batch-size ${EVAL_BATCHES:-1} \
     --temperature 0 --configs $configs --extra="$flags $*" --json "$LOGS/$name.json"
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
