@@ -19,6 +19,8 @@ struct AttentionTaskContext {
   const int32_t* kv;   // kv_indices
   const int32_t* mp;   // mask_indptr, null without a custom mask
 
+  // Query i of sequence b's row of the custom mask (kv_len bytes, nonzero: visible); needs mp.
+  const uint8_t* mask_row(int64_t b, int64_t i, int64_t kv_len) const;
   bool visible(int64_t b, int64_t i, int64_t j, int64_t q_len, int64_t kv_len) const;
   // Keys that query i of sequence b can see at most: a prefix of its KV.
   int64_t span(int64_t i, int64_t q_len, int64_t kv_len) const;

@@ -18,21 +18,23 @@ namespace {
 // A key a query cannot see: its score (and, after softmax_numerators, its numerator is -1).
 constexpr float kNone = -std::numeric_limits<float>::infinity();
 
-// s[j] *= scale and the largest of them (NaNs skipped, as std::max(m, s) skips them): sixteen
-// running maxima the compiler can keep in one register; a maximum is exact in any order.
-AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
+// s[j] *= scale for the keys `seen(j)` says are visible, kNone for the others, and the largest
+// visible score (NaNs skipped, as std::max(m, s) skips them): sixteen running maxima the compiler
+// can keep in one register; a maximum is exact in any order. Inlined into each clone below.
+template <class Seen>
+__attribute__((always_inline)) inline float scale_and_max_where(float* s, int64_t n, float scale, Seen seen) {
   float m[16];
   std::fill(m, m + 16, kNone);
   int64_t j = 0;
   for (; j + 16 <= n; j += 16)
     for (int u = 0; u < 16; ++u) {
-      const float v = s[j + u] * scale;
+      const float v = seen(j + u) ? s[j + u] * scale : kNone;
       s[j + u] = v;
       m[u] = v > m[u] ? v : m[u];
     }
   float best = kNone;
   for (; j < n; ++j) {
-    const float v = s[j] * scale;
+    const float v = seen(j) ? s[j] * scale : kNone;
     s[j] = v;
     best = v > best ? v : best;
   }
@@ -40,27 +42,15 @@ AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
   return best;
 }
 
-// scale_and_max under a custom mask row (a tree verify's): visible keys (mask != 0) scaled,
-// hidden ones set to kNone, the largest visible score returned. A vectorisable loop where a
-// call per key had cost a tree verify's attention a fifth of its time.
+// Causal: every key of the span is visible.
+AERIE_CPU_CLONES float scale_and_max(float* s, int64_t n, float scale) {
+  return scale_and_max_where(s, n, scale, [](int64_t) { return true; });
+}
+
+// Under a custom mask row (a tree verify's): a vectorisable loop where a visible() call per key
+// had cost a tree verify's attention a fifth of its time.
 AERIE_CPU_CLONES float scale_mask_and_max(float* s, const uint8_t* mask, int64_t n, float scale) {
-  float m[16];
-  std::fill(m, m + 16, kNone);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int u = 0; u < 16; ++u) {
-      const float v = mask[j + u] != 0 ? s[j + u] * scale : kNone;
-      s[j + u] = v;
-      m[u] = v > m[u] ? v : m[u];
-    }
-  float best = kNone;
-  for (; j < n; ++j) {
-    const float v = mask[j] != 0 ? s[j] * scale : kNone;
-    s[j] = v;
-    best = v > best ? v : best;
-  }
-  for (float v : m) best = v > best ? v : best;
-  return best;
+  return scale_and_max_where(s, n, scale, [mask](int64_t j) { return mask[j] != 0; });
 }
 
 // The two inner loops. Sixteen partial sums: vectorised, and the order is fixed.
@@ -265,8 +255,12 @@ float softmax_numerators(float* s, int64_t n, float max_score) {
   return sum_in_key_order(s, n);
 }
 
+const uint8_t* AttentionTaskContext::mask_row(int64_t b, int64_t i, int64_t kv_len) const {
+  return p.custom_mask.ptr<uint8_t>() + mp[b] + i * kv_len;
+}
+
 bool AttentionTaskContext::visible(int64_t b, int64_t i, int64_t j, int64_t q_len, int64_t kv_len) const {
-  return mp ? p.custom_mask.ptr<uint8_t>()[mp[b] + i * kv_len + j] != 0 : j <= kv_len - q_len + i;
+  return mp ? mask_row(b, i, kv_len)[j] != 0 : j <= kv_len - q_len + i;
 }
 
 int64_t AttentionTaskContext::span(int64_t i, int64_t q_len, int64_t kv_len) const {
@@ -315,7 +309,7 @@ void attend_rows(const AttentionTaskContext& c, int64_t b, int64_t h, int64_t i0
     if (f32 && !c.mp) {  // causal: every key of the span is visible
       max_score = scale_and_max(scores.data(), span, c.p.scale);
     } else if (f32) {  // a custom mask: its row for query i (span == kv_len)
-      max_score = scale_mask_and_max(scores.data(), c.p.custom_mask.ptr<uint8_t>() + c.mp[b] + i * kv_len, span, c.p.scale);
+      max_score = scale_mask_and_max(scores.data(), c.mask_row(b, i, kv_len), span, c.p.scale);
     } else {
       for (int64_t j = 0; j < span; ++j) {
         if (!c.visible(b, i, j, q_len, kv_len)) {
