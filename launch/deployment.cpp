@@ -183,6 +183,7 @@ struct Deployment::Impl {
       draft->enable_draft_runners(o.speculative_num_steps, draft_graphs ? std::min(o.cuda_graph_max_bs, o.max_running_requests) : o.max_running_requests,
                                  kv->shape().usable_tokens(), draft_graphs, {}, draft_graphs ? prefill_graph_max_tokens() : 0);
       if (ahead && draft->chain_runner()) draft->enable_draft_ahead(kv->shape().num_slots());
+      if (o.speculative_chain_stop_probability > 0.0) draft->set_chain_stop_probability(o.speculative_chain_stop_probability);
     }
     bootstrap_channels();
     start_heartbeats();

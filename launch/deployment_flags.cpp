@@ -85,6 +85,11 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
                  "16 rows read half the bytes; w8a8_int8 (CPU with AMX-INT8): Q8_0 copies over int8 activations, the target's products "
                  "as they are (either way output tokens are still the target's; acceptance may move a little)")
       ->check(CLI::IsMember({"fp8", "w8a8_int8"}));
+  app.add_option("--speculative-chain-stop-probability", d.speculative_chain_stop_probability,
+                 "chains (topk 1) on the CPU: stop drafting once the draft's own probability that every token so far is accepted "
+                 "(the product of its tokens' softmax probabilities) falls below this for every request, and verify the shorter "
+                 "chain; --speculative-num-steps is then the longest chain (0: off, every chain that long; 0.15 suits SmolLM2's head)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--speculative-disable-batch-size", d.speculative_disable_batch_size,
                  "above this many running requests, verify without draft tokens (0: never)")
       ->check(launch::kNonNegative);
@@ -108,6 +113,8 @@ void check_deployment_flags(DeploymentOptions& d) {
   AERIE_CHECK(d.speculative_token_map.empty() || d.speculative_algorithm == "EAGLE",
               "--speculative-token-map is for --speculative-algorithm EAGLE (an EAGLE3 head carries its own d2t map)");
   const int64_t S = d.speculative_num_steps, K = d.speculative_eagle_topk;
+  AERIE_CHECK(d.speculative_chain_stop_probability == 0.0 || (K == 1 && S >= 2),
+              "--speculative-chain-stop-probability cuts chains: it needs --speculative-eagle-topk 1 and --speculative-num-steps >= 2");
   if (K == 1) {  // as sglang: with topk 1 the verify holds the chain and the token before it
     d.speculative_num_draft_tokens = S + 1;
     return;

@@ -92,6 +92,10 @@ void DraftChainRunner::enqueue(int64_t bs) {
   AERIE_CHECK_STATUS(kernels::embedding({.ids = rows, .table = TensorView(next_pool_.data, DType::kI32, {next_pool_.dim(0), 1}, dev),
                                          .out = next_tokens}, stream_));
   copy_async(ws_.front()->ids(bs).data, next_tokens.data, static_cast<size_t>(bs) * 4, stream_);
+  if (stop_ && !stop_->goes_on()) {  // the next tokens alone
+    kept_steps_ = 1;
+    return;
+  }
   for (int64_t j = 1; j < steps_; ++j) {
     model::ForwardWorkspace& ws = *ws_[static_cast<size_t>(j - 1)];
     TensorView in;
@@ -109,7 +113,28 @@ void DraftChainRunner::enqueue(int64_t bs) {
     // vocabulary's map) both to the proposal and as the next forward's input tokens.
     const TensorView step_tokens(static_cast<int32_t*>(tokens_.data()) + j * bs, DType::kI32, {bs, 1}, dev);
     argmax_->run(logits, step_tokens, stream_, to_target_, j + 1 < steps_ ? ws_[static_cast<size_t>(j)]->ids(bs) : TensorView());
+    if (stop_) {  // eager, on the host's memory: the step has run
+      AERIE_CHECK(logits.dtype == DType::kF32, "a chain stop reads f32 draft logits");
+      stop_->add_step(top_token_probabilities(logits.ptr<float>(), stop_rows_, logits.dim(1)));
+      if (!stop_->goes_on()) {
+        kept_steps_ = j + 1;
+        return;
+      }
+    }
   }
+}
+
+std::vector<std::vector<int32_t>> DraftChainRunner::propose_while(const std::vector<ChainSeq>& seqs, ChainStop& stop) {
+  AERIE_CHECK(!buckets_.graphs() && stream_.device() == Device::kCpu, "a chain cut short by its draft's probabilities runs eagerly on the CPU");
+  stop_ = &stop;
+  try {
+    enqueue_proposal(seqs);
+  } catch (...) {
+    stop_ = nullptr;
+    throw;
+  }
+  stop_ = nullptr;
+  return collect_proposal();
 }
 
 void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
@@ -117,6 +142,8 @@ void DraftChainRunner::enqueue_proposal(const std::vector<ChainSeq>& seqs) {
   AERIE_CHECK(can_run(seqs), "this proposal does not fit the chain runner");
   const auto n = static_cast<int64_t>(seqs.size());
   const int64_t bs = *buckets_.batch_for(n);
+  stop_rows_ = n;  // the rows a stop looks at (the rest pad the bucket)
+  kept_steps_ = steps_;
   // Every step's batch: request i's token at first_position + j - 1, writing that position's
   // slot, over its context up to it. The tokens themselves are filled in on the device.
   const Stream& copies = side_.begin();
@@ -168,7 +195,7 @@ std::vector<std::vector<int32_t>> DraftChainRunner::collect_proposal() {
   const int32_t* t = tokens_host_.as<int32_t>();
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < steps_; ++j) out[static_cast<size_t>(i)].push_back(t[j * bs + i]);
+    for (int64_t j = 0; j < kept_steps_; ++j) out[static_cast<size_t>(i)].push_back(t[j * bs + i]);
   return out;
 }
 

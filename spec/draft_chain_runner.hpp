@@ -26,6 +26,7 @@
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 #include "spec/bucket_graphs.hpp"
+#include "spec/chain_stop.hpp"
 #include "spec/draft_net.hpp"
 #include "spec/device_argmax.hpp"
 
@@ -66,6 +67,10 @@ class DraftChainRunner {
     enqueue_proposal(seqs);
     return collect_proposal();
   }
+  // propose() cut short by `stop` (without graphs: the host looks at every step's logits
+  // before the next runs): each request's draft tokens, its next token first, as many as
+  // stop.tokens() when it stopped drafting (the same for every request).
+  std::vector<std::vector<int32_t>> propose_while(const std::vector<ChainSeq>& seqs, ChainStop& stop);
   // propose() in two halves: enqueue_proposal() uploads the inputs and enqueues the chain and
   // the copy of its tokens back; collect_proposal() waits for them. Between the two the host is
   // free (a draft ahead runs on the device while the Scheduler plans the next round). One
@@ -105,6 +110,9 @@ class DraftChainRunner {
   // The steps' inputs copied in, and the tokens copied out, beside the work around the chain.
   SideCopyStream side_;
   int64_t pending_n_ = -1, pending_bs_ = 0;  // the enqueued proposal's requests and bucket (-1: none)
+  ChainStop* stop_ = nullptr;  // propose_while's, while it runs
+  int64_t stop_rows_ = 0;      // its requests (the logits' first rows)
+  int64_t kept_steps_ = 0;     // the tokens a request's proposal keeps (steps_ unless stop_ cut it)
 };
 
 }  // namespace aerie::spec

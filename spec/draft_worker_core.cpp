@@ -9,6 +9,7 @@
 #include "kernels/sampling.hpp"
 #include "kernels/staging.hpp"
 #include "kernels/topk.hpp"
+#include "spec/chain_stop.hpp"
 #include "spec/graph_times.hpp"
 #include "spec/greedy_accept.hpp"
 
@@ -515,6 +516,18 @@ void DraftWorkerCore::enable_draft_runners(int64_t steps, int64_t max_bs, int64_
       prompt_runners_[width] = extend_runner(width, 1, "draft prompt extend");
 }
 
+void DraftWorkerCore::set_chain_stop_probability(double p) {
+  AERIE_CHECK(p >= 0.0 && p <= 1.0, "--speculative-chain-stop-probability must be in [0, 1], got " << p);
+  if (p > 0.0) {
+    AERIE_CHECK(info_.topk == 1 && chain_ && !chain_->graphs() && stream_.device() == Device::kCpu,
+                "--speculative-chain-stop-probability cuts chains (topk 1) drafted eagerly on the CPU: the host reads each step's "
+                "logits before the next, which a CUDA graph does not stop for");
+    AERIE_CHECK(!extend_runner_ && prompt_runners_.empty(), "a chain stop needs the draft's extends eager (the first token's probability comes from them)");
+    AERIE_CHECK(first_scratch_slot_ < 0, "a chain stop and drafting ahead do not go together (a chain drafted ahead runs every step)");
+  }
+  chain_stop_probability_ = p;
+}
+
 void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const TensorView& logits, const std::vector<uint64_t>& kept) {
   const auto n = static_cast<int64_t>(kept.size());
   if (n == 0) return;
@@ -540,6 +553,11 @@ void DraftWorkerCore::keep_state_on_device(const model::ForwardBatch& b, const T
   } else {
     const TensorView tokens(extend_tokens_.data(), DType::kI32, {n, 1}, dev);
     extend_argmax_->run(logits, tokens, stream_, to_target);  // target ids, through the draft vocabulary's map
+    if (chain_stop_probability_ > 0.0) {  // the first draft token's probability, for the chain's stop (on the host: a CPU run)
+      AERIE_CHECK(logits.dtype == DType::kF32 && logits.dim(0) == n, "a chain stop reads the extend's f32 logits, a row per kept request");
+      const std::vector<float> p = spec::top_token_probabilities(logits.ptr<float>(), n, logits.dim(1));
+      for (int64_t k = 0; k < n; ++k) state_[kept[static_cast<size_t>(k)]].next_probability = p[static_cast<size_t>(k)];
+    }
     const TensorView pool(next_pool_.data(), DType::kI32, {max_requests_, 1}, dev);
     AERIE_CHECK_STATUS(kernels::scatter_rows({.src = tokens, .rows = row_ids, .out = pool}, stream_));
   }
@@ -595,7 +613,13 @@ std::vector<std::vector<int32_t>> DraftWorkerCore::propose_chain(const std::vect
       AERIE_CHECK(it != state_.end(), "no draft state for request " << s.rid << " (its prefill did not reach the draft)");
       chain.push_back({.first_position = s.first_position, .context = &s.context, .state_row = static_cast<int32_t>(it->second.hidden_row)});
     }
-    if (chain_->can_run(chain)) return chain_->propose(chain);
+    if (chain_->can_run(chain)) {
+      if (chain_stop_probability_ <= 0.0) return chain_->propose(chain);
+      std::vector<float> first;
+      for (const auto& s : seqs) first.push_back(state_.at(s.rid).next_probability);
+      spec::ChainStop stop(chain_stop_probability_, first);
+      return chain_->propose_while(chain, stop);
+    }
   }
   fetch_state(seqs);  // drafting step by step: the next tokens on the host
   const int64_t B = static_cast<int64_t>(seqs.size());

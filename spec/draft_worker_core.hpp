@@ -76,6 +76,12 @@ class DraftWorkerCore : public DraftPort {
   // target's prefill graphs do (spec/prefill_graph_runner.hpp).
   void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {},
                             int64_t prompt_graph_max_tokens = 0);
+  // --speculative-chain-stop-probability: a chain proposal through the chain runner stops
+  // once no request's product of its draft tokens' probabilities is at least `p`
+  // (spec/chain_stop.hpp); the verify then takes the shorter chain. The runner looks at every
+  // step's logits on the host, so this is for eager runners on the CPU (topk 1), after
+  // enable_draft_runners without fixed-width or prompt extend runners. 0 turns it off.
+  void set_chain_stop_probability(double p);
   // Drafting ahead (EAGLE chains through the chain runner; DraftPort::propose_ahead): the next
   // round's proposal is enqueued right after this round's extend, its draft K/V written to
   // scratch slots past the Scheduler's pool (draft_ahead_slots() of them from
@@ -122,6 +128,7 @@ class DraftWorkerCore : public DraftPort {
     int64_t hidden_row = -1;         // the request's state row: in hidden_pool_ (EAGLE) and next_pool_
     std::vector<int32_t> top_tokens;  // topk > 1: the best next tokens (target ids)
     std::vector<float> top_logp;      // and their draft log-probabilities
+    float next_probability = 1.0f;    // the draft's probability of next_token (under a chain stop)
   };
   struct TopRows {
     std::vector<int32_t> tokens;  // [rows * k] target ids, best first
@@ -150,6 +157,7 @@ class DraftWorkerCore : public DraftPort {
   };
   Ahead ahead_;
   int64_t first_scratch_slot_ = -1;  // -1: no drafting ahead
+  double chain_stop_probability_ = 0.0;  // 0: chains run every step
   int64_t ahead_hits_ = 0, ahead_misses_ = 0;
   // Drafting ahead behind the extend (null: off): the verify's argmax copied back beside it.
   std::unique_ptr<ReadBackBeside> behind_extend_;

@@ -153,19 +153,19 @@ void SpecWorkerCore::forget(const std::vector<uint64_t>& rids) {
 
 transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) {
   const int64_t S = m.spec_steps, K = std::max<int32_t>(m.spec_topk, 1);
-  const int64_t N = K > 1 ? m.spec_draft_tokens : S + 1;  // nodes verified per request
+  const int64_t N_planned = K > 1 ? m.spec_draft_tokens : S + 1;  // nodes a request brings to the verify
   if (K == 1 && S > 0) chain_steps_ = S;
-  const int64_t reserve = spec::verify_reserve(S, K, N);
+  const int64_t reserve = spec::verify_reserve(S, K, N_planned);
   const size_t B = m.seq_rids.size();
-  AERIE_CHECK(N >= 1 && m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(N),
-              "verify batch " << m.step_id << ": expected " << N << " tokens and one sampling row per request");
+  AERIE_CHECK(N_planned >= 1 && m.sampling.size() == B && m.input_ids.size() == B * static_cast<size_t>(N_planned),
+              "verify batch " << m.step_id << ": expected " << N_planned << " tokens and one sampling row per request");
   AERIE_CHECK(K == 1 || K == info_.topk, "verify batch " << m.step_id << " drafts with topk " << K << ", the draft worker was set up for " << info_.topk);
   transport::BatchResult r{.seq = 0, .step_id = m.step_id, .rids = m.seq_rids, .next_tokens = {}, .logprobs = {}, .token_counts = {}, .error = ""};
   // Each request's slots of positions [0, root + reserve): context, verified nodes, scratch.
   std::vector<std::vector<int32_t>> full(B);
   std::vector<int32_t> start(B);
   for (size_t s = 0; s < B; ++s) {
-    AERIE_CHECK(m.qo_indptr[s + 1] - m.qo_indptr[s] == N, "verify batch: request " << m.seq_rids[s] << " has the wrong token count");
+    AERIE_CHECK(m.qo_indptr[s + 1] - m.qo_indptr[s] == N_planned, "verify batch: request " << m.seq_rids[s] << " has the wrong token count");
     start[s] = m.positions[static_cast<size_t>(m.qo_indptr[s])];
     full[s] = range_of(m.kv_indices, m.kv_indptr[s], m.kv_indptr[s + 1]);
     AERIE_CHECK(static_cast<int64_t>(full[s].size()) == start[s] + reserve,
@@ -186,9 +186,15 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     for (const auto& p : ps) roots.push_back(p.root_token);
     trees = spec::chains_naming_device_tokens(*on_device, roots, S);
   } else {
-    trees = draft_.propose(ps, S, N);
+    trees = draft_.propose(ps, S, N_planned);
   }
   AERIE_CHECK(trees.size() == B, "the draft proposed " << trees.size() << " trees for " << B << " requests");
+  // A chain the draft cut short (--speculative-chain-stop-probability) verifies fewer nodes,
+  // as many for every request; the slots reserved past them stay unused this round.
+  const int64_t N = K == 1 && !trees.empty() ? trees.front().size() : N_planned;
+  AERIE_CHECK(N >= 1 && N <= N_planned, "the draft proposed chains of " << N << " nodes, at most " << N_planned << " were planned");
+  // Request s's first row of the verify (its root's): N rows a request.
+  const auto first_row = [N](size_t s) { return static_cast<int32_t>(static_cast<int64_t>(s) * N); };
   const double propose_ms = lap_ms(t);
   // 2. Verify every node in one target forward; a tree sees only its ancestors.
   std::vector<spec::VerifySequence> vs(B);
@@ -233,7 +239,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
       v.first_position = start[s];
       v.slots = range_of(full[s], start[s], start[s] + N);
       v.context = range_of(full[s], 0, start[s]);
-      for (int64_t j = 0; j < N; ++j) v.hidden_rows.push_back(static_cast<int32_t>(m.qo_indptr[s] + j));
+      for (int64_t j = 0; j < N; ++j) v.hidden_rows.push_back(static_cast<int32_t>(first_row(s) + j));
     }
     draft_.extend_verified_chains(verified, argmax, hidden);
     const auto* host = argmax_back_.wait<int32_t>();
@@ -253,7 +259,7 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     for (size_t s = 0; s < B; ++s) {
       const auto committed = acc[s].committed(trees[s]);
       for (size_t k = 0; k < committed.size(); ++k) {
-        rows.push_back(m.qo_indptr[s] + (k == 0 ? 0 : acc[s].path[k - 1]));
+        rows.push_back(first_row(s) + (k == 0 ? 0 : acc[s].path[k - 1]));
         tokens.push_back(committed[k]);
         asked.push_back(m.sampling[s]);
       }
@@ -285,8 +291,8 @@ transport::BatchResult SpecWorkerCore::verify(const transport::BatchMessage& m) 
     e.keep = true;
     if (info_.eagle()) {  // positions n..n+a pair the committed tokens with the target's hidden states of the root and path
       e.first_position = static_cast<int32_t>(n);
-      e.hidden_rows.push_back(m.qo_indptr[s]);
-      for (int32_t node : acc[s].path) e.hidden_rows.push_back(m.qo_indptr[s] + node);
+      e.hidden_rows.push_back(first_row(s));
+      for (int32_t node : acc[s].path) e.hidden_rows.push_back(first_row(s) + node);
     } else {  // the committed tokens at their own positions n+1..n+a+1
       e.first_position = static_cast<int32_t>(n + 1);
     }

@@ -338,6 +338,73 @@ TEST(Speculative, StandaloneSelfDraftAcceptsEveryDraftToken) {
   }
 }
 
+// --speculative-chain-stop-probability: the self-draft accepts every token it drafts, so the
+// verify count tells how long the chains were. Threshold 1 stops every chain at its first
+// token (two tokens a verify); a threshold no product falls below runs the whole chain.
+TEST(Speculative, ChainStopProbabilitySetsHowManyTokensAVerifyTakes) {
+  auto reqs = mixed(16, 7, 30);
+  for (auto& r : reqs) r.ignore_eos = true, r.max_new_tokens = 25;
+  for (const auto& [tau, per_verify] : {std::pair<double, int64_t>{1.0, 2}, {1e-30, 6}}) {
+    auto o = options("STANDALONE", {5, 1, 0}, 8192, 1);
+    o.speculative_chain_stop_probability = tau;
+    const auto out = run(o, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(out[i].error.empty()) << out[i].error;
+      ASSERT_EQ(out[i].result.output_ids.size(), 25u);
+      EXPECT_EQ(out[i].result.spec_verify_ct, (25 - 1 + per_verify - 1) / per_verify) << "threshold " << tau << " request " << i;
+    }
+  }
+}
+
+// Chains cut at different lengths (thresholds between the random heads' products of one, two
+// and three tokens), batches of 1 and 7, in-process and on the DraftWorker actor, a pool tight
+// enough to preempt: the output is still plain greedy decoding's, and so are the log-probabilities
+// (read from each request's rows of a verify that holds fewer rows than planned).
+TEST(Speculative, ChainStopProbabilityKeepsGreedyOutput) {
+  for (int batch : {1, 7}) {
+    auto reqs = mixed(batch, 300 + static_cast<uint32_t>(batch), 24);
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].logprobs = i % 2 == 0 ? 2 : -1;
+    const auto plain = run(options("", {}, 8192, 1), reqs);
+    for (const std::string alg : {"EAGLE", "EAGLE3", "STANDALONE"})
+      for (double tau : {1.0, 1e-3, 1e-6, 1e-9})
+        for (const std::string worker : {"in-process", "actor"}) {
+          auto o = options(alg, {5, 1, 0}, 400, 4);
+          o.speculative_chain_stop_probability = tau;
+          o.draft_worker = worker;
+          const auto spec = run(o, reqs);
+          for (size_t i = 0; i < reqs.size(); ++i) {
+            ASSERT_TRUE(spec[i].error.empty()) << alg << ": " << spec[i].error;
+            EXPECT_EQ(spec[i].result.output_ids, plain[i].result.output_ids)
+                << alg << " threshold " << tau << " " << worker << " batch " << batch << " request " << i;
+            const auto& a = spec[i].result.output_logprobs;
+            const auto& b = plain[i].result.output_logprobs;
+            ASSERT_EQ(a.size(), b.size()) << "request " << i;
+            for (size_t k = 0; k < a.size() && k < spec[i].result.output_ids.size(); ++k) {
+              EXPECT_NEAR(a[k].logprob, b[k].logprob, 1e-4) << alg << " threshold " << tau << " batch " << batch << " request " << i << " token " << k;
+              EXPECT_EQ(a[k].top_ids, b[k].top_ids);
+            }
+          }
+        }
+  }
+}
+
+TEST(Speculative, ChainStopProbabilityIsRefusedForTreesAndOneStepChains) {
+  for (const DraftShape shape : {DraftShape{3, 2, 6}, DraftShape{1, 1, 0}}) {
+    launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny"};
+    o.speculative_algorithm = "EAGLE3";
+    o.speculative_num_steps = shape.steps;
+    o.speculative_eagle_topk = shape.topk;
+    o.speculative_num_draft_tokens = shape.draft_tokens;
+    o.speculative_chain_stop_probability = 0.2;
+    try {
+      launch::check_deployment_flags(o);
+      FAIL() << "a chain stop was accepted for steps " << shape.steps << " topk " << shape.topk;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--speculative-chain-stop-probability cuts chains"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Speculative, StandaloneSelfDraftTreeKeepsTheGreedyPath) {
   // A self-draft's tree holds the greedy path as deep as its cumulative scores rank it: the
   // verify accepts along it, and the accepted nodes (not in consecutive slots) must be
@@ -382,9 +449,17 @@ TEST(Speculative, SampledOutputFollowsThePlainDistribution) {
   auto o = options("", {}, 65536, 1);
   o.max_running_requests = 256;
   const auto plain = histogram(run(o, reqs));
-  for (const auto& [alg, shape] : {std::pair<std::string, DraftShape>{"STANDALONE", {2, 1, 0}}, {"EAGLE", {2, 1, 0}}, {"EAGLE3", {2, 3, 6}}}) {
+  // The last: chains cut to their first token by a chain stop (verifies of 2 of the 3 planned rows).
+  struct Config {
+    std::string alg;
+    DraftShape shape;
+    double chain_stop = 0.0;
+  };
+  for (const auto& [alg, shape, chain_stop] : {Config{"STANDALONE", {2, 1, 0}}, Config{"EAGLE", {2, 1, 0}}, Config{"EAGLE3", {2, 3, 6}},
+                                               Config{"EAGLE3", {2, 1, 0}, 1.0}}) {
     auto so = options(alg, shape, 65536, 1);
     so.max_running_requests = 256;
+    so.speculative_chain_stop_probability = chain_stop;
     const auto spec = histogram(run(so, reqs));
     // Two-sample chi-square over the joint outcomes (cells with enough mass).
     double chi2 = 0;
@@ -405,7 +480,7 @@ TEST(Speculative, SampledOutputFollowsThePlainDistribution) {
     // 99.9% quantile of chi-square with (cells - 1) degrees of freedom, Wilson-Hilferty.
     const double dof = cells - 1, z = 3.09;
     const double limit = dof * std::pow(1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof)), 3);
-    EXPECT_LT(chi2, limit) << alg << " topk " << shape.topk << ": chi2 " << chi2 << " over " << cells << " cells";
+    EXPECT_LT(chi2, limit) << alg << " topk " << shape.topk << " chain stop " << chain_stop << ": chi2 " << chi2 << " over " << cells << " cells";
     EXPECT_GT(cells, 4) << "the test distribution is too concentrated to tell anything";
   }
 }

@@ -20,22 +20,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prompts as prompt_sets  # noqa: E402
 
 # Configurations by name: "plain"; "chain-N" (N draft steps, topk 1, N + 1 verify rows);
+# "chain-N-stopP" (up to N steps, cut where the draft's probability that all its tokens so far are
+# accepted falls below P: --speculative-chain-stop-probability, CPU only);
 # "tree-KxS-T" (topk K, S steps, T draft tokens). Chain 2 (3-row verifies) paid best on a 2-core
 # CPU, where each further step costs a verify row and a head forward; a launch-bound model on a GPU
 # (SmolLM2 on an H200) verifies 16-32 tokens for about what 4 cost (docs/performance.md).
-CONFIG_PATTERN = re.compile(r"^(?:plain|chain-([1-9]\d?)|tree-([1-9]\d?)x([1-9]\d?)-([1-9]\d{0,2}))$")
+CONFIG_PATTERN = re.compile(r"^(?:plain|chain-([1-9]\d?)(?:-stop(0\.\d+|1))?|tree-([1-9]\d?)x([1-9]\d?)-([1-9]\d{0,2}))$")
 
 
 def config_flags(name):
     """aerie-generate's speculative flags for a configuration name (ValueError for a bad one)."""
     m = CONFIG_PATTERN.match(name)
     if not m:
-        raise ValueError(f"unknown configuration {name!r}: plain, chain-N or tree-KxS-T")
+        raise ValueError(f"unknown configuration {name!r}: plain, chain-N, chain-N-stopP or tree-KxS-T")
     if name == "plain":
         return []
     if m.group(1):
-        return ["--speculative-num-steps", m.group(1), "--speculative-eagle-topk", "1"]
-    topk, steps, tokens = m.group(2), m.group(3), m.group(4)
+        stop = ["--speculative-chain-stop-probability", m.group(2)] if m.group(2) else []
+        return ["--speculative-num-steps", m.group(1), "--speculative-eagle-topk", "1"] + stop
+    topk, steps, tokens = m.group(3), m.group(4), m.group(5)
     return ["--speculative-num-steps", steps, "--speculative-eagle-topk", topk, "--speculative-num-draft-tokens", tokens]
 
 
