@@ -90,8 +90,8 @@ struct DeploymentOptions {
   // sglang's --speculative-draft-model-quantization: "" (as loaded) or "fp8" (FP8 copies of an
   // EAGLE head's weights with a scale per row, read by products of up to 16 rows).
   std::string speculative_draft_model_quantization;
-  // A chain stops drafting once no request's product of its draft tokens' probabilities is at
-  // least this (spec/chain_stop.hpp; CPU, topk 1); 0: every chain runs --speculative-num-steps.
+  // A chain stops drafting once the requests' products of their draft tokens' probabilities are
+  // below this on average (spec/chain_stop.hpp; CPU, topk 1); 0: every chain runs --speculative-num-steps.
   double speculative_chain_stop_probability = 0.0;
 };
 

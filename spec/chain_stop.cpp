@@ -15,7 +15,9 @@ ChainStop::ChainStop(double threshold, std::span<const float> first) : threshold
 }
 
 bool ChainStop::goes_on() const {
-  return std::any_of(product_.begin(), product_.end(), [&](double p) { return p >= threshold_; });
+  double sum = 0.0;
+  for (double p : product_) sum += p;
+  return sum >= threshold_ * static_cast<double>(product_.size());
 }
 
 void ChainStop::add_step(std::span<const float> step) {

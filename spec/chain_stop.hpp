@@ -1,12 +1,13 @@
 #pragma once
 // ChainStop: where a chain proposal stops drafting under --speculative-chain-stop-probability.
 // A chain drafts another token only while the product of the draft's own probabilities of its
-// tokens so far (its estimate that all of them are accepted) is at least the threshold for some
-// request of the batch. Past that point the next token would most likely be rejected and still
-// cost a draft step and a verify row: on the 2-core CPU about a tenth and a fifth of a plain
-// step (docs/performance.md), so a chain as long as the draft is sure of beats every fixed
-// length. A token already drafted is always verified. One length for the whole batch: a verify
-// takes as many tokens from every request.
+// tokens so far (its estimate that all of them are accepted) is at least the threshold on
+// average over the batch's requests. Past that point the next token would most likely be
+// rejected and still cost a draft step and a verify row: on the 2-core CPU about a tenth and a
+// fifth of a plain step (docs/performance.md), so a chain as long as the draft is sure of beats
+// every fixed length. One length for the whole batch (a verify takes as many tokens from every
+// request), so the average: one more step costs a row for every request and pays off by the
+// tokens the requests together expect from it. A token already drafted is always verified.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -18,7 +19,7 @@ class ChainStop {
   // threshold in (0, 1]; first: each request's probability of its first draft token (the
   // extend's), which the chain holds already.
   ChainStop(double threshold, std::span<const float> first);
-  // Whether to draft another token: some request's product is at least the threshold.
+  // Whether to draft another token: the requests' products are at least the threshold on average.
   bool goes_on() const;
   // The draft step just run: each request's probability of its token (kept, as every drafted one).
   void add_step(std::span<const float> step);

@@ -77,7 +77,7 @@ class DraftWorkerCore : public DraftPort {
   void enable_draft_runners(int64_t steps, int64_t max_bs, int64_t max_context, bool graphs, std::optional<bool> fixed_width_extend = {},
                             int64_t prompt_graph_max_tokens = 0);
   // --speculative-chain-stop-probability: a chain proposal through the chain runner stops
-  // once no request's product of its draft tokens' probabilities is at least `p`
+  // once the requests' products of their draft tokens' probabilities are below `p` on average
   // (spec/chain_stop.hpp); the verify then takes the shorter chain. The runner looks at every
   // step's logits on the host, so this is for eager runners on the CPU (topk 1), after
   // enable_draft_runners without fixed-width or prompt extend runners. 0 turns it off.

@@ -12,25 +12,29 @@
 
 using namespace aerie;
 
-TEST(ChainStop, GoesOnWhileSomeRequestsProductReachesTheThreshold) {
-  // Two requests: products 0.9 and 0.5, then x0.5 / x0.9 -> 0.45 and 0.45, then x0.5 / x1.0 ->
-  // 0.225 and 0.45, then x1 / x0.5 -> 0.225 and 0.225.
-  const std::vector<float> first = {0.9f, 0.5f};
-  spec::ChainStop stop(0.4, first);
+TEST(ChainStop, GoesOnWhileTheRequestsProductsReachTheThresholdOnAverage) {
+  // Two requests: products 0.9 and 0.5 (mean 0.7), then x0.5 / x0.9 -> 0.45 and 0.45 (0.45),
+  // then x0.2 / x1.0 -> 0.09 and 0.45 (0.27, though one request is still above 0.4).
+  spec::ChainStop stop(0.4, std::vector<float>{0.9f, 0.5f});
   EXPECT_TRUE(stop.goes_on());
   EXPECT_EQ(stop.tokens(), 1);
   stop.add_step(std::vector<float>{0.5f, 0.9f});
   EXPECT_TRUE(stop.goes_on());
-  stop.add_step(std::vector<float>{0.5f, 1.0f});
-  EXPECT_TRUE(stop.goes_on()) << "the second request's 0.45 is still above 0.4";
-  stop.add_step(std::vector<float>{1.0f, 0.5f});
-  EXPECT_FALSE(stop.goes_on());
-  EXPECT_EQ(stop.tokens(), 4);
+  stop.add_step(std::vector<float>{0.2f, 1.0f});
+  EXPECT_FALSE(stop.goes_on()) << "a mean of 0.27 stops the batch's chain";
+  EXPECT_EQ(stop.tokens(), 3);
+  // One request: its own product.
+  spec::ChainStop one(0.5, std::vector<float>{0.8f});
+  one.add_step(std::vector<float>{0.7f});
+  EXPECT_TRUE(one.goes_on());
+  one.add_step(std::vector<float>{0.8f});
+  EXPECT_FALSE(one.goes_on()) << "0.448 < 0.5";
 }
 
 TEST(ChainStop, AFirstTokenBelowTheThresholdEndsTheChainAtOneToken) {
   spec::ChainStop stop(0.3, std::vector<float>{0.29f, 0.1f});
   EXPECT_FALSE(stop.goes_on());
+  EXPECT_TRUE(spec::ChainStop(0.3, std::vector<float>{0.5f, 0.1f}).goes_on()) << "a mean of exactly 0.3";
   EXPECT_EQ(stop.tokens(), 1);
   // The threshold is inclusive, and 1 keeps only certainties.
   EXPECT_TRUE(spec::ChainStop(0.3, std::vector<float>{0.3f}).goes_on() == (0.3f >= 0.3));
