@@ -108,6 +108,8 @@ void check_deployment_flags(DeploymentOptions& d) {
               "--speculative-draft-tensor-parallel-size must be 1 or the --tp-size (" << d.tp_size << ")");
   AERIE_CHECK(d.speculative_draft_tp_size != 1 || d.tp_size == 1 || d.speculative_algorithm == "EAGLE" || d.speculative_algorithm == "EAGLE3",
               "--speculative-draft-tensor-parallel-size 1 is for EAGLE heads; a STANDALONE draft runs sharded like the target");
+  AERIE_CHECK(d.speculative_chain_stop_probability == 0.0 || !d.speculative_algorithm.empty(),
+              "--speculative-chain-stop-probability cuts draft chains: it needs --speculative-algorithm");
   if (d.speculative_algorithm.empty()) return;
   AERIE_CHECK(d.load_format == "dummy" || !d.speculative_draft_model_path.empty(),
               "--speculative-algorithm " << d.speculative_algorithm << " needs --speculative-draft-model-path");

@@ -388,7 +388,17 @@ TEST(Speculative, ChainStopProbabilityKeepsGreedyOutput) {
   }
 }
 
-TEST(Speculative, ChainStopProbabilityIsRefusedForTreesAndOneStepChains) {
+TEST(Speculative, ChainStopProbabilityIsRefusedForTreesOneStepChainsAndPlainDecoding) {
+  {
+    launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny"};
+    o.speculative_chain_stop_probability = 0.2;
+    try {
+      launch::check_deployment_flags(o);
+      FAIL() << "a chain stop was accepted without speculative decoding";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("it needs --speculative-algorithm"), std::string::npos) << e.what();
+    }
+  }
   for (const DraftShape shape : {DraftShape{3, 2, 6}, DraftShape{1, 1, 0}}) {
     launch::DeploymentOptions o{.load_format = "dummy", .model_shape = "tiny"};
     o.speculative_algorithm = "EAGLE3";
