@@ -13,7 +13,8 @@
 // its bucket as the decode graphs pad (spec/decode_graph_runner.hpp: padded sequences read
 // token 0, write the dummy KV slot 0 and attend to it; their state row is row 0; their
 // tokens are sliced away). Without graphs (the CPU, --disable-cuda-graph) the same sequence
-// runs eagerly over the same workspaces.
+// runs eagerly over the same workspaces, and on the CPU propose_while may end it early
+// (--speculative-chain-stop-probability, spec/chain_stop.hpp).
 #include <cstdint>
 #include <map>
 #include <memory>
