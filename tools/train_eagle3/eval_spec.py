@@ -146,7 +146,10 @@ def main():
                       + (f"  speedup {row['speedup']:.2f}x" if row["speedup"] is not None else "  (no plain run: no speedup)")
                       + (f"  busy {1e3 * row['device_busy_s'] / row['batches']:.3f} / idle {1e3 * row['device_idle_s'] / row['batches']:.3f} ms a batch" if "batches" in row else "") + (f"  outputs equal to plain {row['outputs_equal_plain']}/{len(ids)}" if 'greedy_equal_plain' in row else ""),
                       flush=True)
-    json.dump({"device": args.device, "dtype": args.dtype, "algorithm": args.algorithm, "prompts": len(prompts), "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
+    # The CPU's int8 mode is an environment switch (AERIE_CPU_INT8_ACTIVATIONS), not a flag: recorded beside the dtype.
+    int8 = args.device == "cpu" and os.environ.get("AERIE_CPU_INT8_ACTIVATIONS", "0") not in ("", "0")
+    json.dump({"device": args.device, "dtype": args.dtype, "cpu_int8_activations": int8, "algorithm": args.algorithm, "prompts": len(prompts),
+               "max_new_tokens": args.max_new, "extra": args.extra, "rows": rows},
               open(args.json, "w"), indent=2)
     sys.exit(1 if failures else 0)
 

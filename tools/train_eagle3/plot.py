@@ -19,7 +19,8 @@ def main():
         doc = json.load(open(path))
         rows = doc["rows"]
         stem = os.path.splitext(path)[0]
-        where = f"{doc['device']} {doc['dtype']}, {doc['prompts']} held-out prompts x {doc['max_new_tokens']} tokens"
+        mode = " (int8 activations)" if doc.get("cpu_int8_activations") else ""
+        where = f"{doc['device']} {doc['dtype']}{mode}, {doc['prompts']} held-out prompts x {doc['max_new_tokens']} tokens"
         configs = [c for c in dict.fromkeys(r["config"] for r in rows) if c != "plain"]
         temps = sorted(set(r["temperature"] for r in rows))
         bs0 = min(r["batch"] for r in rows)
