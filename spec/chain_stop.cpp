@@ -1,9 +1,9 @@
 #include "spec/chain_stop.hpp"
 
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_clones.hpp"
+#include "kernels/cpu/row_filter.hpp"
 #include "kernels/cpu/vector_exp.hpp"
 #include "kernels/error.hpp"
 
@@ -28,20 +28,8 @@ void ChainStop::add_step(std::span<const float> step) {
 
 namespace {
 
-// max and sum_j exp(l_j - max) of one row: sixteen partial sums, so each clone vectorises the
-// loop (the order does not matter: the result steers how long a chain is, never a token).
-AERIE_CPU_CLONES float row_max(const float* row, int64_t vocab) {
-  float m[16];
-  std::fill(m, m + 16, -INFINITY);
-  int64_t j = 0;
-  for (; j + 16 <= vocab; j += 16)
-    for (int u = 0; u < 16; ++u) m[u] = row[j + u] > m[u] ? row[j + u] : m[u];
-  float best = -INFINITY;
-  for (; j < vocab; ++j) best = row[j] > best ? row[j] : best;
-  for (float v : m) best = v > best ? v : best;
-  return best;
-}
-
+// sum_j exp(l_j - max) of one row: sixteen partial sums, so each clone vectorises the loop (the
+// order does not matter: the result steers how long a chain is, never a token).
 AERIE_CPU_CLONES float exp_sum(const float* row, int64_t vocab, float mx) {
   float part[16] = {};
   int64_t j = 0;
@@ -60,7 +48,7 @@ std::vector<float> top_token_probabilities(const float* logits, int64_t rows, in
   std::vector<float> out(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * vocab;
-    const float mx = row_max(row, vocab);
+    const float mx = row[kernels::cpu::row_argmax(row, vocab)];  // NaN only where a NaN leads the row
     const float sum = std::isfinite(mx) ? exp_sum(row, vocab, mx) : NAN;
     // The top entry adds exp(0) = 1, so a usable sum is >= 1 (a NaN anywhere fails the test).
     out[static_cast<size_t>(r)] = sum >= 1.0f ? 1.0f / sum : 0.0f;
