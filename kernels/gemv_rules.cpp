@@ -31,4 +31,12 @@ GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, 
   return whole_steps ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
 }
 
+GemvKernel batch_invariant_gemv_kernel(int64_t k, bool fp8_weights, const GemvRules& rules) {
+  return rules.tensor_cores && k % (fp8_weights ? 64 : 32) == 0 ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
+}
+
+int64_t batch_invariant_gemv_chunk_rows(GemvKernel kernel, bool fp8_weights) {
+  return kernel == GemvKernel::kTensorCore && !fp8_weights ? 16 : 8;
+}
+
 }  // namespace aerie::kernels

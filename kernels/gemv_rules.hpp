@@ -38,4 +38,12 @@ const GemvRules& gemv_rules();
 // 32 (16-bit) or 64 (fp8); 9-16 rows always go there (gemv_eligible checked K).
 GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
 
+// The GEMV for every row count under --enable-deterministic-inference (kernels/batch_invariant.hpp):
+// chosen by K alone, so a row is summed the same way in a one-row step, a verify, a prompt chunk
+// and any mix of them. The tensor-core GEMV wherever K comes in whole steps (its 16 x 8 tiles run
+// in chunks of 16 input rows past 16; fp8 weights 8), else the CUDA-core one (chunks of 8).
+GemvKernel batch_invariant_gemv_kernel(int64_t k, bool fp8_weights, const GemvRules& rules);
+// Input rows one launch (or one chunk of the tensor-core GEMV's grid) of that kernel takes.
+int64_t batch_invariant_gemv_chunk_rows(GemvKernel kernel, bool fp8_weights);
+
 }  // namespace aerie::kernels

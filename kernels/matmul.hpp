@@ -1,4 +1,5 @@
 #pragma once
+#include "kernels/batch_invariant.hpp"
 #include "kernels/status.hpp"
 #include "kernels/stream.hpp"
 #include "kernels/tensor.hpp"
@@ -16,8 +17,12 @@ namespace aerie::kernels {
 /// its GEMVs for bf16 x (other dtypes: tiles dequantized for cuBLAS); the CPU its reference loop.
 inline constexpr int64_t kFp8MaxRows = 16;
 /// The rule itself, for every backend and every op taking an fp8 copy: a product of `rows` rows
-/// of x reads w_fp8 when it is given and rows <= kFp8MaxRows.
-inline bool fp8_copy_serves(const TensorView& w_fp8, int64_t rows) { return w_fp8.defined() && rows <= kFp8MaxRows; }
+/// of x reads w_fp8 when it is given and rows <= kFp8MaxRows, at every row count when products
+/// are batch-invariant (kernels/batch_invariant.hpp: a row must not read other weights in a
+/// larger batch).
+inline bool fp8_copy_serves(const TensorView& w_fp8, int64_t rows) {
+  return w_fp8.defined() && (rows <= kFp8MaxRows || batch_invariant());
+}
 struct MatmulParams {
   TensorView x;          // [m, k]
   TensorView w;          // [n, k]

@@ -1,6 +1,7 @@
 // Op entries: validate the Params (throwing aerie::Error that names the wrong field),
 // then dispatch to the backend of the stream's device.
 #include "kernels/backends.hpp"
+#include "kernels/batch_invariant.hpp"
 #include "kernels/env_knob.hpp"
 #include "kernels/error.hpp"
 
@@ -298,6 +299,7 @@ bool attention_tokens_per_block_fits(int tokens_per_block, int64_t group, std::s
 }
 
 int attention_tokens_per_block_for(std::span<const int64_t> q_lens, int64_t group, int64_t kv_heads, int num_sms, int forced) {
+  if (batch_invariant()) return 1;  // a block's keys are its one query's (kernels/batch_invariant.hpp)
   int64_t tokens = 0, longest = 0;
   for (int64_t q : q_lens) tokens += q, longest = std::max(longest, q);
   if (longest > 64) return 1;
@@ -314,7 +316,8 @@ int attention_forced_blocks_per_sm() {
 
 bool attention_prefill_on_tensor_cores(const AttentionParams& p) {
   static const int knob = env_knob("AERIE_ATTN_PREFILL_TC");
-  if (knob < 0 || p.q.device != Device::kCuda) return false;
+  // Batch-invariant attention takes the decode kernel for every batch (kernels/batch_invariant.hpp).
+  if (knob < 0 || p.q.device != Device::kCuda || batch_invariant()) return false;
   const DType t = p.q.dtype;
   const int64_t batch = p.qo_indptr.dim(0) - 1, dim = p.q.dim(2);
   return (t == DType::kBF16 || t == DType::kF16) && p.k_cache.dtype == t && p.v_cache.dtype == t && p.out.dtype == t && dim % 16 == 0 &&
@@ -331,6 +334,7 @@ bool attention_decode_on_tensor_cores(const AttentionParams& p, int num_sms) {
   const bool fits = (t == DType::kBF16 || t == DType::kF16) && p.k_cache.dtype == t && p.v_cache.dtype == t && p.out.dtype == t &&
                     (dim == 64 || dim == 128) && group <= kAttentionMaxGroup && tpb >= 1 && group * tpb <= kAttentionDecodeTcMaxRows;
   if (!fits) return false;
+  if (batch_invariant()) return true;  // whenever the model fits it, whatever the batch
   static const int64_t small = env_knob_or("AERIE_ATTN_DECODE_TC_SMALL_BLOCKS", kAttentionDecodeTcSmallBlocks);
   const int64_t blocks = (p.q.dim(0) / tpb) * kv_heads;
   const int64_t sequences = p.qo_indptr.defined() ? p.qo_indptr.dim(0) - 1 : p.q.dim(0);
@@ -349,6 +353,7 @@ int attention_min_split_keys() {
 }
 
 int attention_splits_for(int64_t query_blocks, int64_t kv_heads, int64_t max_kv_len, int num_sms, int blocks_per_sm) {
+  if (batch_invariant()) return batch_invariant_attention_splits(max_kv_len);
   const int64_t blocks = std::max<int64_t>(1, query_blocks * kv_heads);
   if (blocks_per_sm <= 0) blocks_per_sm = blocks >= num_sms ? kAttentionBlocksPerSmFull : kAttentionBlocksPerSm;
   int64_t splits = (static_cast<int64_t>(blocks_per_sm) * num_sms + blocks - 1) / blocks;

@@ -12,6 +12,8 @@
 // q * d + m rounds once whether or not the compiler fuses it.
 #include <cstdint>
 
+#include "kernels/batch_invariant.hpp"
+
 #include "kernels/tensor.hpp"
 
 namespace aerie::kernels {
@@ -76,7 +78,10 @@ void blocks_from_tile_order(BlockFormat f, const unsigned char* tiles, int64_t n
 inline constexpr int64_t kBlocksMaxRows = 16;
 /// The rule every op taking a block copy in row order follows: a product of `rows` rows of x on
 /// the CPU reads the blocks when they are given and rows <= kBlocksMaxRows. Blocks in tile order
-/// are read at every row count (kernels/cpu/matmul.cpp: int8 activations, prefill included).
-inline bool blocks_copy_serves(const WeightBlocks& b, int64_t rows) { return b.defined() && rows <= kBlocksMaxRows; }
+/// are read at every row count (kernels/cpu/matmul.cpp: int8 activations, prefill included), and
+/// so are blocks in row order when products are batch-invariant (kernels/batch_invariant.hpp).
+inline bool blocks_copy_serves(const WeightBlocks& b, int64_t rows) {
+  return b.defined() && (rows <= kBlocksMaxRows || batch_invariant());
+}
 
 }  // namespace aerie::kernels

@@ -21,6 +21,7 @@
 #include "model/fp8_weights.hpp"
 #include "actors/draft_worker_actor.hpp"
 #include "actors/target_worker_actor.hpp"
+#include "kernels/batch_invariant.hpp"
 #include "kernels/buffer.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
@@ -103,6 +104,8 @@ struct Deployment::Impl {
     // Every graph runner of this process captures these buckets (sglang's --cuda-graph-bs and
     // --disable-cuda-graph-padding).
     spec::set_graph_bucket_policy({.sizes = o.cuda_graph_bs, .padding = !o.disable_cuda_graph_padding});
+    // Before any forward or graph capture: the kernels every batch takes (kernels/batch_invariant.hpp).
+    kernels::set_batch_invariant(o.enable_deterministic_inference);
     const Device device = parse_device(o.device);
     parallel::check_on_every_rank(world, [&] {
       AERIE_CHECK(device == Device::kCpu || cuda_available(), "--device cuda: no usable CUDA device on rank " << world.rank());

@@ -93,6 +93,8 @@ struct DeploymentOptions {
   // A chain stops drafting once the requests' products of their draft tokens' probabilities are
   // below this on average (spec/chain_stop.hpp; CPU, topk 1); 0: every chain runs --speculative-num-steps.
   double speculative_chain_stop_probability = 0.0;
+  // Batch-invariant kernels in every process of the launch (kernels/batch_invariant.hpp).
+  bool enable_deterministic_inference = false;
 };
 
 struct RequestOutcome {

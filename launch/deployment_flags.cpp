@@ -53,6 +53,10 @@ void add_deployment_flags(CLI::App& app, DeploymentOptions& d, const std::string
                  "CUDA: one request's prefill (a prompt or a chunk of one) of up to this many new tokens replays a CUDA graph "
                  "captured at 16, 32, 64, ... tokens (0: prefills run eagerly)")
       ->check(CLI::Range(int64_t{0}, spec::kPrefillGraphMaxTokens));
+  app.add_flag("--enable-deterministic-inference", d.enable_deterministic_inference,
+               "batch-invariant kernels (sglang's flag; vLLM's VLLM_BATCH_INVARIANT): each row of a forward is computed the same "
+               "way, bit for bit, whatever shares its batch, so a greedy answer does not depend on the other requests, and greedy "
+               "speculative chains answer as plain decoding at every batch size; slower (docs/deterministic-inference.md)");
   app.add_flag("--disable-overlap-schedule", d.disable_overlap_schedule,
                "plan each batch only after the last one's result (default: the next batch is planned while the last runs)");
   app.add_flag("--enable-spec-overlap", d.enable_spec_overlap,

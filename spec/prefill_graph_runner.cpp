@@ -1,5 +1,6 @@
 #include "spec/prefill_graph_runner.hpp"
 
+#include "kernels/batch_invariant.hpp"
 #include "kernels/error.hpp"
 
 namespace aerie::spec {
@@ -7,11 +8,13 @@ namespace aerie::spec {
 PrefillGraphRunner::PrefillGraphRunner(model::LlamaModel& model, model::KvCache& kv, int64_t max_tokens, int64_t max_context)
     : model_(model),
       kv_(kv),
-      // Unsplit attention (the tensor-core prefill kernel takes it), one logit row gathered.
+      // Unsplit attention (the tensor-core prefill kernel takes it), one logit row gathered;
+      // batch-invariant attention splits as every other forward does (kernels/batch_invariant.hpp).
       // Padding up to a bucket as the launch's policy says (--disable-cuda-graph-padding: exact sizes only).
       buckets_("target prefill", BucketSchedule(prefill_graph_token_buckets(max_tokens), graph_bucket_policy().padding), /*graphs=*/true,
-               [](int64_t tokens) {
-                 return model::ForwardDims{.tokens = tokens, .seqs = 1, .logit_rows = 1, .custom_mask = false, .num_splits = 1,
+               [&model, max_context](int64_t tokens) {
+                 const int splits = kernels::batch_invariant() ? model.attention_splits(tokens, max_context) : 1;
+                 return model::ForwardDims{.tokens = tokens, .seqs = 1, .logit_rows = 1, .custom_mask = false, .num_splits = splits,
                                            .logits_all_rows = false, .attention_tokens_per_block = 1};
                }),
       side_(model.stream()) {
@@ -24,6 +27,7 @@ PrefillGraphRunner::PrefillGraphRunner(model::LlamaModel& model, model::KvCache&
   cap.max_seqs = 1;
   cap.max_logit_rows = 1;
   cap.max_kv_indices = max_context + top;  // the longest context, and a padded token's dummy behind it
+  cap.max_splits = buckets_.dims(top).num_splits;
   ws_ = model.make_workspace(cap);
   const Stream& stream = model.stream();
   buckets_.capture(

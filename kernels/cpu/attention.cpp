@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/backends.hpp"
+#include "kernels/batch_invariant.hpp"
 #include "kernels/cpu/attention_paths.hpp"
 #include "kernels/cpu/parallel_for.hpp"
 
@@ -48,7 +49,9 @@ Status attention(const AttentionParams& p) {
     int64_t b, h, i0, i1;
   };
   std::vector<Task> rows, blocks;
-  const bool blocked = cpu_gemm_uses_blas();
+  // Batch-invariant attention (kernels/batch_invariant.hpp): every query row by itself, so that
+  // a prompt's rows are summed alike however its prompt was cut into chunks.
+  const bool blocked = cpu_gemm_uses_blas() && !batch_invariant();
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t q_len = qo[b + 1] - qo[b];
     for (int64_t h = 0; h < q_heads; ++h) {

@@ -101,7 +101,13 @@ Status matmul(const MatmulParams& p) {
   // bf16/f16 weight widened a block of rows at a time.
   const bool fp8 = fp8_copy_serves(p.w_fp8, m);
   const bool fast = !fp8 && !reference_gemm.load();
-  const bool small = m <= kSmallBatchMaxRows && small_batch_gemm_available();
+  // Batch-invariant products (kernels/batch_invariant.hpp) take the small-batch kernel at every
+  // row count, 16 rows at a time: it sums a row the same way for any m.
+  const bool small = (m <= kSmallBatchMaxRows || batch_invariant()) && small_batch_gemm_available();
+  auto in_chunks = [&](const auto& w) {
+    for (int64_t r0 = 0; r0 < m; r0 += kSmallBatchMaxRows)
+      small_batch_gemm(std::min(kSmallBatchMaxRows, m - r0), n, k, x + r0 * k, w, y + r0 * n);
+  };
   if (fp8) {
     reference_matmul(p, p.w_fp8, p.w_scale.ptr<float>(), x, y);
   } else if (fast && p.w_blocks.defined() && p.w_blocks.layout == BlockLayout::kTiles16) {
@@ -109,11 +115,11 @@ Status matmul(const MatmulParams& p) {
     // numbers must not depend on how many rows share its product).
     int8_block_gemm(m, n, k, x, p.w_blocks, y);
   } else if (fast && small && blocks_copy_serves(p.w_blocks, m)) {
-    small_batch_gemm(m, n, k, x, p.w_blocks, y);
+    in_chunks(p.w_blocks);
   } else if (fast && small && p.w.dtype == DType::kF32) {
-    small_batch_gemm(m, n, k, x, p.w.ptr<float>(), y);
+    in_chunks(p.w.ptr<float>());
   } else if (fast && small && p.w.dtype == DType::kBF16) {
-    small_batch_gemm(m, n, k, x, static_cast<const uint16_t*>(p.w.data), y);
+    in_chunks(static_cast<const uint16_t*>(p.w.data));
   } else if (fast && blas_available() && p.w.dtype == DType::kF32) {
     if (Status st = blas_sgemm_nt(m, n, k, x, p.w.ptr<float>(), y); !st.is_ok()) return st;
   } else if (fast && blas_available() && (p.w.dtype == DType::kBF16 || p.w.dtype == DType::kF16)) {

@@ -29,9 +29,29 @@ struct GemvArgs {
   float rope_scaling;
   const float* w_scale = nullptr;  // fp8 weights: one scale per output row
   int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
+  // The tensor-core GEMV's 16-row bucket only: input rows in chunks of 16, each chunk its own
+  // blocks (batch-invariant products of any row count: kernels/batch_invariant.hpp).
+  int64_t row_chunks = 1;
 };
 
 enum class Epilogue { kStore, kSiluPairs, kRope };
+
+// The same product over input rows [m0, rows) only: what each row reads and writes moves with it.
+template <Epilogue EPI, class T, class TO, class W>
+__host__ __device__ __forceinline__ GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
+  a.x += m0 * a.k;
+  if constexpr (EPI == Epilogue::kStore) {
+    a.y += m0 * a.n;
+  } else if constexpr (EPI == Epilogue::kSiluPairs) {
+    a.y += m0 * (a.n / 2);
+  } else {
+    a.positions += m0;
+    a.slots += m0;
+    a.q_out += m0 * a.q_heads * a.head_dim;
+  }
+  a.rows -= m0;
+  return a;
+}
 
 // kSiluPairs: rows come in interleaved (gate, up) pairs and the block writes
 // silu(gate) * up for each pair instead of the two products (each rounded to T first, as

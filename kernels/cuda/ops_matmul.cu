@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/batch_invariant.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
@@ -202,7 +203,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
 // 16-bit layout loads as two chunks; they are widened to T in registers, so the fragments and
 // MMAs are the same and only half the bytes come from memory.
 template <class T, class TO, class W, int M, int kMmaWarps, int kVec, Epilogue EPI>
-__global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO, W> a) {
+__global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs<T, TO, W> args) {
   // Two sets of steps: the loads of one are in flight while the other's MMAs run (measured a
   // little faster than one set of 4 loaded after its MMAs; 8 steps in flight were slower:
   // registers). A set holds 2 / kVec steps, so the bytes in flight do not depend on kVec.
@@ -214,9 +215,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
   static_assert(!kIsFp8<W> || kVec == 2, "fp8 weights: 16 per row and step");
   __shared__ float partial[kMmaWarps][R * 8 * NT];
   pdl_trigger();
+  // The 16-row bucket takes any number of rows in chunks of 16 (args.row_chunks; batch-invariant
+  // products): block (weight tile, chunk) = (blockIdx.x / chunks, blockIdx.x % chunks), a tile's
+  // chunks side by side so that they find its weights in L2. Each chunk is summed as 16 rows are.
+  const int64_t chunks = M == 16 ? args.row_chunks : 1;
+  const int64_t chunk = M == 16 ? blockIdx.x % chunks : 0;
+  const GemvArgs<T, TO, W> a = chunk > 0 ? from_input_row<EPI>(args, chunk * 16) : args;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n = a.n, k = a.k;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x / chunks) * R;
   const int64_t steps = k / (32 * kVec), per = (steps + kMmaWarps - 1) / kMmaWarps;
   const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
   const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n;
@@ -350,15 +357,18 @@ int gemv_mma_vec(int64_t k) {
 
 template <class T, class TO, class W, int M, Epilogue EPI>
 void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  // The warps per block follow the weight's tiles, never the row chunks: a row's sums split K
+  // among the same warps at every row count.
   const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
+  const unsigned grid = blocks * static_cast<unsigned>(M == 16 ? a.row_chunks : 1);
   auto with_vec = [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
     const int warps = gemv_mma_warps(blocks, a.k / (32 * kVec));
     if constexpr (kVec == 2 && !kIsFp8<W>) {
-      if (warps == 16) return launch_pdl(gemv_mma_kernel<T, TO, W, M, 16, kVec, EPI>, dim3(blocks), dim3(16 * 32), 0, s, a);
+      if (warps == 16) return launch_pdl(gemv_mma_kernel<T, TO, W, M, 16, kVec, EPI>, dim3(grid), dim3(16 * 32), 0, s, a);
     }
-    if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, W, M, 4, kVec, EPI>, dim3(blocks), dim3(4 * 32), 0, s, a);
-    else launch_pdl(gemv_mma_kernel<T, TO, W, M, 8, kVec, EPI>, dim3(blocks), dim3(8 * 32), 0, s, a);
+    if (warps == 4) launch_pdl(gemv_mma_kernel<T, TO, W, M, 4, kVec, EPI>, dim3(grid), dim3(4 * 32), 0, s, a);
+    else launch_pdl(gemv_mma_kernel<T, TO, W, M, 8, kVec, EPI>, dim3(grid), dim3(8 * 32), 0, s, a);
   };
   if constexpr (kIsFp8<W>) {
     with_vec(std::integral_constant<int, 2>{});  // mma_eligible: K is a multiple of 64
@@ -439,8 +449,45 @@ void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   launch_gemv_few<T, TO, W, 1, 2, EPI>(a, s);
 }
 
+// A batch-invariant product (kernels/batch_invariant.hpp) of m rows through chunk_rows' rows of
+// the GEMV the weight's K picks: the tensor-core one sums a row the same way for every M it is
+// instantiated for, the CUDA-core one for every M and R (threads split K by K alone).
+template <class T, class TO, class W, int M, Epilogue EPI>
+void launch_invariant_rows(GemvKernel kernel, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
+  if (kernel == GemvKernel::kTensorCore) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  else launch_gemv_rows<T, TO, W, M, (M <= 3 ? 2 : 4), EPI>(a, s);
+}
+
+template <class T, class TO, Epilogue EPI, class W>
+void launch_gemv_invariant(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
+  const GemvKernel kernel = batch_invariant_gemv_kernel(a.k, kIsFp8<W>, gemv_rules());
+  const int64_t chunk_rows = batch_invariant_gemv_chunk_rows(kernel, kIsFp8<W>);
+  a.rows = m;
+  if constexpr (!kIsFp8<W>) {
+    if (kernel == GemvKernel::kTensorCore && m > kGemvCudaCoreMaxM) {  // one launch, chunks of 16 in its grid
+      static_assert(kGemvMaxM == 16, "the tensor-core GEMV's row bucket");
+      a.row_chunks = (m + chunk_rows - 1) / chunk_rows;
+      return launch_gemv_mma<T, TO, W, 16, EPI>(a, s);
+    }
+  }
+  for (int64_t m0 = 0; m0 < m; m0 += chunk_rows) {
+    const GemvArgs<T, TO, W> c = from_input_row<EPI>(a, m0);
+    switch (std::min<int64_t>(chunk_rows, m - m0)) {
+      case 1: launch_invariant_rows<T, TO, W, 1, EPI>(kernel, c, s); break;
+      case 2: launch_invariant_rows<T, TO, W, 2, EPI>(kernel, c, s); break;
+      case 3: launch_invariant_rows<T, TO, W, 3, EPI>(kernel, c, s); break;
+      case 4: launch_invariant_rows<T, TO, W, 4, EPI>(kernel, c, s); break;
+      case 5: launch_invariant_rows<T, TO, W, 5, EPI>(kernel, c, s); break;
+      case 6: launch_invariant_rows<T, TO, W, 6, EPI>(kernel, c, s); break;
+      case 7: launch_invariant_rows<T, TO, W, 7, EPI>(kernel, c, s); break;
+      default: launch_invariant_rows<T, TO, W, 8, EPI>(kernel, c, s); break;
+    }
+  }
+}
+
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
+  if (batch_invariant()) return launch_gemv_invariant<T, TO, EPI>(m, a, s);
   a.rows = m;
   // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
   if (m > kGemvCudaCoreMaxM) {
@@ -473,8 +520,10 @@ int default_gemv_rows() {
 }
 int max_gemv_rows = default_gemv_rows();
 
+// Batch-invariant products take the GEMVs at every row count (launch_gemv_invariant).
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  return x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)) && x.dtype != DType::kF32 &&
+  const bool rows_ok = batch_invariant() || (x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)));
+  return rows_ok && x.dtype != DType::kF32 &&
          x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
 
@@ -483,28 +532,14 @@ bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& b
 // still read no more than one bf16 pass. f16/f32 inputs and odd shapes dequantize (below).
 static_assert(kFp8MaxRows <= 2 * kGemvFp8ChunkM, "the fp8 GEMVs serve two launches of 8 rows");
 bool fp8_gemv_eligible(const TensorView& x, const TensorView& w_fp8, const TensorView& bias, int64_t k) {
-  return max_gemv_rows > 0 && x.dtype == DType::kBF16 && k % 16 == 0 && aligned16(x.data) && aligned16(w_fp8.data) &&
+  return (max_gemv_rows > 0 || batch_invariant()) && x.dtype == DType::kBF16 && k % 16 == 0 && aligned16(x.data) && aligned16(w_fp8.data) &&
          (!bias.defined() || bias.dtype == x.dtype);
-}
-
-// The same launch over rows [m0, ...) of the input: what each row reads and writes moves with it.
-template <class T, class TO, class W, Epilogue EPI>
-GemvArgs<T, TO, W> from_input_row(GemvArgs<T, TO, W> a, int64_t m0) {
-  a.x += m0 * a.k;
-  if constexpr (EPI == Epilogue::kStore) a.y += m0 * a.n;
-  else if constexpr (EPI == Epilogue::kSiluPairs) a.y += m0 * (a.n / 2);
-  else {
-    a.positions += m0;
-    a.slots += m0;
-    a.q_out += m0 * a.q_heads * a.head_dim;
-  }
-  return a;
 }
 
 template <class T, class TO, Epilogue EPI>
 void launch_fp8_gemv(int64_t m, const GemvArgs<T, TO, Fp8>& a, cudaStream_t s) {
   for (int64_t m0 = 0; m0 < m; m0 += kGemvFp8ChunkM)
-    launch_gemv<T, TO, EPI>(std::min<int64_t>(kGemvFp8ChunkM, m - m0), from_input_row<T, TO, Fp8, EPI>(a, m0), s);
+    launch_gemv<T, TO, EPI>(std::min<int64_t>(kGemvFp8ChunkM, m - m0), from_input_row<EPI>(a, m0), s);
 }
 
 // Dequantized tiles for cuBLAS: out[r, c] = w[r, c] * scale[r], rounded to T.

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# --enable-deterministic-inference on the GPU (docs/deterministic-inference.md), in one device call
+# with .device.tgz (aerie-generate, gpu_test) and the GGUF's parts already on the machine
+# (tools/device_model_gguf.sh says how they travel) and the shipped head in assets/:
+#   1. gpu_test's batch-invariant tests and the bf16 bit-for-bit verify test;
+#   2. #19's greedy table (96 held-out prompts x 128 tokens, batches 1 and 8, chains of 3-5 steps
+#      and the tree) with and without the flag: speedups, accept lengths and how many greedy
+#      answers equal plain decoding's (with the flag: every chain answer at every batch).
+#   device run (carry the last GGUF part; assets/ in the tree): bash tools/gpu_deterministic_check.sh
+# PROMPTS, CONFIGS, BATCHES change step 2. Tables in $OUT/*.txt, the runs' JSON in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/aerie-deterministic}
+mkdir -p "$OUT"
+rm -rf .device && tar xzf .device.tgz
+export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+bash tools/device_model_gguf.sh || exit 1
+status=0
+timeout 300 .device/bin/gpu_test --gtest_filter='CudaBatchInvariant.*:CudaModel.Bf16*' > "$OUT/gpu_test_batch_invariant.txt" 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED) |OK \]|FAILED \]|differ" "$OUT/gpu_test_batch_invariant.txt" | head -30
+H=$PWD/assets/smollm2-eagle3
+for mode in default deterministic; do
+  extra=""
+  [[ $mode == deterministic ]] && extra="--enable-deterministic-inference"
+  OUT=$OUT HEAD=$H PROMPTS=${PROMPTS:-96} BATCHES="${BATCHES:-1 8}" TEMPS=0 CONFIGS="${CONFIGS:-plain chain-3 chain-4 chain-5 tree-4x5-8}" \
+    NAME=eagle3_eval_$mode EXTRA="$extra" bash tools/gpu_eagle3_eval.sh 2>&1 | grep -vE "^(loading|making)" | tee "$OUT/table_$mode.txt" || status=1
+done
+exit $status
