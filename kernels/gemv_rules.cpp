@@ -31,7 +31,8 @@ GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, 
   return whole_steps ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
 }
 
-GemvKernel batch_invariant_gemv_kernel(int64_t k, bool fp8_weights, const GemvRules& rules) {
+GemvKernel batch_invariant_gemv_kernel(int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules) {
+  if (n * k * (fp8_weights ? 1 : 2) <= kInvariantOneRowRuleMaxBytes) return small_gemv_kernel(1, n, k, fp8_weights, rules);
   return rules.tensor_cores && k % (fp8_weights ? 64 : 32) == 0 ? GemvKernel::kTensorCore : GemvKernel::kCudaCore;
 }
 

@@ -39,10 +39,14 @@ const GemvRules& gemv_rules();
 GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
 
 // The GEMV for every row count under --enable-deterministic-inference (kernels/batch_invariant.hpp):
-// chosen by K alone, so a row is summed the same way in a one-row step, a verify, a prompt chunk
-// and any mix of them. The tensor-core GEMV wherever K comes in whole steps (its 16 x 8 tiles run
-// in chunks of 16 input rows past 16; fp8 weights 8), else the CUDA-core one (chunks of 8).
-GemvKernel batch_invariant_gemv_kernel(int64_t k, bool fp8_weights, const GemvRules& rules);
+// chosen by the weight's shape alone, so a row is summed the same way in a one-row step, a
+// verify, a prompt chunk and any mix of them. A weight of at most kInvariantOneRowRuleMaxBytes
+// takes the kernel a one-row product takes (small_gemv_kernel at m = 1: a decode step of a small
+// model at batch 1 runs as without the switch); a larger one the tensor-core GEMV wherever K
+// comes in whole steps (prompts' products then run on tensor cores, 16 rows a chunk), else the
+// CUDA-core one. More rows than a launch takes run as chunks of the same kernel.
+inline constexpr int64_t kInvariantOneRowRuleMaxBytes = int64_t{4} << 20;
+GemvKernel batch_invariant_gemv_kernel(int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
 // Input rows one launch (or one chunk of the tensor-core GEMV's grid) of that kernel takes.
 int64_t batch_invariant_gemv_chunk_rows(GemvKernel kernel, bool fp8_weights);
 

@@ -5,7 +5,9 @@
 #   1. gpu_test's batch-invariant tests and the bf16 bit-for-bit verify test;
 #   2. #19's greedy table (96 held-out prompts x 128 tokens, batches 1 and 8, chains of 3-5 steps
 #      and the tree) with and without the flag: speedups, accept lengths and how many greedy
-#      answers equal plain decoding's (with the flag: every chain answer at every batch).
+#      answers equal plain decoding's (with the flag: every chain answer at every batch);
+#   3. where plain decoding's time goes at batch 8 with and without the flag (--graph-times: each
+#      graph runner's and the eager forwards' device time, runs x ms a run).
 #   device run (carry the last GGUF part; assets/ in the tree): bash tools/gpu_deterministic_check.sh
 # PROMPTS, CONFIGS, BATCHES change step 2. Tables in $OUT/*.txt, the runs' JSON in $OUT.
 set -uo pipefail
@@ -24,5 +26,20 @@ for mode in default deterministic; do
   [[ $mode == deterministic ]] && extra="--enable-deterministic-inference"
   OUT=$OUT HEAD=$H PROMPTS=${PROMPTS:-96} BATCHES="${BATCHES:-1 8}" TEMPS=0 CONFIGS="${CONFIGS:-plain chain-3 chain-4 chain-5 tree-4x5-8}" \
     NAME=eagle3_eval_$mode EXTRA="$extra" bash tools/gpu_eagle3_eval.sh 2>&1 | grep -vE "^(loading|making)" | tee "$OUT/table_$mode.txt" || status=1
+done
+for mode in default deterministic; do
+  extra="--graph-times"
+  [[ $mode == deterministic ]] && extra="--graph-times --enable-deterministic-inference"
+  OUT=$OUT HEAD=$H PROMPTS=${PROMPTS:-96} BATCHES=8 TEMPS=0 CONFIGS="plain chain-4" NAME=graph_times_$mode EXTRA="$extra" \
+    bash tools/gpu_eagle3_eval.sh 2>&1 | grep "^batch" || status=1
+  python3 - "$OUT/graph_times_$mode.json" <<'PY' | tee "$OUT/graph_times_$mode.txt"
+import json, sys
+for row in json.load(open(sys.argv[1]))["rows"]:
+    times = row.get("graph_ms_a_run", {})
+    total = sum(v["runs"] * v["ms"] for v in times.values())
+    print(f"{row['config']}: {row['tok_per_s']:.0f} tok/s, device {total:.0f} ms in forwards")
+    for label, v in sorted(times.items(), key=lambda kv: -kv[1]["runs"] * kv[1]["ms"]):
+        print(f"  {label:40s} {v['runs']:6d} runs x {v['ms']:.4f} ms = {v['runs'] * v['ms']:8.1f} ms")
+PY
 done
 exit $status

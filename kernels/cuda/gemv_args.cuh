@@ -29,8 +29,9 @@ struct GemvArgs {
   float rope_scaling;
   const float* w_scale = nullptr;  // fp8 weights: one scale per output row
   int64_t rows = 0;                // rows of x (set by launch_gemv; a kernel for M rows serves up to M)
-  // The tensor-core GEMV's 16-row bucket only: input rows in chunks of 16, each chunk its own
-  // blocks (batch-invariant products of any row count: kernels/batch_invariant.hpp).
+  // The tensor-core GEMV's 16-row bucket and the CUDA-core GEMV at 8 rows only: input rows in
+  // chunks of 16 (8), each chunk its own blocks (batch-invariant products of any row count:
+  // kernels/batch_invariant.hpp).
   int64_t row_chunks = 1;
 };
 

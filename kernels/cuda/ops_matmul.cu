@@ -105,7 +105,7 @@ __device__ __forceinline__ void widen_fp8(const uint4& v, uint4& lo, uint4& hi) 
 }
 
 template <class T, class TO, class W, int M, int R, int THREADS, Epilogue EPI>
-__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> a) {
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> args) {
   constexpr int kWarps = THREADS / 32;
   constexpr int E = kIsFp8<W> ? 16 : 8;  // weights per 16-byte chunk
   // Loads in flight per thread, bounded by registers (weights in flight, widened weights
@@ -113,8 +113,13 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
   constexpr int kUnroll = R == 1 ? 8 : (R * M > 16 ? 2 : 4);
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
+  // At 8 rows, whole chunks of 8 more (args.row_chunks; batch-invariant products), as the
+  // tensor-core GEMV's 16-row bucket takes chunks of 16: block (weight rows, chunk).
+  const int64_t row_chunks = M == 8 ? args.row_chunks : 1;
+  const int64_t row_chunk = M == 8 ? blockIdx.x % row_chunks : 0;
+  const GemvArgs<T, TO, W> a = row_chunk > 0 ? from_input_row<EPI>(args, row_chunk * 8) : args;
   const int64_t n = a.n, k = a.k;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x / row_chunks) * R;
   const int64_t chunks = k / E;
   float acc[R][M];
 #pragma unroll
@@ -380,7 +385,7 @@ void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_rows(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R);
+  const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R) * static_cast<unsigned>(M == 8 ? a.row_chunks : 1);
   if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, W, M, R, 256, EPI>, dim3(blocks), dim3(256), 0, s, a);
   else launch_pdl(gemv_kernel<T, TO, W, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
 }
@@ -452,15 +457,17 @@ void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 // A batch-invariant product (kernels/batch_invariant.hpp) of m rows through chunk_rows' rows of
 // the GEMV the weight's K picks: the tensor-core one sums a row the same way for every M it is
 // instantiated for, the CUDA-core one for every M and R (threads split K by K alone).
+// Weight rows a CUDA-core block takes: two for narrow weights, as launch_gemv_m measured them.
 template <class T, class TO, class W, int M, Epilogue EPI>
 void launch_invariant_rows(GemvKernel kernel, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  if (kernel == GemvKernel::kTensorCore) launch_gemv_mma<T, TO, W, M, EPI>(a, s);
-  else launch_gemv_rows<T, TO, W, M, (M <= 3 ? 2 : 4), EPI>(a, s);
+  if (kernel == GemvKernel::kTensorCore) return launch_gemv_mma<T, TO, W, M, EPI>(a, s);
+  if (!kIsFp8<W> && a.n <= gemv_rules().narrow_max_rows) return launch_gemv_rows<T, TO, W, M, 2, EPI>(a, s);
+  launch_gemv_rows<T, TO, W, M, (M <= 3 ? 2 : 4), EPI>(a, s);
 }
 
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv_invariant(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
-  const GemvKernel kernel = batch_invariant_gemv_kernel(a.k, kIsFp8<W>, gemv_rules());
+  const GemvKernel kernel = batch_invariant_gemv_kernel(a.n, a.k, kIsFp8<W>, gemv_rules());
   const int64_t chunk_rows = batch_invariant_gemv_chunk_rows(kernel, kIsFp8<W>);
   a.rows = m;
   if constexpr (!kIsFp8<W>) {
@@ -469,6 +476,16 @@ void launch_gemv_invariant(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
       a.row_chunks = (m + chunk_rows - 1) / chunk_rows;
       return launch_gemv_mma<T, TO, W, 16, EPI>(a, s);
     }
+  }
+  if (kernel == GemvKernel::kCudaCore && m >= 2 * chunk_rows) {  // whole chunks of 8 in one launch, the rest after
+    static_assert(kGemvCudaCoreMaxM == 8, "the CUDA-core GEMV's chunk");
+    GemvArgs<T, TO, W> whole = a;
+    whole.row_chunks = m / chunk_rows;
+    launch_invariant_rows<T, TO, W, 8, EPI>(kernel, whole, s);
+    const int64_t done = whole.row_chunks * chunk_rows;
+    if (done == m) return;
+    a = from_input_row<EPI>(a, done);
+    m -= done;
   }
   for (int64_t m0 = 0; m0 < m; m0 += chunk_rows) {
     const GemvArgs<T, TO, W> c = from_input_row<EPI>(a, m0);
