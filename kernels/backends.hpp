@@ -54,6 +54,7 @@ AERIE_DECLARE_BACKEND(cuda, , void* stream)
 namespace cuda {
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
+void set_gemv_chunked_rows(int64_t rows);
 }
 
 }  // namespace aerie::kernels

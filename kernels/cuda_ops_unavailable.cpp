@@ -34,6 +34,7 @@ Status gate_up_silu(const GateUpSiluParams&, void*) { return unavailable("gate_u
 Status qkv_rope(const QkvRopeParams&, void*) { return unavailable("qkv_rope"); }
 void set_gemv_max_rows(int) {}
 int gemv_max_rows() { return 0; }
+void set_gemv_chunked_rows(int64_t) {}
 Status fill_normal(const FillNormalParams&, void*) { return unavailable("fill_normal"); }
 
 }  // namespace aerie::kernels::cuda

@@ -28,6 +28,11 @@ struct GemvRules {
   // tensor-core blocks of 16 leave most SMs idle: SmolLM2's decode at batch 3-5 7% faster).
   int64_t narrow_max_rows = 576;        // AERIE_GEMV_NARROW_CUDA_CORE_N (0: none)
   bool tensor_cores = true;             // AERIE_GEMV_MMA=0: no tensor-core GEMV (3-8 rows on CUDA cores)
+  // 17 to chunked_max_rows rows over a weight of at most chunked_max_weight_bytes take the
+  // tensor-core GEMV in chunks of 16 rows (one launch) instead of cuBLASLt: a small model's
+  // verify at batch 8 and the decodes + prompt chunk of a mixed batch (docs/performance.md).
+  int64_t chunked_max_rows = 64;                          // AERIE_GEMV_CHUNKED_MAX_ROWS (0: none)
+  int64_t chunked_max_weight_bytes = int64_t{8} << 20;  // AERIE_GEMV_CHUNKED_MAX_MIB
 };
 
 // The rules as the environment's knobs set them (read once), for measuring on the GPU machine.
@@ -38,15 +43,17 @@ const GemvRules& gemv_rules();
 // 32 (16-bit) or 64 (fp8); 9-16 rows always go there (gemv_eligible checked K).
 GemvKernel small_gemv_kernel(int64_t m, int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
 
+// Whether a product of m > 16 rows of weights [n, k] (16-bit) takes the tensor-core GEMV in
+// chunks of 16 rows (the rule above) rather than cuBLASLt.
+bool gemv_takes_row_chunks(int64_t m, int64_t n, int64_t k, const GemvRules& rules);
+
 // The GEMV for every row count under --enable-deterministic-inference (kernels/batch_invariant.hpp):
-// chosen by the weight's shape alone, so a row is summed the same way in a one-row step, a
-// verify, a prompt chunk and any mix of them. A weight of at most kInvariantOneRowRuleMaxBytes
-// takes the kernel a one-row product takes (small_gemv_kernel at m = 1: a decode step of a small
-// model at batch 1 runs as without the switch); a larger one the tensor-core GEMV wherever K
-// comes in whole steps (prompts' products then run on tensor cores, 16 rows a chunk), else the
-// CUDA-core one. More rows than a launch takes run as chunks of the same kernel.
-inline constexpr int64_t kInvariantOneRowRuleMaxBytes = int64_t{4} << 20;
-GemvKernel batch_invariant_gemv_kernel(int64_t n, int64_t k, bool fp8_weights, const GemvRules& rules);
+// chosen by K alone, so a row is summed the same way in a one-row step, a verify, a prompt chunk
+// and any mix of them: the tensor-core GEMV wherever K comes in whole steps, else the CUDA-core
+// one; more rows than a launch takes run as chunks of it. (The one-row rule by shape — SmolLM2's
+// o_proj and down_proj on CUDA cores — measured 5% faster at batch 1 and 15% slower for its
+// 40-row verify at batch 8 on an H100: docs/deterministic-inference.md.)
+GemvKernel batch_invariant_gemv_kernel(int64_t k, bool fp8_weights, const GemvRules& rules);
 // Input rows one launch (or one chunk of the tensor-core GEMV's grid) of that kernel takes.
 int64_t batch_invariant_gemv_chunk_rows(GemvKernel kernel, bool fp8_weights);
 

@@ -56,6 +56,10 @@ Status gate_up_silu(const GateUpSiluParams& p, const Stream& stream);
 /// everything to cuBLAS.
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
+/// For measuring (aerie-bench kernels): products of 17 to `rows` rows take the tensor-core GEMV in
+/// chunks of 16, whatever the weight's size (0: none, cuBLASLt); -1: the rules again
+/// (kernels/gemv_rules.hpp, chunked_max_rows / chunked_max_weight_bytes). CUDA only.
+void set_gemv_chunked_rows(int64_t rows);
 
 /// CPU backend: f32 products go to the small-batch kernel (1-16 rows) and oneDNN's sgemm
 /// (more rows, when the build has it: AERIE_WITH_ONEDNN); `true` sends them to the blocked

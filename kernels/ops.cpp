@@ -213,6 +213,7 @@ void MatmulParams::validate() const {
 }
 void set_gemv_max_rows(int rows) { cuda::set_gemv_max_rows(rows); }
 int gemv_max_rows() { return cuda::gemv_max_rows(); }
+void set_gemv_chunked_rows(int64_t rows) { cuda::set_gemv_chunked_rows(rows); }
 
 Status matmul(const MatmulParams& p, const Stream& s) {
   return dispatch(p, s, p.x.device, cpu::matmul, [](const MatmulParams& q, void* h) { return cuda::matmul(q, h); });

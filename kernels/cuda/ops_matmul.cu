@@ -467,7 +467,7 @@ void launch_invariant_rows(GemvKernel kernel, const GemvArgs<T, TO, W>& a, cudaS
 
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv_invariant(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
-  const GemvKernel kernel = batch_invariant_gemv_kernel(a.n, a.k, kIsFp8<W>, gemv_rules());
+  const GemvKernel kernel = batch_invariant_gemv_kernel(a.k, kIsFp8<W>, gemv_rules());
   const int64_t chunk_rows = batch_invariant_gemv_chunk_rows(kernel, kIsFp8<W>);
   a.rows = m;
   if constexpr (!kIsFp8<W>) {
@@ -506,9 +506,11 @@ template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   if (batch_invariant()) return launch_gemv_invariant<T, TO, EPI>(m, a, s);
   a.rows = m;
-  // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it).
+  // 9-16 rows: the tensor-core GEMV with two tiles of 8 (gemv_eligible checked that K allows it);
+  // more (gemv_takes_row_chunks) in chunks of 16 in one launch.
   if (m > kGemvCudaCoreMaxM) {
     static_assert(kGemvMaxM == 16, "one bucket past the CUDA-core GEMV's rows");
+    a.row_chunks = (m + kGemvMaxM - 1) / kGemvMaxM;
     if constexpr (!kIsFp8<W>) launch_gemv_mma<T, TO, W, 16, EPI>(a, s);  // fp8 launches hold kGemvFp8ChunkM rows
     return;
   }
@@ -537,9 +539,17 @@ int default_gemv_rows() {
 }
 int max_gemv_rows = default_gemv_rows();
 
-// Batch-invariant products take the GEMVs at every row count (launch_gemv_invariant).
+// Batch-invariant products take the GEMVs at every row count (launch_gemv_invariant); small
+// weights up to the chunked rule's rows too (kernels/gemv_rules.hpp), unless the bench set it.
+int64_t chunked_rows_forced = -1;  // set_gemv_chunked_rows: -1 the rules
+bool takes_row_chunks(int64_t m, int64_t n, int64_t k) {
+  if (chunked_rows_forced >= 0) return m > kGemvMaxM && m <= chunked_rows_forced && mma_eligible<__nv_bfloat16>(k);
+  return max_gemv_rows >= kGemvMaxM && gemv_takes_row_chunks(m, n, k, gemv_rules());
+}
 bool gemv_eligible(const TensorView& x, const TensorView& w, const TensorView& bias, int64_t k) {
-  const bool rows_ok = batch_invariant() || (x.dim(0) <= max_gemv_rows && (x.dim(0) <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k)));
+  const int64_t m = x.dim(0);
+  const bool rows_ok = batch_invariant() || (m <= max_gemv_rows && (m <= kGemvCudaCoreMaxM || mma_eligible<__nv_bfloat16>(k))) ||
+                       takes_row_chunks(m, w.dim(0), k);
   return rows_ok && x.dtype != DType::kF32 &&
          x.dtype == w.dtype && k % 8 == 0 && aligned16(x.data) && aligned16(w.data) && (!bias.defined() || bias.dtype == x.dtype);
 }
@@ -585,6 +595,7 @@ struct DequantTile {
 }  // namespace
 
 void set_gemv_max_rows(int rows) { max_gemv_rows = rows < 0 ? 0 : (rows > kGemvMaxM ? kGemvMaxM : rows); }
+void set_gemv_chunked_rows(int64_t rows) { chunked_rows_forced = rows < 0 ? -1 : rows; }
 int gemv_max_rows() { return max_gemv_rows; }
 
 namespace {

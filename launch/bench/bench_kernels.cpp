@@ -91,6 +91,12 @@ int run_kernel_bench(const KernelBenchOptions& o) {
         kernels::set_gemv_max_rows(0);
         report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
         kernels::set_gemv_max_rows(saved);
+      } else if (bs <= 512) {  // both paths, for the chunked GEMV's rule (kernels/gemv_rules.hpp)
+        kernels::set_gemv_chunked_rows(bs);
+        report((std::string(g.name) + "/chunks").c_str(), bs, gemm_ms(), bytes);
+        kernels::set_gemv_chunked_rows(0);
+        report((std::string(g.name) + "/cublas").c_str(), bs, gemm_ms(), bytes);
+        kernels::set_gemv_chunked_rows(-1);
       }
     }
     // Attention over a context of o.context for every sequence.

@@ -95,34 +95,22 @@ TEST(BatchInvariant, AttentionPolicyNoLongerLooksAtTheBatch) {
   EXPECT_FALSE(attention_prefill_on_tensor_cores(prefill));
 }
 
-TEST(BatchInvariant, GemvFollowsTheWeightsShapeAlone) {
+TEST(BatchInvariant, GemvFollowsTheWeightsKAlone) {
   const GemvRules r;
-  constexpr GemvKernel kCuda = GemvKernel::kCudaCore, kTensor = GemvKernel::kTensorCore;
-  // Weights of at most 4 MiB take the one-row rule: SmolLM2's q/k/v and gate/up on tensor cores,
-  // its o_proj and down_proj on CUDA cores (as its decode step at batch 1), its EAGLE-3 head's q/k/v
-  // (K = 1152) on CUDA cores.
-  EXPECT_EQ(batch_invariant_gemv_kernel(960, 576, false, r), kTensor);
-  EXPECT_EQ(batch_invariant_gemv_kernel(3072, 576, false, r), kTensor);
-  EXPECT_EQ(batch_invariant_gemv_kernel(576, 576, false, r), kCuda);
-  EXPECT_EQ(batch_invariant_gemv_kernel(576, 1536, false, r), kCuda);
-  EXPECT_EQ(batch_invariant_gemv_kernel(960, 1152, false, r), kCuda);
-  for (int64_t n : {576, 960, 3072})
-    EXPECT_EQ(batch_invariant_gemv_kernel(n, 576, false, r), small_gemv_kernel(1, n, 576, false, r)) << n;
-  // Larger ones the tensor cores wherever K allows: SmolLM2's LM head, the 8B shape's products.
-  EXPECT_EQ(batch_invariant_gemv_kernel(49152, 576, false, r), kTensor);
-  EXPECT_EQ(batch_invariant_gemv_kernel(4096, 14336, false, r), kTensor);
-  EXPECT_EQ(batch_invariant_gemv_kernel(28672, 4096, false, r), kTensor);
-  EXPECT_EQ(batch_invariant_gemv_kernel(8192, 584, false, r), kCuda);   // not whole 32-wide steps
-  EXPECT_EQ(batch_invariant_gemv_kernel(8192, 640, true, r), kTensor);  // fp8: 64-wide steps
-  EXPECT_EQ(batch_invariant_gemv_kernel(8192, 608, true, r), kCuda);
-  EXPECT_EQ(batch_invariant_gemv_kernel(200, 584, false, r), kCuda);
+  // SmolLM2's products and LM head, its EAGLE-3 head's q/k/v (K = 1152), the 8B shape's down_proj.
+  for (const int64_t k : {576, 1536, 1152, 14336}) {
+    EXPECT_EQ(batch_invariant_gemv_kernel(k, false, r), GemvKernel::kTensorCore) << k;
+    EXPECT_EQ(batch_invariant_gemv_kernel(k, true, r), GemvKernel::kTensorCore) << k;
+  }
+  EXPECT_EQ(batch_invariant_gemv_kernel(584, false, r), GemvKernel::kCudaCore);  // not whole 32-wide steps
+  EXPECT_EQ(batch_invariant_gemv_kernel(608, true, r), GemvKernel::kCudaCore);   // fp8: not whole 64-wide steps
+  EXPECT_EQ(batch_invariant_gemv_kernel(608, false, r), GemvKernel::kTensorCore);
   GemvRules no_mma;
   no_mma.tensor_cores = false;
-  EXPECT_EQ(batch_invariant_gemv_kernel(3072, 576, false, no_mma), kCuda);
-  EXPECT_EQ(batch_invariant_gemv_kernel(49152, 576, false, no_mma), kCuda);
-  EXPECT_EQ(batch_invariant_gemv_chunk_rows(kTensor, false), 16);
-  EXPECT_EQ(batch_invariant_gemv_chunk_rows(kTensor, true), 8);
-  EXPECT_EQ(batch_invariant_gemv_chunk_rows(kCuda, false), 8);
+  EXPECT_EQ(batch_invariant_gemv_kernel(576, false, no_mma), GemvKernel::kCudaCore);
+  EXPECT_EQ(batch_invariant_gemv_chunk_rows(GemvKernel::kTensorCore, false), 16);
+  EXPECT_EQ(batch_invariant_gemv_chunk_rows(GemvKernel::kTensorCore, true), 8);
+  EXPECT_EQ(batch_invariant_gemv_chunk_rows(GemvKernel::kCudaCore, false), 8);
 }
 
 // The CPU backend: each of m rows of a product (f32, bf16 weights, Q8_0 blocks) equals, bit for

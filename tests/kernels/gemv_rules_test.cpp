@@ -95,4 +95,27 @@ TEST(GemvRules, TheKnobsMoveTheThresholdsOrTurnThePathsOff) {
   EXPECT_EQ(env.narrow_max_rows, defaults.narrow_max_rows);
   EXPECT_EQ(env.tensor_cores, defaults.tensor_cores);
   EXPECT_EQ(env.short_k_on_tensor_cores, defaults.short_k_on_tensor_cores);
+  EXPECT_EQ(env.chunked_max_rows, defaults.chunked_max_rows);
+  EXPECT_EQ(env.chunked_max_weight_bytes, defaults.chunked_max_weight_bytes);
+}
+
+TEST(GemvRules, MoreThan16RowsOfASmallWeightTakeTheTensorCoreGemvInChunks) {
+  const GemvRules r;
+  // SmolLM2's products (up to 3.4 MiB) at a verify of 8 x 5 rows and a mixed batch of 64.
+  for (const auto& [n, k] : kSmolLm2) {
+    const bool small = n * k * 2 <= r.chunked_max_weight_bytes;
+    EXPECT_EQ(gemv_takes_row_chunks(40, n, k, r), small) << n << " x " << k;
+    EXPECT_EQ(gemv_takes_row_chunks(r.chunked_max_rows, n, k, r), small) << n << " x " << k;
+    EXPECT_FALSE(gemv_takes_row_chunks(r.chunked_max_rows + 1, n, k, r)) << n << " x " << k;
+    EXPECT_FALSE(gemv_takes_row_chunks(16, n, k, r)) << "16 rows are the GEMVs' anyway";
+  }
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 49152, 576, r));  // SmolLM2's LM head: 54 MiB
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 4096, 4096, r));  // the 8B shape's o_proj: cuBLASLt
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 960, 584, r));    // K not in 32-wide steps
+  GemvRules off;
+  off.chunked_max_rows = 0;
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 960, 576, off));
+  GemvRules no_tensor_cores;
+  no_tensor_cores.tensor_cores = false;
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 960, 576, no_tensor_cores));
 }
