@@ -30,9 +30,14 @@ struct GemvRules {
   bool tensor_cores = true;             // AERIE_GEMV_MMA=0: no tensor-core GEMV (3-8 rows on CUDA cores)
   // 17 to chunked_max_rows rows over a weight of at most chunked_max_weight_bytes take the
   // tensor-core GEMV in chunks of 16 rows (one launch) instead of cuBLASLt: a small model's
-  // verify at batch 8 and the decodes + prompt chunk of a mixed batch (docs/performance.md).
-  int64_t chunked_max_rows = 64;                          // AERIE_GEMV_CHUNKED_MAX_ROWS (0: none)
-  int64_t chunked_max_weight_bytes = int64_t{8} << 20;  // AERIE_GEMV_CHUNKED_MAX_MIB
+  // verify at batch 8, its mixed batches (decodes + a prompt chunk) and prompt extends, where
+  // cuBLASLt also costs host time for every new row count. Measured on an H100 (docs/performance.md,
+  // fortieth session): SmolLM2's products 1.04-1.66x faster alone at 17-64 rows, even at 96-128
+  // (tied, gate/up slower), slower at 256; the 1B shape's 8 MiB o_proj slower past 32 rows; through
+  // the engine at batch 8 plain decoding +17%, chains of 3-5 +17-27%, the tree unchanged with 128
+  // rows (+12% plain with 64, and 256 below 128).
+  int64_t chunked_max_rows = 128;                         // AERIE_GEMV_CHUNKED_MAX_ROWS (0: none)
+  int64_t chunked_max_weight_bytes = int64_t{4} << 20;  // AERIE_GEMV_CHUNKED_MAX_MIB
 };
 
 // The rules as the environment's knobs set them (read once), for measuring on the GPU machine.

@@ -154,9 +154,9 @@ TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
   const int saved = gemv_max_rows();
   set_gemv_max_rows(16);
   for (DType t : {DType::kBF16, DType::kF16})
-    // 17-64: the tensor-core GEMV in chunks of 16 over weights of up to 8 MiB (all of these; the
-    // chunked rule, kernels/gemv_rules.hpp); 65: cuBLAS.
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 40, 64, 65})
+    // 17-128: the tensor-core GEMV in chunks of 16 over weights of up to 4 MiB (all of these; the
+    // chunked rule, kernels/gemv_rules.hpp); 129: cuBLAS.
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 40, 65, 128, 129})
     for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1003}, {576, 1003}, {576, 9001}, {1536, 576}, {576, 517}, {576, 700}}) {  // n: not always a multiple of the rows per block
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {n, k}, 0.05f);
       for (DType out : {t, DType::kF32}) {
@@ -317,8 +317,8 @@ TEST_F(CudaOps, GateUpSiluMatchesCpuFusedAndUnfused) {
   for (DType t : {DType::kBF16, DType::kF16}) {
     // 1 and 2 rows run the fused CUDA-core GEMV (the tensor-core one over more than 576 rows at
     // K 512, and at two rows K 2048), 5-16 the tensor-core one (13: a partly filled bucket; 5 over
-    // 576 rows the CUDA-core one), 32 and 40 the tensor-core one in chunks of 16, 65 cuBLAS and silu_mul.
-    for (int64_t m : {1, 2, 5, 13, 16, 32, 40, 65})
+    // 576 rows the CUDA-core one), 32-128 the tensor-core one in chunks of 16, 129 cuBLAS and silu_mul.
+    for (int64_t m : {1, 2, 5, 13, 16, 32, 40, 128, 129})
     for (const int64_t k : {512, 2048})
     for (const int64_t inter : {384, 288, 512}) {
       Buffer x = random_buffer(rng, t, {m, k}), w = random_buffer(rng, t, {2 * inter, k}), bias = random_buffer(rng, t, {2 * inter});
@@ -336,11 +336,11 @@ TEST_F(CudaOps, QkvRopeMatchesCpuFusedAndUnfused) {
   for (DType t : {DType::kBF16, DType::kF16}) {
     // 1 and 2 rows run the fused CUDA-core GEMV epilogue (the tensor-core one over more than 576
     // rows at K 512, and at two rows K 2048), 5-16 the tensor-core one (5 over 512 rows the
-    // CUDA-core one), 32 and 40 the tensor-core one in chunks of 16, 65 cuBLAS.
-    for (int64_t m : {1, 2, 5, 13, 16, 32, 40, 65})
+    // CUDA-core one), 32-128 the tensor-core one in chunks of 16, 129 cuBLAS.
+    for (int64_t m : {1, 2, 5, 13, 16, 32, 40, 128, 129})
     for (const int64_t hidden : {512, 2048})
     for (const auto& [qh, kh] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {6, 1}, {12, 2}}) {
-      const int64_t dim = 64, slots = 200, width = (qh + 2 * kh) * dim;
+      const int64_t dim = 64, slots = 400, width = (qh + 2 * kh) * dim;
       Buffer x = random_buffer(rng, t, {m, hidden}), w = random_buffer(rng, t, {width, hidden}, 0.05f), bias = random_buffer(rng, t, {width});
       const auto [pos_b, sl_b, inv_b] = rope_inputs(m, slots, dim, 7, 1000);
       Buffer qkv(Device::kCpu, t, {m, width}), q(Device::kCpu, t, {m, qh, dim});

@@ -101,7 +101,7 @@ TEST(GemvRules, TheKnobsMoveTheThresholdsOrTurnThePathsOff) {
 
 TEST(GemvRules, MoreThan16RowsOfASmallWeightTakeTheTensorCoreGemvInChunks) {
   const GemvRules r;
-  // SmolLM2's products (up to 3.4 MiB) at a verify of 8 x 5 rows and a mixed batch of 64.
+  // SmolLM2's products (up to 3.4 MiB) at a verify of 8 x 5 rows and a mixed batch of 128.
   for (const auto& [n, k] : kSmolLm2) {
     const bool small = n * k * 2 <= r.chunked_max_weight_bytes;
     EXPECT_EQ(gemv_takes_row_chunks(40, n, k, r), small) << n << " x " << k;
@@ -111,6 +111,7 @@ TEST(GemvRules, MoreThan16RowsOfASmallWeightTakeTheTensorCoreGemvInChunks) {
   }
   EXPECT_FALSE(gemv_takes_row_chunks(40, 49152, 576, r));  // SmolLM2's LM head: 54 MiB
   EXPECT_FALSE(gemv_takes_row_chunks(40, 4096, 4096, r));  // the 8B shape's o_proj: cuBLASLt
+  EXPECT_FALSE(gemv_takes_row_chunks(40, 2048, 2048, r));  // the 1B shape's o_proj (8 MiB): slower past 32 rows
   EXPECT_FALSE(gemv_takes_row_chunks(40, 960, 584, r));    // K not in 32-wide steps
   GemvRules off;
   off.chunked_max_rows = 0;
