@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 
+#include "kernels/batch_invariant.hpp"
 #include "kernels/cpu/int8_block_gemm.hpp"
 #include "kernels/error.hpp"
 #include "launch/deployment.hpp"
@@ -386,6 +387,40 @@ TEST(Speculative, ChainStopProbabilityKeepsGreedyOutput) {
           }
         }
   }
+}
+
+// --enable-deterministic-inference on the CPU (kernels/batch_invariant.hpp: products in 16-row
+// chunks of the small-batch kernel, attention row by row): the launch sets the switch; seven
+// requests with prompts of up to 60 tokens (chunks of 24) answer, with their log-probabilities, as
+// each does alone, and EAGLE3 and STANDALONE chains answer as plain decoding.
+TEST(Speculative, DeterministicInferenceAnswersAsAloneAndAsPlainDecoding) {
+  auto reqs = mixed(7, 77, 20);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].logprobs = i % 2 == 0 ? 2 : -1;
+  auto deterministic = [](launch::DeploymentOptions o, int64_t running) {
+    o.enable_deterministic_inference = true;
+    o.max_running_requests = running;
+    return o;
+  };
+  const auto batch = run(deterministic(options("", {}, 8192, 1), 7), reqs);
+  EXPECT_TRUE(kernels::batch_invariant()) << "the launch sets the switch";
+  const auto alone = run(deterministic(options("", {}, 8192, 1), 1), reqs);
+  const auto eagle3 = run(deterministic(options("EAGLE3", {3, 1, 0}, 8192, 1), 7), reqs);
+  const auto standalone = run(deterministic(options("STANDALONE", {4, 1, 0}, 8192, 1), 7), reqs);
+  for (const auto* other : {&alone, &eagle3, &standalone})
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE((*other)[i].error.empty()) << (*other)[i].error;
+      EXPECT_EQ((*other)[i].result.output_ids, batch[i].result.output_ids) << "request " << i;
+      const auto& a = (*other)[i].result.output_logprobs;
+      const auto& b = batch[i].result.output_logprobs;
+      ASSERT_EQ(a.size(), b.size()) << "request " << i;
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (other == &alone) EXPECT_EQ(a[k].logprob, b[k].logprob) << "request " << i << " token " << k;  // the same path, rows bit for bit
+        else EXPECT_NEAR(a[k].logprob, b[k].logprob, 1e-5) << "request " << i << " token " << k;  // the verify's log-softmax
+        EXPECT_EQ(a[k].top_ids, b[k].top_ids);
+      }
+    }
+  run(options("", {}, 8192, 1), {reqs.front()});
+  EXPECT_FALSE(kernels::batch_invariant()) << "a launch without the flag turns it off";
 }
 
 TEST(Speculative, ChainStopProbabilityIsRefusedForTreesOneStepChainsAndPlainDecoding) {
