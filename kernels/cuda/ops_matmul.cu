@@ -454,10 +454,8 @@ void launch_one_row(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   launch_gemv_few<T, TO, W, 1, 2, EPI>(a, s);
 }
 
-// A batch-invariant product (kernels/batch_invariant.hpp) of m rows through chunk_rows' rows of
-// the GEMV the weight's K picks: the tensor-core one sums a row the same way for every M it is
-// instantiated for, the CUDA-core one for every M and R (threads split K by K alone).
-// Weight rows a CUDA-core block takes: two for narrow weights, as launch_gemv_m measured them.
+// M rows of a batch-invariant product on the GEMV its K picked; a CUDA-core block takes two
+// weight rows of a narrow weight, as launch_gemv_m measured them.
 template <class T, class TO, class W, int M, Epilogue EPI>
 void launch_invariant_rows(GemvKernel kernel, const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   if (kernel == GemvKernel::kTensorCore) return launch_gemv_mma<T, TO, W, M, EPI>(a, s);
@@ -465,6 +463,10 @@ void launch_invariant_rows(GemvKernel kernel, const GemvArgs<T, TO, W>& a, cudaS
   launch_gemv_rows<T, TO, W, M, (M <= 3 ? 2 : 4), EPI>(a, s);
 }
 
+// A batch-invariant product (kernels/batch_invariant.hpp) of any m rows, in chunks of the GEMV
+// the weight's K picks: the tensor-core one sums a row the same way for every M it is
+// instantiated for (its warps split K by N and K alone), the CUDA-core one for every M and R
+// (its threads split K by K alone).
 template <class T, class TO, Epilogue EPI, class W>
 void launch_gemv_invariant(int64_t m, GemvArgs<T, TO, W> a, cudaStream_t s) {
   const GemvKernel kernel = batch_invariant_gemv_kernel(a.k, kIsFp8<W>, gemv_rules());
