@@ -7,9 +7,10 @@
 // on which requests ran beside it. Off by default: it gives up the kernels chosen per batch.
 //
 // What it pins (docs/deterministic-inference.md):
-//  - products (CUDA, 16-bit weights and fp8 copies): one GEMV for every row count, chosen by the
-//    weight's shape alone (kernels/gemv_rules.hpp), more than 16 rows in chunks of 16 it sums
-//    exactly as it sums one; CPU: the small-batch kernel in chunks of 16 rows;
+//  - products (CUDA, 16-bit weights and fp8 copies): one GEMV for every row count, chosen by K
+//    alone (batch_invariant_gemv_kernel, kernels/gemv_rules.hpp), more rows than a launch takes
+//    in chunks (16 on tensor cores, 8 on CUDA cores) it sums exactly as it sums one; CPU: the
+//    small-batch kernel in chunks of 16 rows;
 //  - attention (CUDA): one token a block, the decode kernel for every batch (prefill included),
 //    the keys cut into splits of kAttentionMinSplitKeys whatever the batch
 //    (batch_invariant_attention_splits), always merged by the combine kernel.
