@@ -54,6 +54,30 @@ __host__ __device__ __forceinline__ GemvArgs<T, TO, W> from_input_row(GemvArgs<T
   return a;
 }
 
+// Input rows in chunks of C (GemvArgs::row_chunks) for a GEMV kernel whose bucket M is C: the
+// tensor-core GEMV at 16 rows, the CUDA-core one at 8 (batch-invariant products of any row count;
+// for any other M one chunk). A launch's grid is (weight tiles) x (chunks), a tile's chunks side
+// by side so that they find its weights in L2; each chunk is summed as C rows are.
+template <int M, int C, class T, class TO, class W>
+__host__ __device__ __forceinline__ int64_t gemv_row_chunks(const GemvArgs<T, TO, W>& a) {
+  return M == C ? a.row_chunks : 1;
+}
+template <int M, int C, class T, class TO, class W>
+__host__ __forceinline__ unsigned gemv_grid(const GemvArgs<T, TO, W>& a, int64_t weight_tiles) {
+  return static_cast<unsigned>(weight_tiles * gemv_row_chunks<M, C>(a));
+}
+// This block's chunk of input rows, and its weight tile's index.
+template <class T, class TO, class W>
+struct GemvBlock {
+  GemvArgs<T, TO, W> a;
+  int64_t tile;
+};
+template <int M, int C, Epilogue EPI, class T, class TO, class W>
+__device__ __forceinline__ GemvBlock<T, TO, W> gemv_block(const GemvArgs<T, TO, W>& args) {
+  const int64_t chunks = gemv_row_chunks<M, C>(args), chunk = blockIdx.x % chunks;
+  return {chunk > 0 ? from_input_row<EPI>(args, chunk * C) : args, static_cast<int64_t>(blockIdx.x / chunks)};
+}
+
 // kSiluPairs: rows come in interleaved (gate, up) pairs and the block writes
 // silu(gate) * up for each pair instead of the two products (each rounded to T first, as
 // matmul + silu_mul would store them): the MLP's gate/up projection with its activation.

@@ -113,13 +113,11 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const GemvArgs<T, TO, W> 
   constexpr int kUnroll = R == 1 ? 8 : (R * M > 16 ? 2 : 4);
   __shared__ float partial[kWarps][R * M];
   pdl_trigger();  // let the next kernel's blocks get scheduled behind this one's
-  // At 8 rows, whole chunks of 8 more (args.row_chunks; batch-invariant products), as the
-  // tensor-core GEMV's 16-row bucket takes chunks of 16: block (weight rows, chunk).
-  const int64_t row_chunks = M == 8 ? args.row_chunks : 1;
-  const int64_t row_chunk = M == 8 ? blockIdx.x % row_chunks : 0;
-  const GemvArgs<T, TO, W> a = row_chunk > 0 ? from_input_row<EPI>(args, row_chunk * 8) : args;
+  // At 8 rows, whole chunks of 8 more (batch-invariant products; gemv_block).
+  const GemvBlock<T, TO, W> blk = gemv_block<M, 8, EPI>(args);
+  const GemvArgs<T, TO, W>& a = blk.a;
   const int64_t n = a.n, k = a.k;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / row_chunks) * R;
+  const int64_t row0 = blk.tile * R;
   const int64_t chunks = k / E;
   float acc[R][M];
 #pragma unroll
@@ -220,15 +218,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma_kernel(const GemvArgs
   static_assert(!kIsFp8<W> || kVec == 2, "fp8 weights: 16 per row and step");
   __shared__ float partial[kMmaWarps][R * 8 * NT];
   pdl_trigger();
-  // The 16-row bucket takes any number of rows in chunks of 16 (args.row_chunks; batch-invariant
-  // products): block (weight tile, chunk) = (blockIdx.x / chunks, blockIdx.x % chunks), a tile's
-  // chunks side by side so that they find its weights in L2. Each chunk is summed as 16 rows are.
-  const int64_t chunks = M == 16 ? args.row_chunks : 1;
-  const int64_t chunk = M == 16 ? blockIdx.x % chunks : 0;
-  const GemvArgs<T, TO, W> a = chunk > 0 ? from_input_row<EPI>(args, chunk * 16) : args;
+  // The 16-row bucket takes any number of rows in chunks of 16 (gemv_block): the chunked GEMV of
+  // 17-128 rows and batch-invariant products.
+  const GemvBlock<T, TO, W> blk = gemv_block<M, 16, EPI>(args);
+  const GemvArgs<T, TO, W>& a = blk.a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n = a.n, k = a.k;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / chunks) * R;
+  const int64_t row0 = blk.tile * R;
   const int64_t steps = k / (32 * kVec), per = (steps + kMmaWarps - 1) / kMmaWarps;
   const int64_t s0 = std::min<int64_t>(steps, warp * per), s1 = std::min<int64_t>(steps, s0 + per);
   const bool ok_g = row0 + g < n, ok_h = row0 + g + 8 < n;
@@ -365,7 +361,7 @@ void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
   // The warps per block follow the weight's tiles, never the row chunks: a row's sums split K
   // among the same warps at every row count.
   const unsigned blocks = static_cast<unsigned>((a.n + 15) / 16);
-  const unsigned grid = blocks * static_cast<unsigned>(M == 16 ? a.row_chunks : 1);
+  const unsigned grid = gemv_grid<M, 16>(a, blocks);
   auto with_vec = [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
     const int warps = gemv_mma_warps(blocks, a.k / (32 * kVec));
@@ -385,7 +381,7 @@ void launch_gemv_mma(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
 
 template <class T, class TO, class W, int M, int R, Epilogue EPI>
 void launch_gemv_rows(const GemvArgs<T, TO, W>& a, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((a.n + R - 1) / R) * static_cast<unsigned>(M == 8 ? a.row_chunks : 1);
+  const unsigned blocks = gemv_grid<M, 8>(a, (a.n + R - 1) / R);
   if (a.k >= 8192) launch_pdl(gemv_kernel<T, TO, W, M, R, 256, EPI>, dim3(blocks), dim3(256), 0, s, a);
   else launch_pdl(gemv_kernel<T, TO, W, M, R, 128, EPI>, dim3(blocks), dim3(128), 0, s, a);
 }
