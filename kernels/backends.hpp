@@ -6,6 +6,7 @@
 #include "kernels/chain_accept.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/future_tokens.hpp"
+#include "kernels/gemm_tuning.hpp"
 #include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -55,6 +56,8 @@ namespace cuda {
 void set_gemv_max_rows(int rows);
 int gemv_max_rows();
 void set_gemv_chunked_rows(int64_t rows);
+GemmTuningCounts gemm_tuning_counts();
+void set_gemm_tuning_buckets(bool on);
 }
 
 }  // namespace aerie::kernels

@@ -2,12 +2,14 @@
 // against the bandwidth floor measured in the same run (tensor-parallel under mpirun with
 // --tp-size); `kernels` times each op of a decode step; `collectives` times all-reduces
 // across GPUs; `serving` is an HTTP load generator for a running server; `speculative` the
-// parts of a speculative round; `cpu-gemm` the CPU small-batch product alone.
+// parts of a speculative round; `cpu-gemm` the CPU small-batch product alone; `gemm-tuning` what
+// new row counts of a model's products cost while cuBLASLt's algorithms are chosen.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "kernels/error.hpp"
 #include "launch/cli_checks.hpp"
+#include "launch/bench/bench_gemm_tuning.hpp"
 #include "launch/bench/bench_kernels.hpp"
 #include "launch/bench/bench_collectives.hpp"
 #include "launch/bench/bench_cpu_gemm.hpp"
@@ -47,6 +49,17 @@ int main(int argc, char** argv) {
   kern->add_option("--context", kb.context, "context length of every sequence")->check(aerie::launch::kPositive);
   kern->add_option("--reps", kb.reps, "timed repetitions per op")->check(aerie::launch::kPositive);
   kern->add_option("--tp-size", kb.tp_size, "time one tensor-parallel rank's shard of each op")->check(aerie::launch::kPositive);
+  GemmTuningBenchOptions tb;
+  auto* tune = app.add_subcommand("gemm-tuning", "a model's products at every row count from --min-rows to --max-rows (random order): "
+                                                 "the first call of each (cuBLASLt's algorithm chosen), soon afterwards, and once each has "
+                                                 "recurred AERIE_GEMM_LT_RETUNE_AFTER times (default 256: borrowed algorithms retimed) (CUDA); "
+                                                 "AERIE_GEMM_LT_BUCKETS=0 times every new row count instead of sharing by bucket");
+  tune->add_option("--model-shape", tb.model_shape, "tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b")->capture_default_str();
+  tune->add_option("--min-rows", tb.min_rows, "fewest rows")->check(aerie::launch::kPositive)->capture_default_str();
+  tune->add_option("--max-rows", tb.max_rows, "most rows")->check(aerie::launch::kPositive)->capture_default_str();
+  tune->add_option("--seed", tb.seed, "seed of the row counts' order")->capture_default_str();
+  tune->add_option("--reps", tb.reps, "timed repetitions per row count afterwards")->check(aerie::launch::kPositive)->capture_default_str();
+  tune->add_option("--json", tb.json_path, "also write every row count's times as JSON here");
   CollectiveBenchOptions cb;
   auto* coll = app.add_subcommand("collectives", "all-reduce time over the GPUs of an mpirun launch: NCCL and the IPC one-shot kernel");
   coll->add_option("--rows", cb.rows, "message sizes, in rows of --hidden bf16 values")->delimiter(',');
@@ -141,6 +154,7 @@ int main(int argc, char** argv) {
       return run_one_batch(ob);
     }
     if (*kern) return run_kernel_bench(kb);
+    if (*tune) return run_gemm_tuning_bench(tb);
     if (*coll) return run_collective_bench(cb);
     if (*cgemm) return run_cpu_gemm_bench(gb);
     if (*serve) return run_serving_bench(sb);

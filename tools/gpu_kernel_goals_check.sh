@@ -7,7 +7,9 @@
 #   4. goals.txt: each of #21's numeric goals against the figure measured here.
 # Carry .device.tgz from: BUILD_DIR=build BINS="launch/aerie-bench tests/gpu_test" bash tools/device_pack.sh
 #   device run: bash tools/gpu_kernel_goals_check.sh        (about 8 minutes on an H100)
-# PEER=0 skips step 3 (its torch.compile takes most of the time). Output in $OUT.
+# PEER=0 skips step 3 (its torch.compile takes most of the time). Output in $OUT: gpu.txt, gpu_test.log,
+# three aerie-bench JSONs, aerie_tables.log (their tables and the peer's stderr), the peer's JSONL,
+# goals.txt: 8 files, as many as the device tool brings back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aerie-kernel-goals}
@@ -17,6 +19,7 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 B=$PWD/.device/bin
 status=0
+: > "$OUT/aerie_tables.log"  # every aerie-bench table (the device tool brings back 8 files)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 if [[ ${GPU_TEST:-1} != 0 && -x $B/gpu_test ]]; then
   "$B/gpu_test" --gtest_brief=1 > "$OUT/gpu_test.log" 2>&1 || { echo "gpu_test FAILED"; status=1; }
@@ -27,6 +30,7 @@ bench() {  # name, then aerie-bench one-batch arguments
   "$B/aerie-bench" one-batch --load-format dummy --cuda-graph on --json "$OUT/$name.json" "$@" > "$OUT/$name.txt" 2>&1 \
     || { echo "aerie-bench $name FAILED"; status=1; }
   grep -E "^ +[0-9]+ +on|TFLOP" "$OUT/$name.txt"
+  { echo "== $name"; cat "$OUT/$name.txt"; } >> "$OUT/aerie_tables.log" && rm "$OUT/$name.txt"
 }
 bench aerie_llama-3.1-8b --model-shape llama-3.1-8b --batch-size 1,8,32,128,256 --input-len 512 --output-len 32
 bench aerie_8b_4096 --model-shape llama-3.1-8b --batch-size 1 --input-len 4096 --output-len 8
@@ -35,7 +39,7 @@ if [[ ${PEER:-1} != 0 ]]; then
   : > "$OUT/peer_llama-3.1-8b.jsonl"
   for bs in 1 8 32 128 256; do  # one process per batch: a timeout keeps the rows before it
     python3 tools/bench_torch_compiled.py --model-shape llama-3.1-8b --batch-size "$bs" --input-len 512 --output-len 32 \
-      2>> "$OUT/peer_llama-3.1-8b.err" | grep '^{' >> "$OUT/peer_llama-3.1-8b.jsonl" || status=1
+      2>> "$OUT/aerie_tables.log" | grep '^{' >> "$OUT/peer_llama-3.1-8b.jsonl" || status=1
   done
 fi
 python3 - "$OUT" <<'PY' | tee "$OUT/goals.txt"

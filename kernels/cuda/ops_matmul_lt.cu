@@ -5,7 +5,10 @@
 // copy bandwidth, o_proj ~32%: too few tiles for 132 SMs), and other algorithms of the same
 // heuristic list (other tiles, split-K) do somewhat better (docs/performance.md). So the first
 // call of each shape times the list's candidates on the real tensors and keeps the fastest, as
-// sglang and vLLM's tuned GEMM configs do offline.
+// sglang and vLLM's tuned GEMM configs do offline. Outside graph warm-ups a row count that is not
+// a power of two first borrows the algorithm its bucket (the next power of two) already has, where
+// cuBLASLt confirms that it serves the exact shape, and is timed for itself only once it recurs
+// (kernels/gemm_tuning.hpp).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_lt.cuh"
 #include "kernels/env_knob.hpp"
+#include "kernels/gemm_tuning.hpp"
 #include "kernels/log.hpp"
 
 namespace aerie::kernels::cuda {
@@ -29,6 +33,12 @@ constexpr int kLtTimedRuns = 5;
 
 bool lt_enabled() {
   static const bool on = !env_turned_off("AERIE_GEMM_LT");
+  return on;
+}
+
+// set_gemm_tuning_buckets; AERIE_GEMM_LT_BUCKETS=0 starts it off.
+bool& lt_buckets_on() {
+  static bool on = !env_turned_off("AERIE_GEMM_LT_BUCKETS");
   return on;
 }
 
@@ -58,11 +68,21 @@ struct LtKeyHash {
 };
 
 // One shape's descriptors and chosen algorithm (ok = false: cuBLASLt offered nothing usable).
+// `borrowed`: the algorithm is its bucket's, run `borrowed_calls` times so far.
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;
+  bool borrowed = false;
+  int64_t borrowed_calls = 0;
+};
+
+// The algorithm a tuning bucket's row counts reuse: timed at the bucket's own row count
+// (`exact`), or, until that count comes, at the first count of the bucket that was timed.
+struct LtBucketAlgo {
+  cublasLtMatmulAlgo_t algo{};
+  bool exact = false;
 };
 
 struct LtState {
@@ -71,6 +91,8 @@ struct LtState {
   void* flush = nullptr;  // twice the L2, rewritten before each timed run
   size_t flush_bytes = 0;
   std::unordered_map<LtKey, LtPlan, LtKeyHash> plans;
+  std::unordered_map<LtKey, LtBucketAlgo, LtKeyHash> buckets;  // keyed with m = the bucket
+  GemmTuningCounts counts;
   LtState() {
     if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) handle = nullptr;
   }
@@ -166,7 +188,51 @@ void tune(LtState& s, LtPlan& plan, const LtKey& key, const MatmulParams& p, cud
                                        << 1000.0f * best / kLtTimedRuns << " us");
 }
 
+// Whether `algo` (chosen for another row count) runs the plan's exact shape within the workspace.
+bool algo_serves(const LtState& s, const LtPlan& plan, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t checked{};
+  return cublasLtMatmulAlgoCheck(s.handle, plan.op, plan.a, plan.b, plan.c, plan.c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+         checked.state == CUBLAS_STATUS_SUCCESS && checked.workspaceSize <= kLtWorkspaceBytes;
+}
+
+// A new shape's algorithm: its bucket's where that serves (not under ExactGemmTuning), else timed (and then the bucket's,
+// where the bucket has none yet or this is the bucket's own row count).
+void choose(LtState& s, LtPlan& plan, const LtKey& key, const MatmulParams& p, cudaStream_t stream) {
+  LtKey bucket_key = key;
+  bucket_key.m = gemm_tuning_bucket(key.m);
+  auto b = s.buckets.find(bucket_key);
+  if (lt_buckets_on() && !ExactGemmTuning::active() && key.m != bucket_key.m && b != s.buckets.end() &&
+      algo_serves(s, plan, b->second.algo)) {
+    plan.algo = b->second.algo;
+    plan.ok = true;
+    plan.borrowed = true;
+    ++s.counts.reused;
+    return;
+  }
+  tune(s, plan, key, p, stream);
+  ++s.counts.tuned;
+  if (plan.ok && (b == s.buckets.end() || (key.m == bucket_key.m && !b->second.exact)))
+    s.buckets[bucket_key] = {.algo = plan.algo, .exact = key.m == bucket_key.m};
+}
+
+// A borrowed algorithm's shape is timed for itself once it recurs (gemm_retune_after calls) or a
+// graph warm-up runs it; never under capture (timing synchronizes). Where no candidate can be timed,
+// the borrowed algorithm stays.
+void retune_if_due(LtState& s, LtPlan& plan, const LtKey& key, const MatmulParams& p, cudaStream_t stream) {
+  const int64_t after = gemm_retune_after();
+  ++plan.borrowed_calls;
+  if (!ExactGemmTuning::active() && (after <= 0 || plan.borrowed_calls < after)) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) return;
+  plan.borrowed = false;
+  tune(s, plan, key, p, stream);
+  ++s.counts.retuned;
+}
+
 }  // namespace
+
+GemmTuningCounts gemm_tuning_counts() { return thread_lt().counts; }
+void set_gemm_tuning_buckets(bool on) { lt_buckets_on() = on; }
 
 bool matmul_lt(const MatmulParams& p, cudaStream_t stream) {
   const DType xt = p.x.dtype, yt = p.y.dtype;
@@ -194,10 +260,12 @@ bool matmul_lt(const MatmulParams& p, cudaStream_t stream) {
       }
     }
     it = s.plans.emplace(key, LtPlan{}).first;
-    if (describe(it->second, key, xt, yt)) tune(s, it->second, key, p, stream);
+    if (describe(it->second, key, xt, yt)) choose(s, it->second, key, p, stream);
   }
-  if (!it->second.ok) return false;
-  return run(s, it->second, it->second.algo, p, stream) == CUBLAS_STATUS_SUCCESS;
+  LtPlan& plan = it->second;
+  if (!plan.ok) return false;
+  if (plan.borrowed) retune_if_due(s, plan, key, p, stream);
+  return run(s, plan, plan.algo, p, stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace aerie::kernels::cuda

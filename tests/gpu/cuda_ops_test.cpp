@@ -14,6 +14,7 @@
 #include "kernels/device_runtime.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/future_tokens.hpp"
+#include "kernels/gemm_tuning.hpp"
 #include "kernels/logit_adjust.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/rms_norm.hpp"
@@ -142,6 +143,95 @@ TEST_F(CudaOps, TunedCublasLtProductsMatchCpuAndTheirGraphs) {
   cuda_runtime::launch_graph(graph, gpu().handle());
   EXPECT_LT(rel_error(to_double(to_cpu(dy).view()), to_double(y.view())), tol(DType::kBF16));
   cuda_runtime::destroy_graph(graph);
+}
+
+// A row count that is not a power of two takes the algorithm its bucket (the next power of two)
+// was tuned with instead of timing the candidates again (kernels/gemm_tuning.hpp); the product is
+// still right, and a graph of a reused shape replays the eager product bit for bit. Under
+// ExactGemmTuning (graph warm-ups) and with the buckets off every new row count is timed; a
+// borrowed algorithm is timed for its own row count once that recurs.
+TEST_F(CudaOps, TunedCublasLtRowCountsShareTheirBucketsAlgorithm) {
+  std::mt19937 rng(31);
+  const int64_t k = 1024, n = 4200, rows = 160;  // 8.6 MB of weights: cuBLASLt from 17 rows (no chunked GEMV)
+  Buffer x = random_buffer(rng, DType::kBF16, {rows, k}), w = random_buffer(rng, DType::kBF16, {n, k}, 0.05f);
+  Buffer y(Device::kCpu, DType::kBF16, {rows, n});
+  ASSERT_TRUE(matmul({.x = x.view(), .w = w.view(), .y = y.view()}, Stream::cpu()).is_ok());
+  Buffer dx = to_gpu(x), dw = to_gpu(w), dy = like_gpu(y);
+  const size_t row_bytes = static_cast<size_t>(n) * 2;
+  // Runs the first m rows; returns how the tuning counts moved.
+  auto product = [&](int64_t m) {
+    const GemmTuningCounts before = gemm_tuning_counts();
+    const TensorView xv = dx.view().slice_rows(0, m), yv = dy.view().slice_rows(0, m);
+    EXPECT_TRUE(matmul({.x = xv, .w = dw.view(), .y = yv}, gpu()).is_ok());
+    const Buffer got = to_cpu(dy);
+    Buffer got_rows(Device::kCpu, DType::kBF16, {m, n}), want_rows(Device::kCpu, DType::kBF16, {m, n});
+    std::memcpy(got_rows.data(), got.data(), row_bytes * static_cast<size_t>(m));
+    std::memcpy(want_rows.data(), y.data(), row_bytes * static_cast<size_t>(m));
+    EXPECT_LT(rel_error(to_double(got_rows.view()), to_double(want_rows.view())), tol(DType::kBF16)) << "m=" << m;
+    const GemmTuningCounts after = gemm_tuning_counts();
+    return std::pair<int64_t, int64_t>{after.tuned - before.tuned, after.reused - before.reused};
+  };
+  using Moved = std::pair<int64_t, int64_t>;  // {timed, reused}
+  EXPECT_EQ(product(64), (Moved{1, 0})) << "a bucket's own row count is timed";
+  for (int64_t m : {33, 40, 47, 63}) EXPECT_EQ(product(m), (Moved{0, 1})) << "m=" << m << " takes bucket 64's algorithm";
+  EXPECT_EQ(product(40), (Moved{0, 0})) << "a shape seen before keeps its plan";
+  EXPECT_EQ(product(100), (Moved{1, 0})) << "bucket 128 has no algorithm yet: timed";
+  EXPECT_EQ(product(90), (Moved{0, 1})) << "bucket 128 holds 100's algorithm until 128 comes";
+  EXPECT_EQ(product(128), (Moved{1, 0})) << "the bucket's own count is timed even where the bucket has an algorithm";
+  EXPECT_EQ(product(120), (Moved{0, 1}));
+  {
+    const ExactGemmTuning exact;  // as a graph runner's eager first run
+    EXPECT_EQ(product(36), (Moved{1, 0})) << "a graph warm-up's row count is timed for itself";
+  }
+  EXPECT_EQ(product(37), (Moved{0, 1}));
+  set_gemm_tuning_buckets(false);
+  EXPECT_EQ(product(50), (Moved{1, 0})) << "buckets off: every new row count is timed";
+  set_gemm_tuning_buckets(true);
+  // A reused shape under a graph.
+  Buffer dg = like_gpu(y);
+  const TensorView xv = dx.view().slice_rows(0, 47);
+  ASSERT_TRUE(matmul({.x = xv, .w = dw.view(), .y = dy.view().slice_rows(0, 47)}, gpu()).is_ok());
+  cuda_runtime::begin_capture(gpu().handle());
+  ASSERT_TRUE(matmul({.x = xv, .w = dw.view(), .y = dg.view().slice_rows(0, 47)}, gpu()).is_ok());
+  void* graph = cuda_runtime::end_capture(gpu().handle());
+  cuda_runtime::launch_graph(graph, gpu().handle());
+  const Buffer eager = to_cpu(dy), replayed = to_cpu(dg);
+  cuda_runtime::destroy_graph(graph);
+  EXPECT_EQ(std::memcmp(eager.data(), replayed.data(), row_bytes * 47), 0) << "graph replay of a reused shape differs";
+  // A borrowed algorithm's row count is timed for itself once it recurs (the call that borrowed
+  // counts), or at once under ExactGemmTuning; never under capture.
+  auto retuned = [] { return gemm_tuning_counts().retuned; };
+  set_gemm_retune_after(3);
+  int64_t r = retuned();
+  EXPECT_EQ(product(45), (Moved{0, 1}));
+  product(45);
+  EXPECT_EQ(retuned(), r) << "two calls with the borrowed algorithm: not yet";
+  EXPECT_EQ(product(45), (Moved{0, 0})) << "the retime is counted apart";
+  EXPECT_EQ(retuned(), r + 1) << "the third call times 45 rows for themselves";
+  product(45);
+  EXPECT_EQ(retuned(), r + 1) << "an own algorithm is never timed again";
+  EXPECT_EQ(product(55), (Moved{0, 1}));
+  {
+    const ExactGemmTuning exact;
+    product(55);
+    EXPECT_EQ(retuned(), r + 2) << "a graph warm-up times a borrowed row count at once";
+  }
+  set_gemm_retune_after(2);
+  EXPECT_EQ(product(61), (Moved{0, 1}));
+  const TensorView x61 = dx.view().slice_rows(0, 61);
+  cuda_runtime::begin_capture(gpu().handle());
+  ASSERT_TRUE(matmul({.x = x61, .w = dw.view(), .y = dg.view().slice_rows(0, 61)}, gpu()).is_ok());
+  void* graph61 = cuda_runtime::end_capture(gpu().handle());
+  EXPECT_EQ(retuned(), r + 2) << "due under capture: not timed there";
+  cuda_runtime::launch_graph(graph61, gpu().handle());
+  cuda_runtime::destroy_graph(graph61);
+  product(61);
+  EXPECT_EQ(retuned(), r + 3) << "the next eager call times it";
+  set_gemm_retune_after(0);
+  EXPECT_EQ(product(59), (Moved{0, 1}));
+  for (int i = 0; i < 4; ++i) product(59);
+  EXPECT_EQ(retuned(), r + 3) << "0: borrowed algorithms are kept";
+  set_gemm_retune_after(kGemmRetuneAfterCalls);
 }
 
 TEST_F(CudaOps, GemvMatchesCpuForUpTo16Rows) {
