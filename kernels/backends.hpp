@@ -57,7 +57,6 @@ void set_gemv_max_rows(int rows);
 int gemv_max_rows();
 void set_gemv_chunked_rows(int64_t rows);
 GemmTuningCounts gemm_tuning_counts();
-void set_gemm_tuning_buckets(bool on);
 }
 
 }  // namespace aerie::kernels

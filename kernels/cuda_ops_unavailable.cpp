@@ -36,7 +36,6 @@ void set_gemv_max_rows(int) {}
 int gemv_max_rows() { return 0; }
 void set_gemv_chunked_rows(int64_t) {}
 GemmTuningCounts gemm_tuning_counts() { return {}; }  // nothing is tuned without CUDA
-void set_gemm_tuning_buckets(bool) {}
 Status fill_normal(const FillNormalParams&, void*) { return unavailable("fill_normal"); }
 
 }  // namespace aerie::kernels::cuda

@@ -1,6 +1,7 @@
 #include "kernels/gemm_tuning.hpp"
 
 #include <atomic>
+#include <bit>
 
 #include "kernels/backends.hpp"
 #include "kernels/env_knob.hpp"
@@ -10,9 +11,7 @@ namespace aerie::kernels {
 
 int64_t gemm_tuning_bucket(int64_t m) {
   AERIE_CHECK(m >= 1, "gemm_tuning_bucket: " << m << " rows");
-  int64_t b = 1;
-  while (b < m) b *= 2;
-  return b;
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(m)));
 }
 
 namespace {
@@ -21,6 +20,11 @@ thread_local int exact_scopes = 0;
 std::atomic<int64_t>& retune_after() {
   static std::atomic<int64_t> calls{env_knob_or("AERIE_GEMM_LT_RETUNE_AFTER", static_cast<int>(kGemmRetuneAfterCalls))};
   return calls;
+}
+
+std::atomic<bool>& buckets_on() {
+  static std::atomic<bool> on{!env_turned_off("AERIE_GEMM_LT_BUCKETS")};
+  return on;
 }
 }  // namespace
 
@@ -31,7 +35,9 @@ ExactGemmTuning::ExactGemmTuning() { ++exact_scopes; }
 ExactGemmTuning::~ExactGemmTuning() { --exact_scopes; }
 bool ExactGemmTuning::active() { return exact_scopes > 0; }
 
+bool gemm_tuning_buckets() { return buckets_on().load(std::memory_order_relaxed); }
+void set_gemm_tuning_buckets(bool on) { buckets_on().store(on, std::memory_order_relaxed); }
+
 GemmTuningCounts gemm_tuning_counts() { return cuda::gemm_tuning_counts(); }
-void set_gemm_tuning_buckets(bool on) { cuda::set_gemm_tuning_buckets(on); }
 
 }  // namespace aerie::kernels

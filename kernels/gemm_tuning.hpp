@@ -50,8 +50,9 @@ constexpr int64_t kGemmRetuneAfterCalls = 256;
 int64_t gemm_retune_after();
 void set_gemm_retune_after(int64_t calls);
 
-// For measuring (aerie-bench gemm-tuning): false tunes every row count (as
-// AERIE_GEMM_LT_BUCKETS=0 does); true, the default, shares by bucket. CUDA only.
+// Whether row counts share by bucket: true by default, false (AERIE_GEMM_LT_BUCKETS=0, for
+// measuring) times every new row count at its first call. The setter is for tests.
+bool gemm_tuning_buckets();
 void set_gemm_tuning_buckets(bool on);
 
 }  // namespace aerie::kernels

@@ -36,12 +36,6 @@ bool lt_enabled() {
   return on;
 }
 
-// set_gemm_tuning_buckets; AERIE_GEMM_LT_BUCKETS=0 starts it off.
-bool& lt_buckets_on() {
-  static bool on = !env_turned_off("AERIE_GEMM_LT_BUCKETS");
-  return on;
-}
-
 // The largest power of two up to 256 that divides the address: cuBLASLt's algorithms state
 // the alignment they need, and the preference says what the pointers guarantee.
 uint32_t alignment_of(const void* p) {
@@ -201,7 +195,7 @@ void choose(LtState& s, LtPlan& plan, const LtKey& key, const MatmulParams& p, c
   LtKey bucket_key = key;
   bucket_key.m = gemm_tuning_bucket(key.m);
   auto b = s.buckets.find(bucket_key);
-  if (lt_buckets_on() && !ExactGemmTuning::active() && key.m != bucket_key.m && b != s.buckets.end() &&
+  if (gemm_tuning_buckets() && !ExactGemmTuning::active() && key.m != bucket_key.m && b != s.buckets.end() &&
       algo_serves(s, plan, b->second.algo)) {
     plan.algo = b->second.algo;
     plan.ok = true;
@@ -232,7 +226,6 @@ void retune_if_due(LtState& s, LtPlan& plan, const LtKey& key, const MatmulParam
 }  // namespace
 
 GemmTuningCounts gemm_tuning_counts() { return thread_lt().counts; }
-void set_gemm_tuning_buckets(bool on) { lt_buckets_on() = on; }
 
 bool matmul_lt(const MatmulParams& p, cudaStream_t stream) {
   const DType xt = p.x.dtype, yt = p.y.dtype;

@@ -9,7 +9,6 @@
 
 #include "kernels/device_runtime.hpp"
 #include "kernels/error.hpp"
-#include "kernels/env_knob.hpp"
 #include "kernels/gemm_tuning.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/staging.hpp"
@@ -32,7 +31,7 @@ int run_gemm_tuning_bench(const GemmTuningBenchOptions& o) {
   OwnedStream os(Device::kCuda);
   const Stream& s = os.get();
   const DType bf = DType::kBF16;
-  const bool buckets = !kernels::env_turned_off("AERIE_GEMM_LT_BUCKETS");
+  const bool buckets = kernels::gemm_tuning_buckets();
   std::vector<int64_t> order(static_cast<size_t>(o.max_rows - o.min_rows + 1));
   std::iota(order.begin(), order.end(), o.min_rows);
   std::mt19937 rng(o.seed);

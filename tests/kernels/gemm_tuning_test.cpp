@@ -56,6 +56,14 @@ TEST(GemmTuning, BorrowedAlgorithmsAreRetimedAfterTheirRowCountRecurs) {
   set_gemm_retune_after(kGemmRetuneAfterCalls);
 }
 
+TEST(GemmTuning, RowCountsShareByBucketUnlessTurnedOff) {
+  EXPECT_TRUE(gemm_tuning_buckets()) << "the default (AERIE_GEMM_LT_BUCKETS unset under ctest)";
+  set_gemm_tuning_buckets(false);
+  EXPECT_FALSE(gemm_tuning_buckets());
+  set_gemm_tuning_buckets(true);
+  EXPECT_TRUE(gemm_tuning_buckets());
+}
+
 TEST(GemmTuning, ExactTuningScopesNestOnTheirThread) {
   EXPECT_FALSE(ExactGemmTuning::active());
   {
